@@ -1,0 +1,1 @@
+"""dtn-migrate: move VM images between OpenStack clouds through DTNs."""

@@ -1,0 +1,1 @@
+"""The DTN agent: wraps the transfer engine as an oslo.messaging service."""

@@ -1,0 +1,50 @@
+"""[agent] options: where the DTN agent listens, stores and reads."""
+
+from oslo_config import cfg
+
+agent_group = cfg.OptGroup(
+    'agent', title='DTN agent options',
+    help='The dtn-migrate-agent runs on a Data Transfer Node. It receives '
+         'transfers from peer DTNs into its staging root and sends files '
+         'from it on request.')
+
+agent_opts = [
+    cfg.HostAddressOpt(
+        'listen_address', default='0.0.0.0',
+        help='Address on which the agent accepts transfers from peers.'),
+    cfg.PortOpt(
+        'listen_port', default=47100,
+        help='TCP port for peer transfers (control and data streams).'),
+    cfg.StrOpt(
+        'staging_root', default='/var/lib/dtn-migrate/staging',
+        help='Directory the agent receives into and sends from. Nothing '
+             'outside it is ever read or written for a transfer; it is '
+             'typically the NFS export the clouds stage images on.'),
+    cfg.StrOpt(
+        'state_dir', default='/var/lib/dtn-migrate/state',
+        help='Where outgoing transfers keep their manifest and object log, '
+             'so that they resume after a restart. Must not be inside '
+             'staging_root.'),
+    cfg.BoolOpt(
+        'auto_resume', default=True,
+        help='On start, resume outgoing transfers that were running when '
+             'the agent stopped.'),
+    cfg.IntOpt(
+        'max_outgoing', default=8, min=1,
+        help='Outgoing transfers run at once; more wait in a queue.'),
+    cfg.ListOpt(
+        'peers', default=[],
+        help='Names of the peer DTNs. Each needs a [peer:<name>] section.'),
+    cfg.IntOpt(
+        'rpc_workers', default=8, min=1,
+        help='Threads serving RPC calls.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(agent_group)
+    conf.register_opts(agent_opts, group=agent_group)
+
+
+def list_opts():
+    return {agent_group: agent_opts}

@@ -1,0 +1,107 @@
+"""[transfer] options: tuning of the DTN-to-DTN transfer engine."""
+
+from oslo_config import cfg
+
+from dtn_migrate.transfer import config as engine
+
+MiB = 1 << 20
+_d = engine.TransferConfig()
+
+transfer_group = cfg.OptGroup(
+    'transfer', title='Transfer engine options',
+    help='Objects, parallelism, durability and fault tolerance of '
+         'DTN-to-DTN transfers (FT-LADS).')
+
+transfer_opts = [
+    cfg.IntOpt('object_size', default=_d.object_size, min=4096,
+               max=64 * MiB,
+               help='Bytes per object, a multiple of 4096. Files are split '
+                    'into objects that travel out of order.'),
+    cfg.IntOpt('streams', default=_d.streams, min=1, max=64,
+               help='Parallel data connections per transfer.'),
+    cfg.IntOpt('io_threads', default=_d.io_threads, min=1,
+               help='Threads reading (source) or writing (sink) objects.'),
+    cfg.IntOpt('buffer_pool_bytes', default=_d.buffer_pool_bytes,
+               min=2 * 4096,
+               help='Upper bound of the object buffers an agent holds, '
+                    'whatever the dataset size.'),
+    cfg.IntOpt('window_bytes', default=_d.window_bytes, min=4096,
+               help='Bytes sent but not yet confirmed durable by the sink. '
+                    'Bounds what a crash can cost in resent data.'),
+    cfg.IntOpt('max_open_files', default=_d.max_open_files, min=1,
+               help='Files of one transfer in flight at once.'),
+    cfg.IntOpt('sync_bytes', default=_d.sync_bytes, min=0,
+               help='Sink: fdatasync after this many unsynced bytes ...'),
+    cfg.FloatOpt('sync_interval', default=_d.sync_interval, min=0.001,
+                 help='... or after this many seconds, whichever is first. '
+                      'Objects are reported durable (BLOCK_SYNC) only after '
+                      'the sync.'),
+    cfg.BoolOpt('preallocate', default=_d.preallocate,
+                help='Sink: reserve each file\'s full size before writing.'),
+    cfg.IntOpt('min_free_bytes', default=_d.min_free_bytes, min=0,
+               help='Sink: refuse a file that would leave less free space.'),
+    cfg.StrOpt('logger', default=_d.logger, choices=engine.LOGGERS,
+               help='Object log mechanism of the source (FT-LADS): one log '
+                    'per file, per transaction of files, or one for the '
+                    'whole dataset. "none" disables resume.'),
+    cfg.StrOpt('log_method', default=_d.log_method,
+               choices=engine.LOG_METHODS,
+               help='How completed objects are recorded in the log.'),
+    cfg.IntOpt('transaction_size', default=_d.transaction_size, min=1,
+               help='Files per log with logger=transaction.'),
+    cfg.BoolOpt('verify_sha512', default=_d.verify_sha512,
+                help='Verify every file\'s sha512 at the sink (Glance\'s '
+                     'os_hash_value) in addition to each object\'s xxh3.'),
+    cfg.IntOpt('max_object_retries', default=_d.max_object_retries, min=0,
+               help='Resends of one damaged object before its file fails.'),
+    cfg.IntOpt('max_file_retries', default=_d.max_file_retries, min=0,
+               help='Whole-file resends after a sha512 mismatch.'),
+    cfg.StrOpt('transport', default=_d.transport,
+               choices=engine.TRANSPORTS,
+               help='Data plane: "auto" uses RDMA when both DTNs have a '
+                    'device and TCP otherwise.'),
+    cfg.IntOpt('socket_buffer_bytes', default=_d.socket_buffer_bytes,
+               min=0,
+               help='TCP send/receive buffer per connection (0: kernel '
+                    'autotuning).'),
+    cfg.FloatOpt('tcp_user_timeout', default=_d.tcp_user_timeout, min=0,
+                 help='Seconds before a connection with unacknowledged '
+                      'data, or a silent peer, is declared dead.'),
+    cfg.FloatOpt('connect_timeout', default=_d.connect_timeout, min=0.1,
+                 help='Seconds to open and authenticate one connection.'),
+    cfg.FloatOpt('reconnect_initial_interval',
+                 default=_d.reconnect_initial_interval, min=0.01,
+                 help='First back-off after a lost connection; doubles up '
+                      'to reconnect_max_interval.'),
+    cfg.FloatOpt('reconnect_max_interval',
+                 default=_d.reconnect_max_interval, min=0.01,
+                 help='Longest back-off between reconnection attempts.'),
+    cfg.FloatOpt('reconnect_deadline', default=_d.reconnect_deadline,
+                 min=1,
+                 help='Fail a transfer whose peer stays unreachable (with no '
+                      'progress) this many seconds.'),
+    cfg.IntOpt('rate_limit', default=_d.rate_limit, min=0,
+               help='Bytes per second per outgoing transfer (0: no limit).'),
+    cfg.FloatOpt('growing_stall_timeout', default=_d.growing_stall_timeout,
+                 min=1,
+                 help='Fail a growing file whose writer adds nothing for '
+                      'this many seconds.'),
+    cfg.IntOpt('max_sessions', default=_d.max_sessions, min=1,
+               help='Sink: incoming transfers served at once.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(transfer_group)
+    conf.register_opts(transfer_opts, group=transfer_group)
+
+
+def engine_config(conf):
+    """The engine's TransferConfig from [transfer]."""
+    group = conf.transfer
+    return engine.TransferConfig(
+        **{opt.dest: getattr(group, opt.dest) for opt in transfer_opts})
+
+
+def list_opts():
+    return {transfer_group: transfer_opts}

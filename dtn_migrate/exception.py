@@ -1,0 +1,59 @@
+"""Exceptions of the dtn-migrate services, safe to send over RPC.
+
+oslo.messaging re-raises these on the RPC client (their module is in
+``rpc.ALLOWED_EXMODS``), so an operator's CLI shows the agent's own
+message rather than a generic remote error.
+"""
+
+from dtn_migrate.i18n import _
+
+
+class DtnMigrateException(Exception):
+    msg_fmt = _("An unknown exception occurred.")
+    code = 500
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        if not message:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError):
+                message = self.msg_fmt
+        self.message = message
+        super().__init__(message)
+
+
+class Invalid(DtnMigrateException):
+    msg_fmt = _("Unacceptable parameters.")
+    code = 400
+
+
+class InvalidInput(Invalid):
+    msg_fmt = _("Invalid input: %(reason)s")
+
+
+class NotFound(DtnMigrateException):
+    msg_fmt = _("Resource could not be found.")
+    code = 404
+
+
+class TransferNotFound(NotFound):
+    msg_fmt = _("Transfer %(transfer_id)s could not be found.")
+
+
+class PeerNotFound(NotFound):
+    msg_fmt = _("Unknown peer DTN %(peer)s (configured peers: %(known)s).")
+
+
+class Conflict(DtnMigrateException):
+    msg_fmt = _("Conflicting request.")
+    code = 409
+
+
+class TransferConflict(Conflict):
+    msg_fmt = _("Transfer %(transfer_id)s exists with different "
+                "parameters.")
+
+
+class ConfigError(DtnMigrateException):
+    msg_fmt = _("Configuration error: %(reason)s")

@@ -1,0 +1,130 @@
+"""A fixed-size bitmap of object indices, and its run-length wire form."""
+
+from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import varint
+
+
+class Bitmap:
+    """``nbits`` bits in a bytearray, bit ``i`` is byte ``i >> 3``,
+    bit ``i & 7`` (least significant first)."""
+
+    __slots__ = ("nbits", "bits", "_count")
+
+    def __init__(self, nbits, raw=None):
+        self.nbits = nbits
+        nbytes = (nbits + 7) >> 3
+        if raw is None:
+            self.bits = bytearray(nbytes)
+            self._count = 0
+        else:
+            if len(raw) != nbytes:
+                raise ValueError("bitmap of %d bits needs %d bytes, got %d"
+                                 % (nbits, nbytes, len(raw)))
+            self.bits = bytearray(raw)
+            if nbits & 7:
+                self.bits[-1] &= (1 << (nbits & 7)) - 1
+            self._count = int.from_bytes(self.bits, "little").bit_count()
+
+    def __contains__(self, i):
+        return 0 <= i < self.nbits and bool(self.bits[i >> 3] & (1 << (i & 7)))
+
+    def __len__(self):
+        return self._count
+
+    def add(self, i):
+        """Set bit ``i``; return True if it was clear."""
+        if not 0 <= i < self.nbits:
+            raise IndexError("bit %d outside bitmap of %d" % (i, self.nbits))
+        mask = 1 << (i & 7)
+        if self.bits[i >> 3] & mask:
+            return False
+        self.bits[i >> 3] |= mask
+        self._count += 1
+        return True
+
+    def clear(self):
+        self.bits[:] = bytes(len(self.bits))
+        self._count = 0
+
+    @property
+    def full(self):
+        return self._count == self.nbits
+
+    def missing(self):
+        """Indices of clear bits, in increasing order."""
+        bits = self.bits
+        for byte_index, byte in enumerate(bits):
+            if byte == 0xFF:
+                continue
+            base = byte_index << 3
+            for bit in range(8):
+                i = base + bit
+                if i >= self.nbits:
+                    return
+                if not byte & (1 << bit):
+                    yield i
+
+    def present(self):
+        """Indices of set bits, in increasing order."""
+        for byte_index, byte in enumerate(self.bits):
+            if not byte:
+                continue
+            base = byte_index << 3
+            for bit in range(8):
+                if byte & (1 << bit):
+                    yield base + bit
+
+    def prefix(self):
+        """Length of the run of set bits starting at bit 0."""
+        for byte_index, byte in enumerate(self.bits):
+            if byte != 0xFF:
+                i = byte_index << 3
+                while byte & 1:
+                    byte >>= 1
+                    i += 1
+                return min(i, self.nbits)
+        return self.nbits
+
+    def runs(self):
+        """Alternating run lengths, starting with a (possibly empty) clear
+        run: ``[clear, set, clear, set, ...]``."""
+        runs = []
+        current = False
+        length = 0
+        for i in range(self.nbits):
+            bit = i in self
+            if bit == current:
+                length += 1
+            else:
+                runs.append(length)
+                current = bit
+                length = 1
+        runs.append(length)
+        return runs
+
+    def encode_runs(self):
+        """Varint run-length form used in NEW_FILE.done."""
+        if not self._count:
+            return b""
+        return varint.encode_many(self.runs())
+
+    @classmethod
+    def decode_runs(cls, blob, nbits):
+        """Inverse of encode_runs; the runs must cover exactly ``nbits``."""
+        bitmap = cls(nbits)
+        if not blob:
+            return bitmap
+        try:
+            runs = varint.decode_many(blob)
+        except ValueError as exc:
+            raise errors.ProtocolError("bad done set: %s" % exc)
+        if sum(runs) != nbits:
+            raise errors.BoundsError(
+                "done set covers %d objects, file has %d" % (sum(runs), nbits))
+        pos = 0
+        for n, length in enumerate(runs):
+            if n & 1:
+                for i in range(pos, pos + length):
+                    bitmap.add(i)
+            pos += length
+        return bitmap

@@ -1,0 +1,66 @@
+"""A bounded pool of object buffers.
+
+Buffers are allocated lazily up to ``count`` and then recycled, so the
+memory an agent holds is bounded by the pool whatever the dataset size,
+and an idle agent holds only what it has needed so far.  The RDMA data
+plane supplies an allocator whose buffers live in registered memory.
+"""
+
+import threading
+
+
+class Buffer:
+    __slots__ = ("index", "view")
+
+    def __init__(self, index, view):
+        self.index = index
+        self.view = view
+
+
+def bytearray_allocator(index, size):
+    return memoryview(bytearray(size))
+
+
+class BufferPool:
+    def __init__(self, count, size, allocator=bytearray_allocator):
+        if count < 1:
+            raise ValueError("buffer pool needs at least one buffer")
+        self.count = count
+        self.size = size
+        self._allocator = allocator
+        self._free = []
+        self._allocated = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    @property
+    def in_use(self):
+        with self._cond:
+            return self._allocated - len(self._free)
+
+    def acquire(self, timeout=None):
+        """A free buffer, or None on timeout or once the pool is closed."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                if self._free:
+                    return self._free.pop()
+                if self._allocated < self.count:
+                    buf = Buffer(self._allocated,
+                                 self._allocator(self._allocated, self.size))
+                    self._allocated += 1
+                    return buf
+                if not self._cond.wait(timeout):
+                    return None
+
+    def release(self, buf):
+        with self._cond:
+            self._free.append(buf)
+            self._cond.notify()
+
+    def close(self):
+        """Wake all waiters; later acquires return None."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

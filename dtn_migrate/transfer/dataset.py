@@ -1,0 +1,176 @@
+"""Datasets: the files of a transfer, their growth, and their manifest.
+
+A transfer's manifest is written once into its state directory (write to
+a temporary name, fsync, rename) so that a restarted source finds the
+same files, in the same order, under the same transfer id, and its
+object log lines up with them.
+
+A *growing* file has a known final size while its bytes are still being
+written.  Its writer publishes a committed watermark -- the number of
+leading bytes that are on stable storage -- and the source sends only
+objects below it.  The watermark is either a callable (in-process
+writers) or a small side file whose content is the decimal watermark,
+optionally followed by ``failed`` if the writer gave up.  Writers update
+it by writing a temporary file and renaming it over the old one.
+"""
+
+import dataclasses
+import json
+import os
+import uuid
+
+from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import paths
+
+
+@dataclasses.dataclass
+class FileSpec:
+    name: str                  # relative name at the sink
+    path: str                  # where the source reads it
+    size: int
+    sha512: str = None         # expected hex digest, if already known
+    mtime_ns: int = 0
+    mode: int = 0o644
+    growing: bool = False
+    watermark_file: str = None  # side file of a growing file
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+
+class GrowingFileFailed(errors.TransferError):
+    code = errors.Code.SOURCE_CHANGED
+
+
+def read_watermark_file(path):
+    """(committed bytes, failed) from a watermark side file."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64).decode("ascii", "replace").split()
+    except FileNotFoundError:
+        return 0, False
+    if not text:
+        return 0, False
+    try:
+        value = int(text[0])
+    except ValueError:
+        return 0, False
+    return max(0, value), len(text) > 1 and text[1] == "failed"
+
+
+def write_watermark_file(path, committed, failed=False):
+    """Publish a watermark atomically (for writers and tests)."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write("%d%s\n" % (committed, " failed" if failed else ""))
+    os.replace(tmp, path)
+
+
+def available_bytes(spec, provider=None):
+    """How many leading bytes of ``spec`` may be sent now."""
+    if not spec.growing:
+        return spec.size
+    if provider is not None:
+        value, failed = provider(), False
+    elif spec.watermark_file:
+        value, failed = read_watermark_file(spec.watermark_file)
+    else:
+        value, failed = spec.size, False
+    if failed:
+        raise GrowingFileFailed("the writer of %s reported failure"
+                                % spec.name)
+    return max(0, min(value, spec.size))
+
+
+def spec_for_path(path, name=None, sha512=None):
+    """FileSpec of an existing regular file."""
+    st = os.stat(path)
+    return FileSpec(name=name or os.path.basename(path),
+                    path=os.path.abspath(path), size=st.st_size,
+                    sha512=sha512, mtime_ns=st.st_mtime_ns,
+                    mode=st.st_mode & 0o777)
+
+
+def expand(root, items, hashes=None):
+    """FileSpecs for files and directories under ``root`` (recursively),
+    named relative to ``root``; ``hashes`` maps names to known sha512."""
+    hashes = hashes or {}
+    specs = []
+    for item in items:
+        full = item if os.path.isabs(item) else os.path.join(root, item)
+        if os.path.isdir(full) and not os.path.islink(full):
+            for dirpath, dirnames, filenames in os.walk(full):
+                for d in dirnames:
+                    if os.path.islink(os.path.join(dirpath, d)):
+                        raise errors.BadNameError(
+                            "%s is a symlink to a directory"
+                            % os.path.join(dirpath, d))
+                dirnames.sort()
+                for fn in sorted(filenames):
+                    specs.extend(expand(root, [os.path.join(dirpath, fn)],
+                                        hashes))
+            continue
+        if os.path.islink(full) or not os.path.isfile(full):
+            raise errors.BadNameError("%s is not a regular file" % item)
+        name = os.path.relpath(os.path.realpath(full),
+                               os.path.realpath(root))
+        paths.check_name(name)
+        specs.append(spec_for_path(full, name, hashes.get(name)))
+    return specs
+
+
+@dataclasses.dataclass
+class Manifest:
+    transfer_id: str
+    peer: str
+    files: list
+    options: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def new(cls, peer, files, options=None, transfer_id=None):
+        return cls(transfer_id or uuid.uuid4().hex, peer, list(files),
+                   dict(options or {}))
+
+    @property
+    def id_bytes(self):
+        return uuid.UUID(hex=self.transfer_id).bytes
+
+    def to_dict(self):
+        return {"version": 1, "transfer_id": self.transfer_id,
+                "peer": self.peer, "options": self.options,
+                "files": [f.to_dict() for f in self.files]}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["transfer_id"], d["peer"],
+                   [FileSpec.from_dict(f) for f in d["files"]],
+                   d.get("options", {}))
+
+    def save(self, directory):
+        os.makedirs(directory, exist_ok=True)
+        write_json_atomic(os.path.join(directory, "manifest.json"),
+                          self.to_dict())
+
+    @classmethod
+    def load(cls, directory):
+        with open(os.path.join(directory, "manifest.json")) as f:
+            return cls.from_dict(json.load(f))
+
+
+def write_json_atomic(path, data):
+    tmp = "%s.tmp" % path
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -1,0 +1,507 @@
+"""The DTN object-transfer wire protocol, version 1.
+
+Every message travels in a frame::
+
+    offset size field
+    0      4    magic      b"DTNM"
+    4      1    version    protocol version of this frame (1)
+    5      1    type       MsgType
+    6      2    flags      reserved, must be 0
+    8      4    length     body length in bytes (<= MAX_BODY)
+    12     4    crc32      zlib CRC-32 of the body
+
+All integers are big-endian.  The body is the message's fields packed in
+the order listed on each class below: fixed-width integers, fixed-size
+byte strings, ``str`` (u16 length + UTF-8) and ``blob`` (u32 length +
+bytes).  A decoder refuses trailing bytes, over-long strings and any
+value outside the bounds in this module; such a frame closes only the
+connection that carried it.
+
+Over TCP the object bytes of a NEW_BLOCK follow its frame directly
+(``length`` bytes, not covered by the frame CRC but by the message's
+xxh3 field).  Over RDMA the NEW_BLOCK names a registered remote buffer
+(``addr``/``rkey``) that the sink reads with RDMA READ.
+
+Message types 0-6 keep the numbering of FT-LADS (Kasu et al. 2019,
+Listing 1); the others are this protocol's additions for authentication,
+flow control and errors.  See doc/source/protocol.rst for the sequence.
+"""
+
+import dataclasses
+import enum
+import struct
+import zlib
+
+from dtn_migrate.transfer import errors
+
+MAGIC = b"DTNM"
+VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+
+HEADER = struct.Struct("!4sBBHII")
+HEADER_SIZE = HEADER.size
+
+# Bounds checked on every decode.
+MAX_BODY = 8 << 20
+MAX_NAME = 4096
+MAX_COMPONENT = 255
+MAX_MESSAGE_TEXT = 2048
+MIN_OBJECT_SIZE = 4 << 10
+MAX_OBJECT_SIZE = 64 << 20
+MAX_FILE_SIZE = 1 << 50
+MAX_STREAMS = 64
+MAX_OBJECTS = (1 << 32) - 1
+NO_FILE = 0xFFFFFFFF
+
+
+class MsgType(enum.IntEnum):
+    CONNECT = 0
+    NEW_FILE = 1
+    FILE_ID = 2
+    NEW_BLOCK = 3
+    BLOCK_SYNC = 4
+    BYE = 5
+    FILE_CLOSE = 6
+    CHALLENGE = 16
+    AUTH = 17
+    CONNECT_ACK = 18
+    BLOCK_NACK = 19
+    BLOCK_PULLED = 20
+    ERROR = 30
+    ABORT = 31
+
+
+class Role(enum.IntEnum):
+    CONTROL = 0
+    DATA = 1
+
+
+class Caps(enum.IntFlag):
+    NONE = 0
+    RDMA = 1
+
+
+class DataPlane(enum.IntEnum):
+    TCP = 0
+    RDMA = 1
+
+
+class FileFlags(enum.IntFlag):
+    NONE = 0
+    GROWING = 1     # final size known, bytes still being written
+    RESTART = 2     # discard any partial copy and start over
+    HAS_SHA512 = 4  # sha512 field is the expected whole-file hash
+    NO_SHA512 = 8   # no whole-file hash: objects' xxh3 only
+
+
+class FileStatus(enum.IntEnum):
+    """FILE_ID status from sink to source."""
+
+    OPEN = 0      # send the objects not in the done set
+    SKIP = 1      # the sink already holds this file, complete
+    RESET = 2     # the sink has no partial copy: send every object
+    REFUSED = 3   # the file cannot be received (see code)
+
+
+class CloseStatus(enum.IntEnum):
+    DECLARE = 0   # source: final size and sha512 of the file
+    OK = 1        # sink: all objects durable, sha512 verified
+    MISMATCH = 2  # sink: sha512 differs; the copy is discarded
+    FAILED = 3    # sink: the file failed (see code)
+
+
+class ByeFlags(enum.IntFlag):
+    REQUEST = 0
+    ACK = 1
+
+
+# Field kinds: fixed struct codes, fixed byte strings, or variable.
+_FIXED = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "i64": "q",
+          "b16": "16s", "b32": "32s", "b64": "64s"}
+
+
+class Message:
+    """Base of all messages; subclasses are dataclasses with FIELDS."""
+
+    TYPE = None
+    FIELDS = ()
+    _struct = None     # set for messages with only fixed fields
+
+    def encode(self):
+        if self._struct is not None:
+            return self._struct.pack(*(getattr(self, n) for n, _ in
+                                       self.FIELDS))
+        parts = []
+        for name, kind in self.FIELDS:
+            value = getattr(self, name)
+            if kind == "str":
+                raw = value.encode("utf-8")
+                parts.append(struct.pack("!H", len(raw)))
+                parts.append(raw)
+            elif kind == "blob":
+                parts.append(struct.pack("!I", len(value)))
+                parts.append(bytes(value))
+            else:
+                parts.append(struct.pack("!" + _FIXED[kind], value))
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, body):
+        if cls._struct is not None:
+            if len(body) != cls._struct.size:
+                raise errors.ProtocolError(
+                    "%s body is %d bytes, expected %d"
+                    % (cls.TYPE.name, len(body), cls._struct.size))
+            msg = cls(*cls._struct.unpack(body))
+            msg.validate()
+            return msg
+        values = []
+        pos = 0
+        view = memoryview(body)
+        try:
+            for name, kind in cls.FIELDS:
+                if kind == "str":
+                    (n,) = struct.unpack_from("!H", view, pos)
+                    pos += 2
+                    if pos + n > len(view):
+                        raise errors.TruncatedFrame(
+                            "%s.%s runs past the body" % (cls.TYPE.name, name))
+                    try:
+                        values.append(bytes(view[pos:pos + n]).decode("utf-8"))
+                    except UnicodeDecodeError:
+                        raise errors.ProtocolError(
+                            "%s.%s is not UTF-8" % (cls.TYPE.name, name))
+                    pos += n
+                elif kind == "blob":
+                    (n,) = struct.unpack_from("!I", view, pos)
+                    pos += 4
+                    if pos + n > len(view):
+                        raise errors.TruncatedFrame(
+                            "%s.%s runs past the body" % (cls.TYPE.name, name))
+                    values.append(bytes(view[pos:pos + n]))
+                    pos += n
+                else:
+                    fmt = "!" + _FIXED[kind]
+                    values.append(struct.unpack_from(fmt, view, pos)[0])
+                    pos += struct.calcsize(fmt)
+        except struct.error:
+            raise errors.TruncatedFrame("%s body is truncated" % cls.TYPE.name)
+        if pos != len(view):
+            raise errors.ProtocolError(
+                "%s body has %d trailing bytes" % (cls.TYPE.name,
+                                                   len(view) - pos))
+        msg = cls(*values)
+        msg.validate()
+        return msg
+
+    def validate(self):
+        """Check value bounds; raise BoundsError.  Overridden per type."""
+
+
+def _message(type_, fields):
+    """Class decorator: make a dataclass message of ``type_``."""
+
+    def wrap(cls):
+        cls.TYPE = type_
+        cls.FIELDS = tuple(fields)
+        cls = dataclasses.dataclass(cls)
+        if all(kind in _FIXED for _, kind in fields):
+            cls._struct = struct.Struct(
+                "!" + "".join(_FIXED[k] for _, k in fields))
+        MESSAGES[type_] = cls
+        return cls
+    return wrap
+
+
+MESSAGES = {}
+
+
+def _check(cond, what):
+    if not cond:
+        raise errors.BoundsError(what)
+
+
+def _check_text(text, field, limit=MAX_MESSAGE_TEXT):
+    _check(len(text) <= limit, "%s longer than %d characters" % (field, limit))
+
+
+@_message(MsgType.CONNECT, [
+    ("version_min", "u8"), ("version_max", "u8"), ("role", "u8"),
+    ("stream", "u16"), ("caps", "u32"), ("transfer_id", "b16"),
+    ("epoch", "u32"), ("object_size", "u32"), ("streams", "u16"),
+    ("nonce", "b32"), ("peer", "str"), ("rdma", "blob")])
+class Connect(Message):
+    """First message of every connection, from the source.
+
+    ``role`` is CONTROL for the session's control connection and DATA for
+    each of its ``streams`` data connections, which carry the ``epoch``
+    returned by the control connection's CONNECT_ACK.  ``rdma`` is the
+    source's RDMA endpoint for this stream (empty without RDMA).
+    """
+
+    version_min: int
+    version_max: int
+    role: int
+    stream: int
+    caps: int
+    transfer_id: bytes
+    epoch: int
+    object_size: int
+    streams: int
+    nonce: bytes
+    peer: str
+    rdma: bytes = b""
+
+    def validate(self):
+        _check(self.role in (Role.CONTROL, Role.DATA), "unknown role")
+        _check(1 <= self.streams <= MAX_STREAMS, "stream count out of range")
+        _check(self.stream < self.streams, "stream index out of range")
+        _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
+               "object size out of range")
+        _check(0 < len(self.peer) <= 255, "peer name length out of range")
+        _check(len(self.rdma) <= 4096, "RDMA endpoint too long")
+
+
+@_message(MsgType.CHALLENGE, [("version", "u8"), ("nonce", "b32"),
+                              ("proof", "b32")])
+class Challenge(Message):
+    """Sink's nonce and its proof of the shared key."""
+
+    version: int
+    nonce: bytes
+    proof: bytes
+
+
+@_message(MsgType.AUTH, [("proof", "b32")])
+class Auth(Message):
+    """Source's proof of the shared key over both nonces."""
+
+    proof: bytes
+
+
+@_message(MsgType.CONNECT_ACK, [
+    ("epoch", "u32"), ("object_size", "u32"), ("streams", "u16"),
+    ("max_inflight", "u32"), ("data_plane", "u8"), ("sink", "str"),
+    ("rdma", "blob")])
+class ConnectAck(Message):
+    """Sink accepts the connection; session parameters it agreed to."""
+
+    epoch: int
+    object_size: int
+    streams: int
+    max_inflight: int
+    data_plane: int
+    sink: str
+    rdma: bytes = b""
+
+    def validate(self):
+        _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
+               "object size out of range")
+        _check(1 <= self.streams <= MAX_STREAMS, "stream count out of range")
+        _check(self.data_plane in (DataPlane.TCP, DataPlane.RDMA),
+               "unknown data plane")
+
+
+@_message(MsgType.NEW_FILE, [
+    ("file_id", "u32"), ("flags", "u32"), ("size", "u64"),
+    ("mtime_ns", "i64"), ("mode", "u32"), ("object_size", "u32"),
+    ("sha512", "b64"), ("name", "str"), ("done", "blob")])
+class NewFile(Message):
+    """Source announces a file; ``done`` is the run-length encoded set of
+    objects the source's log says the sink already holds durably."""
+
+    file_id: int
+    flags: int
+    size: int
+    mtime_ns: int
+    mode: int
+    object_size: int
+    sha512: bytes
+    name: str
+    done: bytes = b""
+
+    def validate(self):
+        _check(self.file_id != NO_FILE, "reserved file id")
+        _check(self.size <= MAX_FILE_SIZE, "file size out of range")
+        _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
+               "object size out of range")
+        _check(object_count(self.size, self.object_size) <= MAX_OBJECTS,
+               "too many objects")
+        _check(0 < len(self.name.encode("utf-8")) <= MAX_NAME,
+               "name length out of range")
+
+    @property
+    def nobjects(self):
+        return object_count(self.size, self.object_size)
+
+
+@_message(MsgType.FILE_ID, [("file_id", "u32"), ("status", "u8"),
+                            ("code", "u16"), ("message", "str")])
+class FileId(Message):
+    """Sink's answer to NEW_FILE."""
+
+    file_id: int
+    status: int
+    code: int = 0
+    message: str = ""
+
+    def validate(self):
+        _check(self.status in set(FileStatus), "unknown file status")
+        _check_text(self.message, "message")
+
+
+@_message(MsgType.NEW_BLOCK, [
+    ("file_id", "u32"), ("index", "u32"), ("offset", "u64"),
+    ("length", "u32"), ("xxh3", "u64"), ("rkey", "u32"), ("addr", "u64")])
+class NewBlock(Message):
+    """One object.  Over TCP its ``length`` bytes follow the frame."""
+
+    file_id: int
+    index: int
+    offset: int
+    length: int
+    xxh3: int
+    rkey: int = 0
+    addr: int = 0
+
+    def validate(self):
+        _check(self.length <= MAX_OBJECT_SIZE, "object length out of range")
+        _check(self.offset <= MAX_FILE_SIZE, "object offset out of range")
+
+
+@_message(MsgType.BLOCK_SYNC, [("ranges", "blob")])
+class BlockSync(Message):
+    """Sink: these objects are on stable storage.
+
+    ``ranges`` is a packed array of (file_id u32, first u32, count u32).
+    """
+
+    ranges: bytes
+
+    _triple = struct.Struct("!III")
+
+    def validate(self):
+        _check(len(self.ranges) % self._triple.size == 0,
+               "BLOCK_SYNC ranges not a whole number of triples")
+
+    @classmethod
+    def from_ranges(cls, triples):
+        return cls(b"".join(cls._triple.pack(*t) for t in triples))
+
+    def iter_ranges(self):
+        return self._triple.iter_unpack(self.ranges)
+
+
+@_message(MsgType.BLOCK_NACK, [("file_id", "u32"), ("index", "u32"),
+                               ("code", "u16")])
+class BlockNack(Message):
+    """Sink: this object arrived damaged (or could not be taken); resend."""
+
+    file_id: int
+    index: int
+    code: int
+
+
+@_message(MsgType.BLOCK_PULLED, [("file_id", "u32"), ("index", "u32")])
+class BlockPulled(Message):
+    """Sink (RDMA): the object's remote buffer has been read; reuse it."""
+
+    file_id: int
+    index: int
+
+
+@_message(MsgType.FILE_CLOSE, [
+    ("file_id", "u32"), ("status", "u8"), ("code", "u16"), ("size", "u64"),
+    ("sha512", "b64"), ("message", "str")])
+class FileClose(Message):
+    """Source DECLAREs a file's sha512; the sink answers OK or not."""
+
+    file_id: int
+    status: int
+    code: int
+    size: int
+    sha512: bytes
+    message: str = ""
+
+    def validate(self):
+        _check(self.status in set(CloseStatus), "unknown close status")
+        _check(self.size <= MAX_FILE_SIZE, "file size out of range")
+        _check_text(self.message, "message")
+
+
+@_message(MsgType.BYE, [("flags", "u32")])
+class Bye(Message):
+    flags: int = ByeFlags.REQUEST
+
+
+@_message(MsgType.ERROR, [("code", "u16"), ("fatal", "u8"),
+                          ("file_id", "u32"), ("message", "str")])
+class Error(Message):
+    """An error report.  ``fatal`` ends the session."""
+
+    code: int
+    fatal: int
+    file_id: int
+    message: str
+
+    def validate(self):
+        _check_text(self.message, "message")
+
+
+@_message(MsgType.ABORT, [("code", "u16"), ("message", "str")])
+class Abort(Message):
+    """Source cancels the session; the sink keeps partial files."""
+
+    code: int
+    message: str
+
+    def validate(self):
+        _check_text(self.message, "message")
+
+
+def object_count(size, object_size):
+    """Number of objects of a ``size``-byte file (an empty file has one)."""
+    return max(1, -(-size // object_size))
+
+
+def object_span(index, size, object_size):
+    """(offset, length) of object ``index`` of a file."""
+    offset = index * object_size
+    return offset, max(0, min(object_size, size - offset))
+
+
+def encode_frame(msg):
+    """Frame a message: header followed by body."""
+    body = msg.encode()
+    if len(body) > MAX_BODY:
+        raise errors.BoundsError("%s body of %d bytes exceeds %d"
+                                 % (msg.TYPE.name, len(body), MAX_BODY))
+    return HEADER.pack(MAGIC, VERSION, msg.TYPE, 0, len(body),
+                       zlib.crc32(body)) + body
+
+
+def parse_header(raw):
+    """Validate a frame header; return (type, body length, crc)."""
+    if len(raw) != HEADER_SIZE:
+        raise errors.TruncatedFrame("connection closed inside a frame header")
+    magic, version, mtype, flags, length, crc = HEADER.unpack(raw)
+    if magic != MAGIC:
+        raise errors.ProtocolError("bad frame magic %r: not a dtn-migrate "
+                                   "peer" % magic)
+    if version not in SUPPORTED_VERSIONS:
+        raise errors.ProtocolError("unsupported protocol version %d"
+                                   % version, code=errors.Code.VERSION)
+    if mtype not in MESSAGES:
+        raise errors.ProtocolError("unknown message type %d" % mtype)
+    if flags:
+        raise errors.ProtocolError("reserved frame flags set")
+    if length > MAX_BODY:
+        raise errors.BoundsError("frame body of %d bytes exceeds %d"
+                                 % (length, MAX_BODY))
+    return MsgType(mtype), length, crc
+
+
+def decode_body(mtype, body, crc):
+    if zlib.crc32(body) != crc:
+        raise errors.ProtocolError("%s frame fails its CRC" % mtype.name)
+    return MESSAGES[mtype].decode(body)

@@ -1,0 +1,933 @@
+"""Source side of a transfer (FT-LADS "Source").
+
+One ``SourceTransfer`` moves a dataset to one sink.  It runs *attempts*:
+an attempt opens a control connection and ``streams`` data connections,
+announces files (NEW_FILE, pipelined), and schedules the objects the
+object log does not already hold.  Threads of an attempt:
+
+* the scheduler (the caller's thread, FT-LADS "master"),
+* ``io_threads`` readers: pread an object into a pool buffer, xxh3 it,
+* ``streams`` senders: NEW_BLOCK + bytes (sendfile) on their stream,
+* the control reader: FILE_ID, BLOCK_SYNC (logged, then the window slot
+  is released), BLOCK_NACK (resend), FILE_CLOSE (file verified),
+* with RDMA, a reader per stream for BLOCK_PULLED.
+
+At most ``window`` objects are between "scheduled" and "logged durable"
+at any time, so a crash of either agent costs at most that much resend.
+When an attempt fails (link cut, peer restart, malformed traffic) the
+transfer backs off exponentially and starts a new one; the log and the
+per-file done sets carry over, in memory and on disk.
+"""
+
+import collections
+import enum
+import logging
+import os
+import queue
+import random
+import threading
+import time
+
+from dtn_migrate.transfer import bitmap
+from dtn_migrate.transfer import buffers
+from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import dataset
+from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import handshake
+from dtn_migrate.transfer import objectlog
+from dtn_migrate.transfer import progress
+from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.transport import tcp
+
+LOG = logging.getLogger(__name__)
+
+NO_SHA512 = bytes(64)
+HASH_CHUNK = 4 << 20
+POLL = 0.05
+MAX_STATUS_FILES = 1000
+
+
+class FileState(enum.Enum):
+    PENDING = "pending"        # not announced in the current attempt
+    ANNOUNCED = "announced"    # NEW_FILE sent, FILE_ID awaited
+    OPEN = "open"              # objects flowing
+    COMPLETE = "complete"      # sink verified it (FILE_CLOSE OK or SKIP)
+    FAILED = "failed"
+
+
+TERMINAL = (FileState.COMPLETE, FileState.FAILED)
+
+
+class Peer:
+    """Where and how to reach a sink."""
+
+    def __init__(self, name, host, port, key, tls_context=None,
+                 server_hostname=None):
+        self.name = name
+        self.host = host
+        self.port = int(port)
+        self.key = key
+        self.tls_context = tls_context
+        self.server_hostname = server_hostname
+
+    def __repr__(self):
+        return "<Peer %s %s:%d>" % (self.name, self.host, self.port)
+
+
+class SourceFile:
+    def __init__(self, file_id, spec, object_size, done):
+        self.file_id = file_id
+        self.spec = spec
+        self.object_size = object_size
+        self.nobjects = P.object_count(spec.size, object_size)
+        self.done = done                    # durable at the sink
+        self.sent = bitmap.Bitmap(self.nobjects)  # sent by this process
+        self.state = FileState.PENDING
+        self.error = None
+        self.code = errors.Code.NONE
+        self.restart = False
+        self.file_retries = 0
+        self.nacks = collections.Counter()
+        self.sha512 = bytes.fromhex(spec.sha512) if spec.sha512 else None
+        self.hashing = False
+        self.fd = None
+        self.available = 0 if spec.growing else spec.size
+        self.last_growth = time.monotonic()
+        # Per attempt.
+        self.pending = collections.deque()
+        self.outstanding = set()
+        self.declared = False
+
+    def span(self, index):
+        return P.object_span(index, self.spec.size, self.object_size)
+
+    def done_bytes(self):
+        if self.done.full:
+            return self.spec.size
+        n = len(self.done) * self.object_size
+        last = self.nobjects - 1
+        if last in self.done:
+            n -= self.object_size - self.span(last)[1]
+        return n
+
+    def status(self):
+        return {"name": self.spec.name, "size": self.spec.size,
+                "state": self.state.value, "bytes_done": self.done_bytes(),
+                "sha512": self.sha512.hex() if self.sha512 else None,
+                "error": self.error}
+
+
+class SourceTransfer:
+    """A resumable transfer of ``manifest.files`` to ``peer``."""
+
+    def __init__(self, manifest, peer, cfg, state_dir, local_name,
+                 rdma_device=None, watermarks=None):
+        self.manifest = manifest
+        self.peer = peer
+        self.cfg = cfg
+        self.local_name = local_name
+        self.rdma_device = rdma_device
+        self.watermarks = watermarks or {}
+        self.dir = os.path.join(state_dir, manifest.transfer_id)
+        opts = manifest.options
+        opts.setdefault("object_size", cfg.object_size)
+        self.object_size = int(opts["object_size"])
+        if not os.path.exists(os.path.join(self.dir, "manifest.json")):
+            manifest.save(self.dir)
+        self.hash_dir = os.path.join(self.dir, "hash")
+        os.makedirs(self.hash_dir, exist_ok=True)
+        self.files = [SourceFile(i, spec, self.object_size, None)
+                      for i, spec in enumerate(manifest.files)]
+        self.log = objectlog.open_log(
+            os.path.join(self.dir, "log"), cfg.logger, cfg.log_method,
+            [objectlog.LogFile(f.file_id, f.spec.name, f.nobjects)
+             for f in self.files], cfg.transaction_size)
+        for f in self.files:
+            f.done = self.log.done(f.file_id)
+        self.progress = progress.Progress(
+            bytes_total=sum(f.spec.size for f in self.files),
+            objects_total=sum(f.nobjects for f in self.files),
+            files_total=len(self.files))
+        self.progress.add(bytes_done=sum(f.done_bytes() for f in self.files),
+                          objects_done=sum(len(f.done) for f in self.files))
+        self.progress.start()
+        self.resumed_bytes = self.progress.bytes_done
+        self.state = "pending"
+        self.error = None
+        self.lock = threading.RLock()
+        self._cancel = threading.Event()
+        self._hash_stop = threading.Event()
+        self._attempt = None
+        self._hash_threads = []
+
+    @property
+    def transfer_id(self):
+        return self.manifest.transfer_id
+
+    # Public API.
+    def cancel(self):
+        self._cancel.set()
+        attempt = self._attempt
+        if attempt is not None:
+            attempt.wake()
+
+    def status(self):
+        snap = self.progress.snapshot()
+        snap.update(transfer_id=self.transfer_id, peer=self.peer.name,
+                    state=self.state, error=self.error,
+                    object_size=self.object_size,
+                    window_objects=self.cfg.window_objects,
+                    resumed_bytes=self.resumed_bytes,
+                    files=[f.status() for f in self.files[:MAX_STATUS_FILES]])
+        return snap
+
+    def run(self):
+        """Transfer until every file is complete or failed; return the
+        final status.  Safe to call again after a cancel or failure."""
+        cfg = self.cfg
+        self.state = "running"
+        self._cancel.clear()
+        self._start_hashers()
+        backoff = cfg.reconnect_initial_interval
+        first_failure = None
+        protocol_failures = 0
+        try:
+            while not self._all_terminal():
+                if self._cancel.is_set():
+                    raise errors.Cancelled("transfer cancelled")
+                done_before = self.progress.bytes_done
+                self.progress.add(attempts=1)
+                attempt = _Attempt(self)
+                self._attempt = attempt
+                try:
+                    attempt.run()
+                    first_failure, backoff = None, cfg.reconnect_initial_interval
+                    continue
+                except errors.Cancelled:
+                    raise
+                except errors.AuthenticationError as exc:
+                    raise _Fatal(str(exc))
+                except errors.PeerError as exc:
+                    if exc.fatal and exc.code in (errors.Code.AUTH,
+                                                  errors.Code.VERSION):
+                        raise _Fatal(str(exc))
+                    self.error = str(exc)
+                except errors.ProtocolError as exc:
+                    self.error = str(exc)
+                    protocol_failures += 1
+                    if protocol_failures >= 5:
+                        raise _Fatal("giving up after repeated protocol "
+                                     "errors: %s" % exc)
+                except (ConnectionError, OSError, TimeoutError) as exc:
+                    self.error = str(exc)
+                finally:
+                    self._attempt = None
+                if self.progress.bytes_done > done_before:
+                    first_failure = None
+                    protocol_failures = 0
+                now = time.monotonic()
+                first_failure = first_failure or now
+                if now - first_failure > cfg.reconnect_deadline:
+                    raise _Fatal("peer %s unreachable for %.0f s: %s"
+                                 % (self.peer.name, now - first_failure,
+                                    self.error))
+                delay = backoff * random.uniform(0.8, 1.2)
+                LOG.warning("transfer %s: attempt failed (%s); retrying in "
+                            "%.1f s", self.transfer_id, self.error, delay)
+                if self._cancel.wait(delay):
+                    raise errors.Cancelled("transfer cancelled")
+                backoff = min(backoff * 2, cfg.reconnect_max_interval)
+            failed = [f for f in self.files if f.state == FileState.FAILED]
+            if failed:
+                self.state = "failed"
+                self.error = "%d of %d files failed; first: %s: %s" % (
+                    len(failed), len(self.files), failed[0].spec.name,
+                    failed[0].error)
+            else:
+                self.state = "complete"
+                self.error = None
+        except errors.Cancelled:
+            self.state = "cancelled"
+        except _Fatal as exc:
+            self.state = "failed"
+            self.error = str(exc)
+            LOG.error("transfer %s failed: %s", self.transfer_id, exc)
+        finally:
+            self._stop_hashers()
+            self.log.sync()
+            for f in self.files:
+                self._close_fd(f)
+        if self.state == "complete":
+            self.log.destroy()
+        LOG.info("transfer %s %s: %s", self.transfer_id, self.state,
+                 self.progress.snapshot())
+        return self.status()
+
+    def close(self):
+        self.log.close()
+
+    # Helpers shared with attempts.
+    def _all_terminal(self):
+        return all(f.state in TERMINAL for f in self.files)
+
+    def _close_fd(self, f):
+        if f.fd is not None:
+            os.close(f.fd)
+            f.fd = None
+
+    def fail_file(self, f, message, code=errors.Code.IO):
+        with self.lock:
+            if f.state in TERMINAL:
+                return
+            f.state = FileState.FAILED
+            f.error = message
+            f.code = code
+        self.progress.add(files_failed=1)
+        LOG.error("transfer %s: file %s failed: %s", self.transfer_id,
+                  f.spec.name, message)
+
+    def available(self, f):
+        """Refresh and return the sendable length of ``f``."""
+        if f.spec.growing and f.available < f.spec.size:
+            value = dataset.available_bytes(
+                f.spec, self.watermarks.get(f.spec.name))
+            now = time.monotonic()
+            if value > f.available:
+                f.available = value
+                f.last_growth = now
+            elif now - f.last_growth > self.cfg.growing_stall_timeout:
+                raise dataset.GrowingFileFailed(
+                    "%s has not grown for %.0f s" % (
+                        f.spec.name, now - f.last_growth))
+        return f.available
+
+    # Source-side sha512 (only for files without a known hash).
+    def _start_hashers(self):
+        todo = [f for f in self.files if f.sha512 is None
+                and self.cfg.verify_sha512 and f.state not in TERMINAL]
+        if not todo:
+            return
+        work = queue.SimpleQueue()
+        for f in todo:
+            work.put(f)
+        for i in range(min(2, len(todo))):
+            work.put(None)
+            t = threading.Thread(target=self._hash_worker, args=(work,),
+                                 name="hash-%d" % i, daemon=True)
+            t.start()
+            self._hash_threads.append(t)
+
+    def _stop_hashers(self):
+        self._hash_stop.set()
+        for t in self._hash_threads:
+            t.join()
+        self._hash_threads = []
+        self._hash_stop.clear()
+
+    def _hash_worker(self, work):
+        while True:
+            f = work.get()
+            if f is None:
+                return
+            try:
+                self._hash_file(f)
+            except dataset.GrowingFileFailed as exc:
+                self.fail_file(f, str(exc), errors.Code.SOURCE_CHANGED)
+            except OSError as exc:
+                self.fail_file(f, "cannot read %s: %s" % (f.spec.path, exc))
+            except _Stop:
+                return
+
+    def _hash_file(self, f):
+        ckpt = os.path.join(self.hash_dir, "%d.sha" % f.file_id)
+        h = None
+        try:
+            with open(ckpt, "rb") as fh:
+                h = checksum.ResumableSha512.restore(fh.read())
+        except FileNotFoundError:
+            pass
+        h = h or checksum.ResumableSha512()
+        last_ckpt = h.offset
+        buf = bytearray(HASH_CHUNK)
+        view = memoryview(buf)
+        fd = os.open(f.spec.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            while h.offset < f.spec.size:
+                if self._hash_stop.is_set():
+                    self._save_hash(ckpt, h)
+                    raise _Stop()
+                if f.state in TERMINAL:
+                    return
+                avail = self.available(f)
+                if avail <= h.offset:
+                    self._hash_stop.wait(POLL)
+                    continue
+                want = min(HASH_CHUNK, avail - h.offset)
+                n = os.preadv(fd, [view[:want]], h.offset)
+                if n <= 0:
+                    raise dataset.GrowingFileFailed(
+                        "%s is shorter than its declared size %d"
+                        % (f.spec.path, f.spec.size))
+                h.update(view[:n])
+                if h.offset - last_ckpt >= self.cfg.hash_checkpoint_bytes:
+                    self._save_hash(ckpt, h)
+                    last_ckpt = h.offset
+        finally:
+            os.close(fd)
+        digest = h.digest()
+        with self.lock:
+            f.sha512 = digest
+            attempt = self._attempt
+        try:
+            os.unlink(ckpt)
+        except FileNotFoundError:
+            pass
+        if attempt is not None:
+            attempt.declare(f)
+
+    @staticmethod
+    def _save_hash(path, h):
+        blob = h.save()
+        if blob is None:
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+
+
+class _Fatal(Exception):
+    """Ends a transfer without further retries."""
+
+
+class _Stop(Exception):
+    pass
+
+
+class _TokenBucket:
+    def __init__(self, rate):
+        self.rate = rate
+        self.tokens = 0.0
+        self.t = time.monotonic()
+
+    def take(self, n, stop):
+        if not self.rate:
+            return
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.t) * self.rate)
+        self.t = now
+        self.tokens -= n
+        if self.tokens < 0:
+            stop.wait(-self.tokens / self.rate)
+
+
+class _Attempt:
+    """One connection of a transfer to its sink (see module docstring)."""
+
+    def __init__(self, transfer):
+        self.t = transfer
+        self.cfg = transfer.cfg
+        self.cond = threading.Condition(transfer.lock)
+        self.error = None
+        self.stopped = threading.Event()
+        self.control = None
+        self.outbox = None
+        self.data = []
+        self.threads = []
+        self.plane = None
+        self.pool = None
+        self.read_q = queue.SimpleQueue()
+        self.send_q = queue.Queue(maxsize=2 * self.cfg.streams)
+        self.window = None
+        self.open = collections.OrderedDict()
+        self.bye = threading.Event()
+        self.rdma_bufs = {}
+        self.rate = _TokenBucket(self.cfg.rate_limit)
+
+    # Error handling: the first error wins, everything else stops.
+    def fail(self, exc):
+        with self.cond:
+            if self.error is None:
+                self.error = exc
+            self.cond.notify_all()
+        self.stopped.set()
+        for conn in [self.control] + self.data:
+            if conn is not None:
+                conn.shutdown()
+        if self.pool is not None:
+            self.pool.close()
+
+    def wake(self):
+        with self.cond:
+            self.cond.notify_all()
+
+    def _thread(self, target, name, *args):
+        def run():
+            try:
+                target(*args)
+            except Exception as exc:  # noqa: B902 - handed to fail()
+                if not self.stopped.is_set():
+                    LOG.debug("%s: %s", name, exc, exc_info=True)
+                self.fail(exc)
+        t = threading.Thread(target=run, name=name, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    # Lifecycle.
+    def run(self):
+        try:
+            self._connect()
+            self._start()
+            self._schedule()
+        except (errors.Cancelled, _Fatal) as exc:
+            self.fail(exc)
+            raise
+        except Exception as exc:  # noqa: B902 - re-raised below
+            self.fail(exc)
+            # The first error any thread hit says best what went wrong
+            # (a sink's ERROR rather than the broken pipe that followed).
+            raise self.error
+        finally:
+            self._teardown()
+
+    def _connect(self):
+        t, cfg = self.t, self.cfg
+        dev = t.rdma_device if cfg.transport != "tcp" else None
+        caps = P.Caps.RDMA if dev is not None else P.Caps.NONE
+        if cfg.transport == "rdma" and dev is None:
+            raise _Fatal("transport=rdma but this agent has no usable "
+                         "RDMA device")
+
+        def open_conn(role, index, epoch, rdma=b""):
+            conn = stream.connect(
+                t.peer.host, t.peer.port, cfg.connect_timeout,
+                cfg.socket_buffer_bytes, cfg.tcp_user_timeout,
+                t.peer.tls_context, t.peer.server_hostname)
+            conn.settimeout(cfg.connect_timeout)
+            try:
+                ack = handshake.client(conn, P.Connect(
+                    P.VERSION, P.VERSION, role, index, caps,
+                    t.manifest.id_bytes, epoch, t.object_size,
+                    cfg.streams, os.urandom(32), t.local_name, rdma),
+                    t.peer.key)
+            except BaseException:
+                conn.close()
+                raise
+            conn.settimeout(None)
+            return conn, ack
+
+        self.control, ack = open_conn(P.Role.CONTROL, 0, 0)
+        if ack.object_size != t.object_size or ack.streams != cfg.streams:
+            raise errors.ProtocolError("sink changed session parameters")
+        window = max(1, min(cfg.window_objects, ack.max_inflight))
+        self.window = threading.Semaphore(window)
+        if ack.data_plane == P.DataPlane.RDMA and dev is not None:
+            count = min(cfg.pool_objects, window + cfg.io_threads)
+            self.pool = dev.make_pool(count, t.object_size)
+            self.plane = dev.source_plane(self.pool)
+        else:
+            if cfg.transport == "rdma":
+                raise _Fatal("transport=rdma but the sink offers only TCP")
+            count = min(cfg.pool_objects, cfg.io_threads + 3 * cfg.streams)
+            self.pool = buffers.BufferPool(count, t.object_size)
+            self.plane = tcp.TcpSourcePlane()
+        for i in range(cfg.streams):
+            conn, dack = open_conn(P.Role.DATA, i, ack.epoch,
+                                   self.plane.endpoint(i))
+            self.data.append(conn)
+            self.plane.attach(i, dack.rdma)
+        LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
+                 "window %d x %d bytes)", t.transfer_id, t.peer,
+                 P.DataPlane(ack.data_plane).name, cfg.streams, ack.epoch,
+                 window, t.object_size)
+
+    def _start(self):
+        cfg = self.cfg
+        self.outbox = stream.Outbox(self.control, self.fail, "ctl-out")
+        self._thread(self._control_reader, "ctl-in")
+        for i in range(cfg.io_threads):
+            self._thread(self._reader, "read-%d" % i)
+        for i, conn in enumerate(self.data):
+            self._thread(self._sender, "send-%d" % i, i, conn)
+            if not self.plane.releases_on_send:
+                self._thread(self._pulled_reader, "pulled-%d" % i, conn)
+
+    def _teardown(self):
+        self.stopped.set()
+        if self.outbox is not None:
+            self.outbox.close(timeout=2.0)
+        for conn in [self.control] + self.data:
+            if conn is not None:
+                conn.close()
+        if self.pool is not None:
+            self.pool.close()
+        for th in self.threads:
+            th.join(timeout=10.0)
+        if self.plane is not None:
+            self.plane.close()
+        with self.cond:
+            for f in self.t.files:
+                if f.state not in TERMINAL:
+                    f.state = FileState.PENDING
+                f.pending.clear()
+                f.outstanding.clear()
+                f.declared = False
+
+    def _check(self):
+        if self.error is not None:
+            raise self.error
+        if self.t._cancel.is_set():
+            raise errors.Cancelled("transfer cancelled")
+
+    # The scheduler.
+    def _schedule(self):
+        t, cfg = self.t, self.cfg
+        todo = collections.deque(f for f in t.files if f.state not in TERMINAL)
+        while True:
+            announce = []
+            pick = None
+            with self.cond:
+                try:
+                    self._check()
+                except errors.Cancelled:
+                    self.control.send(P.Abort(errors.Code.ABORTED,
+                                              "cancelled by operator"))
+                    raise
+                while todo and len(self.open) < cfg.max_open_files:
+                    f = todo.popleft()
+                    if f.state in TERMINAL:
+                        continue
+                    msg = self._announce(f)
+                    if msg is not None:
+                        announce.append(msg)
+                if not announce:
+                    if not todo and not self.open:
+                        break
+                    pick, wait = self._pick()
+                    if pick is None:
+                        self.cond.wait(wait)
+                        continue
+            for msg in announce:
+                self.outbox.post(msg)
+            if pick is None:
+                continue
+            f, index = pick
+            while not self.window.acquire(timeout=0.2):
+                with self.cond:
+                    self._check()
+            self.rate.take(f.span(index)[1], self.stopped)
+            with self.cond:
+                if f.state != FileState.OPEN or index in f.done:
+                    self.window.release()
+                    continue
+                f.outstanding.add(index)
+            self.read_q.put((f, index))
+        self.outbox.post(P.Bye(P.ByeFlags.REQUEST))
+        self.bye.wait(timeout=30.0)
+
+    def _announce(self, f):
+        """NEW_FILE for ``f`` (called with the lock held)."""
+        t = self.t
+        if f.fd is None:
+            try:
+                f.fd = os.open(f.spec.path, os.O_RDONLY | os.O_CLOEXEC)
+                st = os.fstat(f.fd)
+            except OSError as exc:
+                t.fail_file(f, "cannot open %s: %s" % (f.spec.path, exc))
+                return None
+            if not f.spec.growing and st.st_size != f.spec.size:
+                t.fail_file(f, "%s is %d bytes, expected %d: it changed "
+                            "since the transfer was defined"
+                            % (f.spec.path, st.st_size, f.spec.size),
+                            errors.Code.SOURCE_CHANGED)
+                return None
+        flags = P.FileFlags.NONE
+        if f.spec.growing:
+            flags |= P.FileFlags.GROWING
+        if f.sha512 is not None:
+            flags |= P.FileFlags.HAS_SHA512
+        elif not self.cfg.verify_sha512:
+            flags |= P.FileFlags.NO_SHA512
+        done = b""
+        if f.restart:
+            flags |= P.FileFlags.RESTART
+        else:
+            done = f.done.encode_runs()
+            if len(done) > P.MAX_BODY - P.MAX_NAME - 1024:
+                # Pathologically fragmented: start the file over.
+                self._forget(f)
+                done = b""
+        f.restart = False
+        f.state = FileState.ANNOUNCED
+        self.open[f.file_id] = f
+        return P.NewFile(f.file_id, flags, f.spec.size, f.spec.mtime_ns,
+                         f.spec.mode & 0o777, t.object_size,
+                         f.sha512 or NO_SHA512, f.spec.name, done)
+
+    def _pick(self):
+        """Next (file, index) to send, or (None, seconds to wait)."""
+        wait = 0.5
+        for f in self.open.values():
+            if f.state != FileState.OPEN or not f.pending:
+                continue
+            index = f.pending[0]
+            offset, length = f.span(index)
+            if f.spec.growing and f.available < offset + length:
+                try:
+                    avail = self.t.available(f)
+                except dataset.GrowingFileFailed as exc:
+                    self._drop(f, str(exc), errors.Code.SOURCE_CHANGED)
+                    continue
+                if avail < offset + length:
+                    wait = POLL
+                    continue
+            f.pending.popleft()
+            return (f, index), 0
+        return None, wait
+
+    def _forget(self, f):
+        """The sink has no usable partial copy: forget the done set."""
+        t = self.t
+        t.log.reset(f.file_id)
+        t.progress.add(bytes_done=-f.done_bytes(), objects_done=-len(f.done))
+        f.done = bitmap.Bitmap(f.nobjects)
+
+    def _drop(self, f, message, code):
+        """Fail ``f`` and give back its window slots (lock held)."""
+        self.t.fail_file(f, message, code)
+        for _ in f.outstanding:
+            self.window.release()
+        f.outstanding.clear()
+        f.pending.clear()
+        self.open.pop(f.file_id, None)
+        self.cond.notify_all()
+
+    def declare(self, f):
+        """Send f's sha512 if the sink is waiting for it."""
+        with self.cond:
+            if f.state != FileState.OPEN or f.declared or f.sha512 is None:
+                return
+            f.declared = True
+        self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.DECLARE, 0,
+                                     f.spec.size, f.sha512))
+
+    # Worker threads.
+    def _reader(self):
+        t = self.t
+        while not self.stopped.is_set():
+            try:
+                f, index = self.read_q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if f.state != FileState.OPEN:
+                continue
+            buf = self.pool.acquire()
+            if buf is None:
+                return
+            offset, length = f.span(index)
+            try:
+                n = os.preadv(f.fd, [buf.view[:length]], offset)
+            except OSError as exc:
+                self.pool.release(buf)
+                with self.cond:
+                    self._drop(f, "read error on %s: %s" % (f.spec.path, exc),
+                               errors.Code.IO)
+                continue
+            if n != length:
+                self.pool.release(buf)
+                with self.cond:
+                    self._drop(f, "%s shrank while being sent" % f.spec.path,
+                               errors.Code.SOURCE_CHANGED)
+                continue
+            msg = P.NewBlock(f.file_id, index, offset, length,
+                             checksum.xxh3(buf.view[:length]))
+            while True:
+                try:
+                    self.send_q.put((f, msg, buf), timeout=0.2)
+                    break
+                except queue.Full:
+                    if self.stopped.is_set():
+                        return
+
+    def _sender(self, stream_index, conn):
+        t = self.t
+        while not self.stopped.is_set():
+            try:
+                f, msg, buf = self.send_q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if f.state != FileState.OPEN:
+                self.pool.release(buf)
+                continue
+            if not f.sent.add(msg.index):
+                t.progress.add(bytes_resent=msg.length, objects_resent=1)
+            if not self.plane.releases_on_send:
+                with self.cond:
+                    self.rdma_bufs[(msg.file_id, msg.index)] = buf
+            self.plane.send(conn, stream_index, msg, buf, f.fd)
+            t.progress.add(bytes_sent=msg.length)
+            if self.plane.releases_on_send:
+                self.pool.release(buf)
+
+    def _pulled_reader(self, conn):
+        while not self.stopped.is_set():
+            msg = conn.recv(expect=(P.MsgType.BLOCK_PULLED,))
+            with self.cond:
+                buf = self.rdma_bufs.pop((msg.file_id, msg.index), None)
+            if buf is not None:
+                self.pool.release(buf)
+
+    def _control_reader(self):
+        conn = self.control
+        handlers = {
+            P.MsgType.FILE_ID: self._on_file_id,
+            P.MsgType.BLOCK_SYNC: self._on_block_sync,
+            P.MsgType.BLOCK_NACK: self._on_nack,
+            P.MsgType.FILE_CLOSE: self._on_file_close,
+            P.MsgType.ERROR: self._on_error,
+            P.MsgType.BYE: self._on_bye,
+        }
+        while not self.stopped.is_set():
+            msg = conn.recv(expect=tuple(handlers))
+            handlers[msg.TYPE](msg)
+
+    def _file(self, file_id):
+        f = self.open.get(file_id)
+        if f is None and not (0 <= file_id < len(self.t.files)):
+            raise errors.ProtocolError("sink named unknown file %d" % file_id)
+        return f
+
+    def _on_file_id(self, msg):
+        t = self.t
+        with self.cond:
+            f = self._file(msg.file_id)
+            if f is None or f.state != FileState.ANNOUNCED:
+                return
+            status = P.FileStatus(msg.status)
+            if status == P.FileStatus.SKIP:
+                self._complete(f, "already at the sink")
+                return
+            if status == P.FileStatus.REFUSED:
+                self._drop(f, "sink refused %s: %s" % (f.spec.name,
+                                                       msg.message),
+                           errors.Code(msg.code or errors.Code.INTERNAL))
+                return
+            if status == P.FileStatus.RESET and len(f.done):
+                LOG.info("transfer %s: sink has no partial copy of %s; "
+                         "sending it whole", t.transfer_id, f.spec.name)
+                self._forget(f)
+            f.pending = collections.deque(f.done.missing())
+            f.state = FileState.OPEN
+            self.cond.notify_all()
+        self.declare(f)
+
+    def _on_block_sync(self, msg):
+        t = self.t
+        logged = []
+        nbytes = 0
+        with self.cond:
+            for file_id, first, count in msg.iter_ranges():
+                f = self._file(file_id)
+                if f is None or count > f.nobjects or first > f.nobjects:
+                    continue
+                for index in range(first, min(first + count, f.nobjects)):
+                    # Only objects sent in this attempt can be confirmed.
+                    if index in f.outstanding and f.done.add(index):
+                        logged.append((file_id, index))
+                        nbytes += f.span(index)[1]
+            if logged:
+                t.log.record(logged)
+            released = 0
+            for file_id, index in logged:
+                f = self.open.get(file_id)
+                if f is not None and index in f.outstanding:
+                    f.outstanding.discard(index)
+                    released += 1
+        t.progress.add(bytes_done=nbytes, objects_done=len(logged))
+        for _ in range(released):
+            self.window.release()
+
+    def _on_nack(self, msg):
+        t = self.t
+        with self.cond:
+            f = self._file(msg.file_id)
+            if f is None or f.state != FileState.OPEN or \
+                    msg.index >= f.nobjects or msg.index in f.done:
+                return
+            f.nacks[msg.index] += 1
+            t.progress.add(objects_corrupt=1)
+            if f.nacks[msg.index] > self.cfg.max_object_retries:
+                self._drop(f, "object %d of %s failed its checksum %d times"
+                           % (msg.index, f.spec.name, f.nacks[msg.index]),
+                           errors.Code.CHECKSUM)
+                return
+            LOG.warning("transfer %s: sink reports object %d of %s damaged "
+                        "(%s); resending", t.transfer_id, msg.index,
+                        f.spec.name, errors.Code(msg.code).name)
+            f.pending.appendleft(msg.index)
+            self.cond.notify_all()
+
+    def _on_file_close(self, msg):
+        t = self.t
+        with self.cond:
+            f = self._file(msg.file_id)
+            if f is None or f.state not in (FileState.OPEN,
+                                            FileState.ANNOUNCED):
+                return
+            status = P.CloseStatus(msg.status)
+            if status == P.CloseStatus.OK:
+                self._complete(f, "verified")
+                return
+            if status == P.CloseStatus.MISMATCH and \
+                    f.file_retries < self.cfg.max_file_retries:
+                f.file_retries += 1
+                LOG.warning("transfer %s: %s: %s; sending it again "
+                            "(%d/%d)", t.transfer_id, f.spec.name,
+                            msg.message, f.file_retries,
+                            self.cfg.max_file_retries)
+                for _ in f.outstanding:
+                    self.window.release()
+                f.outstanding.clear()
+                f.pending.clear()
+                self._forget(f)
+                f.restart = True
+                announce = self._announce(f)
+            else:
+                self._drop(f, msg.message or "sink failed the file",
+                           errors.Code(msg.code or errors.Code.IO))
+                return
+        self.outbox.post(announce)
+
+    def _complete(self, f, how):
+        """Mark ``f`` complete (lock held)."""
+        t = self.t
+        t.log.complete(f.file_id)
+        t.progress.add(bytes_done=f.spec.size - f.done_bytes(),
+                       objects_done=f.nobjects - len(f.done),
+                       files_done=1)
+        f.done = bitmap.Bitmap(f.nobjects, b"\xff" * len(f.done.bits))
+        f.state = FileState.COMPLETE
+        for _ in f.outstanding:
+            self.window.release()
+        f.outstanding.clear()
+        self.open.pop(f.file_id, None)
+        t._close_fd(f)
+        LOG.debug("transfer %s: %s complete (%s)", t.transfer_id,
+                  f.spec.name, how)
+        self.cond.notify_all()
+
+    def _on_error(self, msg):
+        if msg.fatal or msg.file_id == P.NO_FILE:
+            raise errors.PeerError("sink %s: %s" % (self.t.peer.name,
+                                                    msg.message),
+                                   msg.code, fatal=bool(msg.fatal))
+        with self.cond:
+            f = self._file(msg.file_id)
+            if f is not None:
+                self._drop(f, "sink: %s" % msg.message,
+                           errors.Code(msg.code or errors.Code.INTERNAL))
+
+    def _on_bye(self, msg):
+        self.bye.set()
+        self.stopped.set()

@@ -1,0 +1,314 @@
+"""Real agents for functional tests: processes, configs, RabbitMQ, RPC.
+
+Each test class gets its own RabbitMQ vhost (the clouds' buses never
+meet); each agent is a ``dtn-migrate-agent`` process with its own config
+file, staging root and state directory, optionally inside a network
+namespace of ``netns.Lab``.  The test process talks to the agents over
+RPC exactly as an operator's tool would (``agent.rpcapi``).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import oslo_messaging as messaging
+import testtools
+
+from dtn_migrate.agent import rpcapi
+from dtn_migrate import conf as dtn_conf
+from dtn_migrate import rpc
+from tests.functional import netns
+
+MiB = 1 << 20
+VENV_BIN = os.path.dirname(sys.executable)
+AGENT = os.path.join(VENV_BIN, "dtn-migrate-agent")
+FINAL = ("complete", "failed", "cancelled")
+
+
+def data_root():
+    """tmpfs when it has room (fast, and the tests move GiBs)."""
+    override = os.environ.get("DTN_TEST_DIR")
+    if override:
+        return override
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize > 10 << 30:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
+def make_file(path, size, seed=0):
+    """Pseudo-random content, different in every MiB (misplaced objects
+    change the sha512)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    block = bytearray(hashlib.shake_256(b"%d" % seed).digest(MiB))
+    with open(path, "wb") as f:
+        i = 0
+        left = size
+        while left:
+            block[:16] = b"%016d" % i
+            n = min(left, MiB)
+            f.write(block if n == MiB else block[:n])
+            left -= n
+            i += 1
+
+
+def sha512(path):
+    h = hashlib.sha512()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4 * MiB)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """A private vhost on the machine's RabbitMQ."""
+
+    def __init__(self):
+        self.vhost = "dtnm-test-%s" % uuid.uuid4().hex[:8]
+        self._ctl("add_vhost", self.vhost)
+        self._ctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*",
+                  ".*")
+
+    @staticmethod
+    def available():
+        try:
+            socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+        except OSError:
+            return False, "RabbitMQ is not running on 127.0.0.1:5672"
+        if shutil.which("rabbitmqctl") is None:
+            return False, "rabbitmqctl is not installed"
+        return True, ""
+
+    @staticmethod
+    def _ctl(*args):
+        subprocess.run(["rabbitmqctl", "-q"] + list(args), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=60)
+
+    def url(self, host="127.0.0.1"):
+        return "rabbit://guest:guest@%s:5672/%s" % (host, self.vhost)
+
+    def delete(self):
+        try:
+            self._ctl("delete_vhost", self.vhost)
+        except (subprocess.SubprocessError, OSError):
+            pass
+
+
+class Agent:
+    """One dtn-migrate-agent process."""
+
+    def __init__(self, workdir, name, key, transport_url, peers,
+                 listen_address="127.0.0.1", port=None, lab=None, ns=None,
+                 transfer=None, extra=None, staging=None):
+        self.name = name
+        self.dir = os.path.join(workdir, name)
+        self.staging = staging or os.path.join(self.dir, "staging")
+        self.state = os.path.join(self.dir, "state")
+        for d in (self.staging, self.state):
+            os.makedirs(d, exist_ok=True)
+        self.port = port or free_port()
+        self.listen_address = listen_address
+        self.lab, self.ns = lab, ns
+        self.conf = os.path.join(self.dir, "agent.conf")
+        self.log = os.path.join(self.dir, "agent.log")
+        sections = {
+            "DEFAULT": {"host": name, "transport_url": transport_url,
+                        "log_file": self.log, "debug": "true"},
+            "agent": {"listen_address": listen_address,
+                      "listen_port": self.port, "staging_root": self.staging,
+                      "state_dir": self.state,
+                      "peers": ",".join(sorted(peers))},
+            "transfer": dict(transfer or {}),
+        }
+        for peer, (addr, port) in peers.items():
+            sections["peer:%s" % peer] = {"address": addr, "port": port,
+                                          "key": key}
+        for section, values in (extra or {}).items():
+            sections.setdefault(section, {}).update(values)
+        with open(self.conf, "w") as f:
+            for section, values in sections.items():
+                f.write("[%s]\n" % section)
+                for k, v in values.items():
+                    f.write("%s = %s\n" % (k, v))
+        self.proc = None
+
+    def start(self):
+        argv = [AGENT, "--config-file", self.conf]
+        out = open(os.path.join(self.dir, "stdout.log"), "ab")
+        if self.lab is not None:
+            self.proc = self.lab.popen(self.ns, argv, stdout=out,
+                                       stderr=subprocess.STDOUT)
+        else:
+            self.proc = subprocess.Popen(argv, stdout=out,
+                                         stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        out.close()
+        return self
+
+    def wait_ready(self, api, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("agent %s exited with %s:\n%s" % (
+                    self.name, self.proc.returncode, self.tail()))
+            try:
+                return api.ping({}, self.name)
+            except messaging.MessagingTimeout:
+                pass
+        raise AssertionError("agent %s not ready in %d s:\n%s"
+                             % (self.name, timeout, self.tail()))
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def tail(self, n=60):
+        try:
+            with open(self.log) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+_rpc = {"url": None, "parsed": False}
+
+
+def rpc_api(url, timeout=5):
+    """An AgentAPI on ``url`` (one transport per test process URL)."""
+    if _rpc["url"] != url:
+        if rpc.TRANSPORT is not None:
+            rpc.cleanup()
+        conf = dtn_conf.CONF
+        if not _rpc["parsed"]:
+            messaging.set_transport_defaults(
+                control_exchange=rpc.CONTROL_EXCHANGE)
+            conf([], project="dtn-migrate", default_config_files=[])
+            _rpc["parsed"] = True
+        rpc.TRANSPORT = messaging.get_rpc_transport(
+            conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
+        _rpc["url"] = url
+    return rpcapi.AgentAPI(timeout=timeout, retry=2)
+
+
+class FunctionalTestCase(testtools.TestCase):
+    """Two agents (``src`` and ``dst``) on a private vhost."""
+
+    timeout = 600
+    transfer_conf = {}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        ok, why = Broker.available()
+        if not ok:
+            raise testtools.TestCase.skipException(why)
+        cls.broker = Broker()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.delete()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.workdir = tempfile.mkdtemp(prefix="dtnm-func-", dir=data_root())
+        self.addCleanup(shutil.rmtree, self.workdir, True)
+        self.key = os.urandom(32).hex()
+        self.api = rpc_api(self.broker.url())
+        self.agents = []
+
+    def agent(self, name, peers, **kw):
+        kw.setdefault("transfer", self.transfer_conf)
+        a = Agent(self.workdir, name, kw.pop("key", self.key),
+                  kw.pop("transport_url", self.broker.url()), peers, **kw)
+        self.agents.append(a)
+        self.addCleanup(a.stop)
+        self.addOnException(lambda exc_info, a=a: self.addDetail(
+            "log-%s" % a.name, testtools.content.text_content(a.tail(200))))
+        return a
+
+    def pair(self, src_kw=None, dst_kw=None):
+        """Start ``src`` and ``dst`` agents peered with each other."""
+        names = ("src-%s" % uuid.uuid4().hex[:6],
+                 "dst-%s" % uuid.uuid4().hex[:6])
+        dst_port, src_port = free_port(), free_port()
+        src = self.agent(names[0], {names[1]: ("127.0.0.1", dst_port)},
+                         port=src_port, **(src_kw or {}))
+        dst = self.agent(names[1], {names[0]: ("127.0.0.1", src_port)},
+                         port=dst_port, **(dst_kw or {}))
+        for a in (dst, src):
+            a.start()
+        for a in (dst, src):
+            a.wait_ready(self.api)
+        return src, dst
+
+    def start_transfer(self, src, dst, files, **kw):
+        status = self.api.start_transfer({}, src.name, dst.name, files, **kw)
+        return status["transfer_id"]
+
+    def status(self, agent, tid):
+        return self.api.get_transfer({}, agent.name, tid)
+
+    def wait_for(self, agent, tid, until=None, timeout=None):
+        """Poll until the transfer is final (or ``until(status)``)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status = self.status(agent, tid)
+            except messaging.MessagingTimeout:
+                status = None
+            if status is not None:
+                if until is not None and until(status):
+                    return status
+                if until is None and status.get("state") in FINAL:
+                    return status
+            time.sleep(0.05)
+        self.fail("transfer %s not done in time; last status %s"
+                  % (tid, json.dumps(status)))
+
+    def assertSame(self, a, b):
+        self.assertEqual(os.path.getsize(a), os.path.getsize(b))
+        self.assertEqual(sha512(a), sha512(b), "%s differs from %s" % (a, b))
+
+
+def need_netns(test):
+    ok, why = netns.available()
+    if not ok:
+        test.skipTest(why)

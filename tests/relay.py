@@ -1,0 +1,138 @@
+"""A TCP relay that can damage traffic, for fault-injection tests.
+
+It forwards every connection to an upstream address.  It can flip a byte
+at a given offset of the client-to-server byte stream of the N-th
+connection whose data exceeds that offset (``corrupt``), cut every
+connection at once and refuse new ones for a while (``cut``).  Run it in
+a thread from a test, or as a process:
+
+    python -m tests.relay LISTEN_PORT UPSTREAM_HOST UPSTREAM_PORT \
+        [--corrupt-after BYTES] [--min-conn-bytes BYTES]
+"""
+
+import argparse
+import socket
+import threading
+import time
+
+
+class Relay:
+    def __init__(self, upstream, host="127.0.0.1", port=0):
+        self.upstream = upstream
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []
+        self.down_until = 0.0
+        self.corrupt_after = None     # flip one byte past this offset
+        self.corrupted = 0
+        self.connections = 0
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def corrupt_once(self, after):
+        """Flip one byte at offset ``after`` of the next client-to-server
+        stream that carries that many bytes."""
+        with self.lock:
+            self.corrupt_after = after
+
+    def cut(self, down_for=0.0):
+        """Reset every connection; refuse new ones for ``down_for`` s."""
+        with self.lock:
+            self.down_until = time.monotonic() + down_for
+            conns, self.conns = self.conns, []
+        for a, b in conns:
+            for s in (a, b):
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                 b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self):
+        self._stop.set()
+        self.cut()
+        self.sock.close()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if time.monotonic() < self.down_until:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns.append((client, server))
+                self.connections += 1
+            threading.Thread(target=self._pump, args=(client, server, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False),
+                             daemon=True).start()
+
+    def _pump(self, src, dst, upstream):
+        seen = 0
+        try:
+            while True:
+                data = src.recv(1 << 20)
+                if not data:
+                    break
+                if upstream:
+                    with self.lock:
+                        after = self.corrupt_after
+                        if after is not None and seen <= after < \
+                                seen + len(data):
+                            buf = bytearray(data)
+                            buf[after - seen] ^= 0xFF
+                            data = bytes(buf)
+                            self.corrupt_after = None
+                            self.corrupted += 1
+                seen += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("port", type=int)
+    p.add_argument("upstream_host")
+    p.add_argument("upstream_port", type=int)
+    p.add_argument("--listen", default="127.0.0.1")
+    p.add_argument("--corrupt-after", type=int)
+    args = p.parse_args()
+    relay = Relay((args.upstream_host, args.upstream_port), args.listen,
+                  args.port)
+    if args.corrupt_after is not None:
+        relay.corrupt_once(args.corrupt_after)
+    print("relaying %d -> %s:%d" % (relay.port, args.upstream_host,
+                                    args.upstream_port), flush=True)
+    try:
+        while True:
+            time.sleep(1)
+            if relay.corrupted:
+                print("corrupted %d" % relay.corrupted, flush=True)
+                relay.corrupted = 0
+    except KeyboardInterrupt:
+        relay.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+"""Source and sink together, in one process, over loopback TCP.
+
+These exercise the engine's protocol paths quickly; the functional tests
+repeat the important ones with agents in separate processes.
+"""
+
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import testtools
+
+from dtn_migrate.transfer import config
+from dtn_migrate.transfer import dataset
+from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import sink
+from dtn_migrate.transfer import source
+from tests import relay
+
+KEY = b"k" * 32
+MiB = 1 << 20
+
+
+def write_file(path, size, seed):
+    """Deterministic content, different in every 64 KiB."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    block = hashlib.sha512(b"%d" % seed).digest() * 1024
+    with open(path, "wb") as f:
+        n = 0
+        while n < size:
+            chunk = (b"%016d" % n) + block[16:]
+            chunk = chunk[:min(len(chunk), size - n)]
+            f.write(chunk)
+            n += len(chunk)
+
+
+def sha512(path):
+    with open(path, "rb") as f:
+        return hashlib.sha512(f.read()).hexdigest()
+
+
+class EngineTestCase(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="dtnm-engine-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.src = os.path.join(self.tmp, "src")
+        self.dst = os.path.join(self.tmp, "dst")
+        self.state = os.path.join(self.tmp, "state")
+        os.makedirs(self.src)
+
+    def cfg(self, **kw):
+        kw.setdefault("object_size", 256 << 10)
+        kw.setdefault("window_bytes", 4 * MiB)
+        kw.setdefault("sync_bytes", 1 * MiB)
+        kw.setdefault("sync_interval", 0.01)
+        kw.setdefault("min_free_bytes", 0)
+        kw.setdefault("reconnect_initial_interval", 0.05)
+        kw.setdefault("reconnect_max_interval", 0.2)
+        kw.setdefault("connect_timeout", 2.0)
+        return config.TransferConfig(**kw)
+
+    def start_sink(self, cfg=None, key=KEY, **kw):
+        server = sink.SinkServer(self.dst, cfg or self.cfg(), "sink",
+                                 lambda peer: key if peer == "source"
+                                 else None, host="127.0.0.1", **kw)
+        server.start()
+        self.addCleanup(server.stop)
+        return server
+
+    def transfer(self, port, files, cfg=None, key=KEY, transfer_id=None,
+                 hashes=None):
+        specs = dataset.expand(self.src, files, hashes)
+        manifest = dataset.Manifest.new("sink", specs,
+                                        transfer_id=transfer_id)
+        peer = source.Peer("sink", "127.0.0.1", port, key)
+        t = source.SourceTransfer(manifest, peer, cfg or self.cfg(),
+                                  self.state, "source")
+        self.addCleanup(t.close)
+        return t
+
+    def run_transfer(self, t, timeout=60):
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        th.join(timeout)
+        if th.is_alive():
+            t.cancel()
+            th.join(10)
+            self.fail("transfer did not finish in %d s: %s"
+                      % (timeout, t.status()))
+        return result
+
+    def assertSameFile(self, name):
+        self.assertEqual(sha512(os.path.join(self.src, name)),
+                         sha512(os.path.join(self.dst, name)))
+
+
+class TestTransfers(EngineTestCase):
+    def test_files_of_every_shape(self):
+        sizes = {"empty": 0, "tiny": 1, "exact": 1 * MiB,
+                 "odd": 3 * MiB + 12345, "dir/nested/file": 300000,
+                 "sp ace, ünïcode": 70000}
+        for i, (name, size) in enumerate(sizes.items()):
+            write_file(os.path.join(self.src, name), size, i)
+        server = self.start_sink()
+        t = self.transfer(server.port, list(sizes))
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertEqual(len(sizes), status["files_done"])
+        self.assertEqual(sum(sizes.values()), status["bytes_done"])
+        for name in sizes:
+            self.assertSameFile(name)
+        incoming = server.status(t.transfer_id)
+        self.assertEqual(len(sizes), incoming["files_done"])
+        self.assertEqual(0, incoming["objects_corrupt"])
+        # Nothing is left in the partial area, and the log is gone.
+        self.assertEqual([], os.listdir(os.path.join(self.dst,
+                                                     ".dtn-partial")))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.state, t.transfer_id, "log")))
+        # Every file's sha512 is reported, as the sink verified it.
+        for f in status["files"]:
+            self.assertEqual(sha512(os.path.join(self.src, f["name"])),
+                             f["sha512"])
+
+    def test_known_hash_and_no_hash_modes(self):
+        write_file(os.path.join(self.src, "a"), 2 * MiB + 5, 1)
+        write_file(os.path.join(self.src, "b"), 1 * MiB, 2)
+        server = self.start_sink()
+        t = self.transfer(server.port, ["a"],
+                          hashes={"a": sha512(os.path.join(self.src, "a"))})
+        self.assertEqual("complete", self.run_transfer(t)["state"])
+        t2 = self.transfer(server.port, ["b"],
+                           cfg=self.cfg(verify_sha512=False))
+        status = self.run_transfer(t2)
+        self.assertEqual("complete", status["state"])
+        self.assertSameFile("a")
+        self.assertSameFile("b")
+
+    def test_second_transfer_skips_files_already_there(self):
+        write_file(os.path.join(self.src, "a"), 2 * MiB, 1)
+        server = self.start_sink()
+        self.assertEqual("complete", self.run_transfer(
+            self.transfer(server.port, ["a"]))["state"])
+        t = self.transfer(server.port, ["a"])
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"])
+        self.assertEqual(0, status["bytes_sent"])
+        self.assertEqual(0, server.status(t.transfer_id)["bytes_received"])
+
+    def test_wrong_source_hash_fails_the_file_only(self):
+        write_file(os.path.join(self.src, "good"), 1 * MiB, 1)
+        write_file(os.path.join(self.src, "bad"), 1 * MiB, 2)
+        server = self.start_sink()
+        t = self.transfer(server.port, ["good", "bad"],
+                          cfg=self.cfg(max_file_retries=1),
+                          hashes={"bad": "00" * 64})
+        status = self.run_transfer(t)
+        self.assertEqual("failed", status["state"])
+        self.assertEqual(1, status["files_done"])
+        self.assertEqual(1, status["files_failed"])
+        self.assertIn("sha512", status["error"])
+        self.assertSameFile("good")
+        self.assertFalse(os.path.exists(os.path.join(self.dst, "bad")))
+
+    def test_hostile_names_are_refused_without_writes(self):
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        write_file(os.path.join(self.src, "ok"), 1000, 1)
+        os.makedirs(self.dst)
+        os.symlink(outside, os.path.join(self.dst, "link"))
+        server = self.start_sink()
+        specs = dataset.expand(self.src, ["ok"])
+        for bad in ("../escape", "/etc/passwd", "a/../../x", "link/x",
+                    ".dtn-partial/x"):
+            specs.append(dataset.FileSpec(name=bad, path=specs[0].path,
+                                          size=1000))
+        manifest = dataset.Manifest.new("sink", specs)
+        t = source.SourceTransfer(manifest, source.Peer(
+            "sink", "127.0.0.1", server.port, KEY), self.cfg(), self.state,
+            "source")
+        self.addCleanup(t.close)
+        status = self.run_transfer(t)
+        self.assertEqual(1, status["files_done"])
+        self.assertEqual(5, status["files_failed"])
+        self.assertEqual([], os.listdir(outside))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "escape")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x")))
+        failed = [f for f in status["files"] if f["state"] == "failed"]
+        for f in failed:
+            self.assertIn("refused", f["error"])
+
+    def test_no_space_is_refused_clearly(self):
+        write_file(os.path.join(self.src, "big"), 2 * MiB, 1)
+        server = self.start_sink(self.cfg(min_free_bytes=1 << 60))
+        status = self.run_transfer(self.transfer(server.port, ["big"]))
+        self.assertEqual("failed", status["state"])
+        self.assertIn("not enough space", status["error"])
+
+    def test_wrong_key_fails_fast_and_writes_nothing(self):
+        write_file(os.path.join(self.src, "a"), 1 * MiB, 1)
+        server = self.start_sink()
+        t = self.transfer(server.port, ["a"], key=b"x" * 32)
+        status = self.run_transfer(t, timeout=20)
+        self.assertEqual("failed", status["state"])
+        self.assertIn("shared key", status["error"])
+        self.assertFalse(os.path.exists(os.path.join(self.dst, "a")))
+        self.assertEqual([], server.status())
+
+
+class TestFaults(EngineTestCase):
+    def test_link_cut_mid_transfer_resumes(self):
+        write_file(os.path.join(self.src, "a"), 24 * MiB, 1)
+        server = self.start_sink()
+        r = relay.Relay(("127.0.0.1", server.port))
+        self.addCleanup(r.close)
+        cfg = self.cfg(rate_limit=16 * MiB)
+        t = self.transfer(r.port, ["a"], cfg=cfg)
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        while t.progress.snapshot()["percent"] < 40:
+            time.sleep(0.02)
+        r.cut(down_for=0.5)
+        th.join(60)
+        self.assertEqual("complete", result["state"], result.get("error"))
+        self.assertGreaterEqual(result["attempts"], 2)
+        self.assertLessEqual(result["bytes_resent"], cfg.window_bytes)
+        self.assertSameFile("a")
+
+    def test_corrupted_object_is_resent(self):
+        write_file(os.path.join(self.src, "a"), 16 * MiB, 1)
+        server = self.start_sink()
+        r = relay.Relay(("127.0.0.1", server.port))
+        self.addCleanup(r.close)
+        r.corrupt_once(2 * MiB + 777)
+        t = self.transfer(r.port, ["a"], cfg=self.cfg(streams=1))
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertEqual(1, r.corrupted)
+        self.assertEqual(1, server.status(t.transfer_id)["objects_corrupt"])
+        self.assertEqual(1, status["objects_resent"])
+        self.assertSameFile("a")
+
+    def test_cancel_then_resume_sends_only_missing_objects(self):
+        write_file(os.path.join(self.src, "a"), 16 * MiB, 1)
+        write_file(os.path.join(self.src, "b"), 8 * MiB, 2)
+        server = self.start_sink()
+        cfg = self.cfg(rate_limit=16 * MiB)
+        t = self.transfer(server.port, ["a", "b"], cfg=cfg)
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        while t.progress.snapshot()["percent"] < 50:
+            time.sleep(0.02)
+        t.cancel()
+        th.join(30)
+        self.assertEqual("cancelled", result["state"])
+        done_before = result["bytes_done"]
+        t.close()
+        # A new process would build the transfer from the saved manifest.
+        manifest = dataset.Manifest.load(os.path.join(self.state,
+                                                      t.transfer_id))
+        t2 = source.SourceTransfer(manifest, source.Peer(
+            "sink", "127.0.0.1", server.port, KEY), self.cfg(), self.state,
+            "source")
+        self.addCleanup(t2.close)
+        self.assertEqual(done_before, t2.resumed_bytes)
+        status = self.run_transfer(t2)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertEqual(24 * MiB - done_before, status["bytes_sent"])
+        self.assertSameFile("a")
+        self.assertSameFile("b")
+
+    def test_growing_file_follows_its_watermark(self):
+        path = os.path.join(self.src, "grow")
+        size = 6 * MiB + 100
+        wm = path + ".wm"
+        write_file(path + ".full", size, 3)
+        open(path, "wb").close()
+        dataset.write_watermark_file(wm, 0)
+        server = self.start_sink()
+        spec = dataset.FileSpec(name="grow", path=path, size=size,
+                                growing=True, watermark_file=wm)
+        manifest = dataset.Manifest.new("sink", [spec])
+        t = source.SourceTransfer(manifest, source.Peer(
+            "sink", "127.0.0.1", server.port, KEY), self.cfg(), self.state,
+            "source")
+        self.addCleanup(t.close)
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        prefixes = []
+        with open(path + ".full", "rb") as src, open(path, "r+b") as dst:
+            written = 0
+            while written < size:
+                chunk = src.read(700000)
+                dst.write(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+                written += len(chunk)
+                dataset.write_watermark_file(wm, written)
+                time.sleep(0.05)
+                info = server.watermark(t.transfer_id, "grow")
+                if info:
+                    prefixes.append(info["durable"])
+        th.join(60)
+        self.assertEqual("complete", result["state"], result.get("error"))
+        self.assertEqual(sha512(path + ".full"),
+                         sha512(os.path.join(self.dst, "grow")))
+        # The sink's durable prefix grew while the writer was writing.
+        self.assertTrue(any(0 < p < size for p in prefixes), prefixes)
+        self.assertEqual(sorted(prefixes), prefixes)
+
+    def test_growing_file_writer_failure_fails_the_file(self):
+        path = os.path.join(self.src, "grow")
+        open(path, "wb").close()
+        wm = path + ".wm"
+        dataset.write_watermark_file(wm, 0, failed=True)
+        server = self.start_sink()
+        spec = dataset.FileSpec(name="grow", path=path, size=1 * MiB,
+                                growing=True, watermark_file=wm)
+        t = source.SourceTransfer(
+            dataset.Manifest.new("sink", [spec]),
+            source.Peer("sink", "127.0.0.1", server.port, KEY),
+            self.cfg(), self.state, "source")
+        self.addCleanup(t.close)
+        status = self.run_transfer(t, timeout=20)
+        self.assertEqual("failed", status["state"])
+        self.assertIn("reported failure", status["error"])
+
+    def test_unreachable_peer_gives_up_after_deadline(self):
+        write_file(os.path.join(self.src, "a"), 1000, 1)
+        t = self.transfer(1, ["a"], cfg=self.cfg(reconnect_deadline=1.0))
+        status = self.run_transfer(t, timeout=20)
+        self.assertEqual("failed", status["state"])
+        self.assertIn("unreachable", status["error"])
+        self.assertGreaterEqual(status["attempts"], 2)
+
+
+class TestSinkIsolation(EngineTestCase):
+    def test_other_transfers_survive_a_bad_connection(self):
+        import socket
+        write_file(os.path.join(self.src, "a"), 8 * MiB, 1)
+        server = self.start_sink()
+        t = self.transfer(server.port, ["a"], cfg=self.cfg(
+            rate_limit=16 * MiB))
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        for junk in (os.urandom(4096), b"DTNM" + os.urandom(60), b"DT"):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(junk)
+            s.close()
+        th.join(60)
+        self.assertEqual("complete", result["state"], result.get("error"))
+        self.assertEqual(1, result["attempts"])
+        self.assertSameFile("a")
+
+    def test_errors_name_the_problem(self):
+        self.assertEqual(errors.Code.NO_SPACE, errors.NoSpaceError("x").code)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Prepare a fresh Debian 12 machine for dtn-migrate: system packages, the
+# services the functional tests use, and a virtualenv with the project.
+# Idempotent; sourced by tools/demo and tools/test.
+set -euo pipefail
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${DTN_VENV:-$TOP/.venv}
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# Runtime and test packages (bindep.txt lists them with their purpose).
+APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
+iproute2 socat rabbitmq-server procps util-linux"
+if [ "${DTN_BENCH:-0}" = 1 ]; then
+  APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
+globus-gass-copy-progs xrootd-server xrootd-client"
+fi
+
+missing=""
+for p in $APT_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+    || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "bootstrap: installing$missing"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends $missing >/dev/null
+fi
+
+# RabbitMQ carries the agents' RPC (the demo falls back to no bus).
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  echo "bootstrap: starting rabbitmq-server"
+  $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 60); do
+    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+    sleep 1
+  done
+fi
+
+# The virtualenv uses the distribution's Python so that Debian's pyverbs
+# (RDMA) is importable; everything else comes from PyPI.
+if [ ! -x "$VENV/bin/python" ]; then
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.dtn-migrate-deps"
+want=$(cat "$TOP/requirements.txt" "$TOP/test-requirements.txt" \
+       "$TOP/setup.cfg" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$VENV/bin/pip" install -q -U pip >/dev/null
+  "$VENV/bin/pip" install -q -r "$TOP/requirements.txt" \
+    -r "$TOP/test-requirements.txt"
+  "$VENV/bin/pip" install -q -e "$TOP"
+  echo "$want" > "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
