@@ -242,6 +242,9 @@ class FunctionalTestCase(testtools.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        if _rpc["url"] == cls.broker.url():
+            rpc.cleanup()
+            _rpc["url"] = None
         cls.broker.delete()
         super().tearDownClass()
 

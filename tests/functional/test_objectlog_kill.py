@@ -187,7 +187,8 @@ class KillTests:
 
     def pick_pause(self, start, rng, n):
         """An op index >= start whose kind rotates over complete, reset
-        and a record touching several files."""
+        and a record touching several files.
+        """
         want = ("complete", "reset", "record")[n % 3]
         k = start + rng.randrange(10)
         while True:
@@ -236,7 +237,8 @@ class KillTests:
 
     def check(self, model, inflight):
         """Compare the reopened log with ``model``; return how the
-        in-flight operation ended: "none", "partial" or "whole"."""
+        in-flight operation ended: "none", "partial" or "whole".
+        """
         log = objectlog.open_log(self.dir, self.mechanism, self.method,
                                  FILES)
         before = dict(model.files)
@@ -324,7 +326,7 @@ COMBINATIONS = [("universal", "bit64"), ("file", "char"),
 
 for _n, (_mechanism, _method) in enumerate(COMBINATIONS):
     _name = "TestKill%s%s" % (_mechanism.capitalize(), _method.capitalize())
+    _doc = "SIGKILL while logging, %s x %s." % (_mechanism, _method)
     globals()[_name] = type(_name, (KillTests, testtools.TestCase), {
         "mechanism": _mechanism, "method": _method, "seed": 1000 + _n,
-        "__doc__": "SIGKILL while logging, %s x %s." % (_mechanism,
-                                                         _method)})
+        "__doc__": _doc})

@@ -29,9 +29,17 @@ the log, padded to the method's word size: 0 = in progress, 1 = complete
 The file logger needs no status: completion is in the journal and a
 reset deletes the file's log.
 
-Opening a directory without an index starts a fresh log unless it holds
-log files, which raises LogMismatch (the index is written before any log
-file, so only outside interference gets there).
+Files are stored by slot, so file_ids may differ between runs; names,
+object counts and order may not (LogMismatch).  Opening a directory
+without an index starts a fresh log unless it holds log files, which
+raises LogMismatch (the index is written before any log file, so only
+outside interference gets there; ``destroy_log`` clears it).  A damaged
+index also raises LogMismatch.  A leftover ``index.jsonl.tmp`` (crash
+while creating) is removed; ``f-<slot>.log`` files of completed files
+(crash between the journal's DONE and the unlink) are deleted on load.
+
+record() of an object already recorded, or of a completed file, writes
+nothing.  One process at a time may have a log open (not enforced).
 """
 
 import collections

@@ -103,7 +103,8 @@ class CrashTests:
     def crash_each_call(self, op, allowed):
         """Run ``op(log)`` crashing at each call (whole and torn writes);
         after each crash the reopened state must be one of ``allowed``
-        (a function of the state before the operation)."""
+        (a function of the state before the operation).
+        """
         self.prepare().close()
         snap = self.snapshot()
         log = self.open()

@@ -1,0 +1,112 @@
+"""The operator entry points, run as commands: the demo (the README's
+main job), dtn-migrate-manage against live agents, and the standalone
+dtn-migrate-transfer."""
+
+import json
+import os
+import subprocess
+
+from tests.functional import base
+
+MiB = base.MiB
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=300,
+                          **kw)
+
+
+class TestDemo(base.FunctionalTestCase):
+    def test_demo_reports_a_verified_checksum(self):
+        proc = run([os.path.join(base.VENV_BIN, "dtn-migrate-demo"),
+                    "--size", "96M", "--transport-url", self.broker.url()])
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+        self.assertIn("started over RPC", proc.stdout)
+        self.assertIn("bit-identical", proc.stdout)
+        lines = {l.split(":")[0]: l.split(":")[-1].strip()
+                 for l in proc.stdout.splitlines() if "sha512" in l
+                 or l.startswith("recomputed")}
+        self.assertEqual(lines["sink-verified sha512"],
+                         lines["recomputed on B"])
+        self.assertEqual(128, len(lines["recomputed on B"]))
+
+
+class TestManage(base.FunctionalTestCase):
+    def manage(self, agent, *args):
+        return run([os.path.join(base.VENV_BIN, "dtn-migrate-manage"),
+                    "--config-file", agent.conf] + list(args))
+
+    def test_start_wait_show_list_incoming(self):
+        src, dst = self.pair()
+        path = os.path.join(src.staging, "images", "a.raw")
+        base.make_file(path, 20 * MiB, seed=2)
+        proc = self.manage(src, "transfer", "start", "--host", src.name,
+                           "--peer", dst.name, "--wait", "--option",
+                           "streams=2", "images")
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        status = json.loads(proc.stdout)
+        self.assertEqual("complete", status["state"])
+        tid = status["transfer_id"]
+        self.assertSame(path, os.path.join(dst.staging, "images", "a.raw"))
+        shown = json.loads(self.manage(src, "transfer", "show", "--host",
+                                       src.name, tid).stdout)
+        self.assertEqual("complete", shown["state"])
+        listed = json.loads(self.manage(src, "transfer", "list", "--host",
+                                        src.name).stdout)
+        self.assertIn(tid, [t["transfer_id"] for t in listed])
+        incoming = json.loads(self.manage(dst, "transfer", "incoming",
+                                          "--host", dst.name, tid).stdout)
+        self.assertEqual(1, incoming["files_done"])
+
+    def test_errors_are_clear(self):
+        src, dst = self.pair()
+        proc = self.manage(src, "transfer", "start", "--host", src.name,
+                           "--peer", "nowhere", "x")
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("Unknown peer DTN nowhere", proc.stderr)
+        proc = self.manage(src, "transfer", "start", "--host", src.name,
+                           "--peer", dst.name, "../../etc/passwd")
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("outside the staging root", proc.stderr)
+        proc = self.manage(src, "transfer", "show", "--host", src.name,
+                           "0" * 32)
+        self.assertIn("could not be found", proc.stderr)
+        proc = self.manage(src, "transfer", "show", "--host", "no-such-dtn",
+                           "--timeout", "2", "0" * 32)
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("no answer from the agent on no-such-dtn",
+                      proc.stderr)
+
+
+class TestStandaloneTransfer(base.FunctionalTestCase):
+    def test_serve_and_send_resume_by_transfer_id(self):
+        root = self.workdir
+        src = os.path.join(root, "src")
+        dst = os.path.join(root, "dst")
+        base.make_file(os.path.join(src, "f"), 8 * MiB, seed=1)
+        key = os.path.join(root, "key")
+        with open(key, "w") as f:
+            f.write(self.key)
+        port = base.free_port()
+        exe = os.path.join(base.VENV_BIN, "dtn-migrate-transfer")
+        server = subprocess.Popen(
+            [exe, "serve", "--root", dst, "--listen", "127.0.0.1:%d" % port,
+             "--key-file", key], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.terminate)
+        self.assertIn("listening", server.stdout.readline())
+        send = [exe, "send", "--peer", "127.0.0.1:%d" % port, "--key-file",
+                key, "--state-dir", os.path.join(root, "state"), "--root",
+                src, "--transfer-id", "1" * 32, "--json", "f"]
+        proc = run(send)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        status = json.loads(proc.stdout.splitlines()[-1])
+        self.assertEqual("complete", status["state"])
+        self.assertSame(os.path.join(src, "f"), os.path.join(dst, "f"))
+        # Rerunning the same command is a no-op: the sink already has it.
+        again = json.loads(run(send).stdout.splitlines()[-1])
+        self.assertEqual("complete", again["state"])
+        bad = run(send[:5] + [os.path.join(root, "wrong")] + send[6:8] +
+                  ["--transfer-id", "2" * 32, "--json", "f"])
+        self.assertNotEqual(0, bad.returncode)
