@@ -105,7 +105,8 @@ class VerifyError(PeerError):
 def verify_copy(src_dir, dst_dir, files, windows=8, window=MiB, rng=None):
     """Check a copy: all sizes equal, and ``windows`` random windows of
     ``window`` bytes equal (plus the first and last window of one big file).
-    Returns the number of bytes compared.  Raises VerifyError."""
+    Returns the number of bytes compared.  Raises VerifyError.
+    """
     rng = rng or random.Random()
     sizes = {}
     for rel in files:
@@ -147,6 +148,15 @@ def verify_copy(src_dir, dst_dir, files, windows=8, window=MiB, rng=None):
     return compared
 
 
+def abbreviate(argv, keep=24):
+    """argv as strings, with a long run of file arguments elided."""
+    argv = [str(a) for a in argv]
+    if len(argv) <= keep + 4:
+        return argv
+    return (argv[:keep] + ['... (%d more arguments)' % (len(argv) - keep - 2)]
+            + argv[-2:])
+
+
 def empty_dir(path):
     """Remove everything inside path (keep path itself)."""
     if not os.path.isdir(path):
@@ -169,7 +179,8 @@ def warm_memory(directory, nbytes, chunk=64 * MiB):
     ~0.2-0.7 GB/s instead of 2+ GB/s.  Writing and freeing a ballast just
     before a run leaves recently-backed pages on the free lists so that the
     tool under test mostly gets those.  It reduces, but does not remove,
-    that effect; see README.  Returns seconds spent."""
+    that effect; see README.  Returns seconds spent.
+    """
     if nbytes <= 0:
         return 0.0
     t0 = time.perf_counter()
@@ -239,6 +250,7 @@ class Peer:
     executables = ()
     default_port = 0
     writes_files = True
+    uses_network = True
 
     def __init__(self, timeout=None, warm_bytes=0, verify_windows=8,
                  **options):
@@ -357,7 +369,8 @@ class Peer:
 
     def timed_client(self, argv, timeout, env=None, cwd=None):
         """Run the client in the source namespace; return (seconds, proc).
-        Only this is timed."""
+        Only this is timed.
+        """
         full = self._argv(SOURCE, argv)
         out = os.path.join(self.workdir, 'client.out')
         err = os.path.join(self.workdir, 'client.err')
@@ -383,12 +396,14 @@ class Peer:
             raise PeerError('%s client failed (rc=%d): %s\n%s\n%s' % (
                 self.name, proc.returncode, shlex.join(map(str, argv)),
                 stdout[-2000:], stderr[-2000:]))
-        return seconds, subprocess.CompletedProcess(full, proc.returncode,
-                                                     stdout, stderr)
+        done = subprocess.CompletedProcess(full, proc.returncode, stdout,
+                                           stderr)
+        return seconds, done
 
     def run(self, files, manifest=None):
         """Copy ``files`` (relpaths under src_dir) to dst_dir; return the
-        wall-clock seconds of the client command."""
+        wall-clock seconds of the client command.
+        """
         files = list(files)
         nbytes = sum(os.stat(os.path.join(self.src_dir, f)).st_size
                      for f in files)
@@ -399,10 +414,10 @@ class Peer:
             if self.writes_files else 0.0
         argv, env = self.client_argv(files, nbytes, manifest)
         seconds, proc = self.timed_client(argv, timeout, env=env)
-        self.last = {'tool': self.name, 'argv': [str(a) for a in argv],
+        self.last = {'tool': self.name, 'argv': abbreviate(argv),
                      'env': env or {}, 'seconds': seconds, 'bytes': nbytes,
                      'files': len(files), 'MBps': nbytes / seconds / 1e6,
-                     'warm_s': warm_s,
+                     'warm_s': warm_s, 'uses_network': self.uses_network,
                      'server_argv': getattr(self, 'server_argv', None)}
         self.last.update(self.after_run(proc, files, nbytes) or {})
         if self.writes_files:
@@ -422,7 +437,8 @@ class Peer:
 
     def all_files(self, files):
         """True when ``files`` is every regular file under src_dir, i.e. a
-        directory copy is equivalent."""
+        directory copy is equivalent.
+        """
         have = set()
         for root, _dirs, names in os.walk(self.src_dir):
             for n in names:
@@ -459,7 +475,8 @@ class Iperf3(Peer):
             sent = end['sum_sent']['bytes']
             return {'iperf3_bytes': sent,
                     'iperf3_seconds': end['sum_sent']['seconds'],
-                    'iperf3_MBps': end['sum_received']['bits_per_second'] / 8e6,
+                    'iperf3_MBps':
+                        end['sum_received']['bits_per_second'] / 8e6,
                     'retransmits': end['sum_sent'].get('retransmits')}
         except (ValueError, KeyError) as exc:
             raise PeerError('iperf3: bad JSON output: %s' % exc) from None
@@ -576,10 +593,20 @@ class Xrdcp(Peer):
             f.write('all.export %s\nxrd.port %d\nall.adminpath %s\n'
                     'all.pidpath %s\nxrd.network nodnr\n' % (
                         self.dst_dir, self.port, admin, admin))
+        # xrootd writes /tmp/xrootd.<instance>.env whatever the config
+        # says: use a unique instance name and remove that file afterwards
+        self.instance = 'dtnm-%d-%d' % (os.getpid(), self.port)
         self.spawn_server(['xrootd', '-R', 'nobody', '-c', conf, '-l',
                            os.path.join(self.workdir, 'xrootd.log'),
-                           '-n', 'dtnm'])
+                           '-n', self.instance])
         self.wait_server(log_name='server.log')
+
+    def stop_server(self):
+        super().stop_server()
+        inst = getattr(self, 'instance', None)
+        if inst:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join('/tmp', 'xrootd.%s.env' % inst))
 
     def before_run(self, files):
         # the server runs as nobody: it needs to write into dst_dir
@@ -620,6 +647,7 @@ class LocalCopy(Peer):
 
     name = 'cp'
     executables = ('cp',)
+    uses_network = False
 
     def client_argv(self, files, nbytes, manifest):
         if self.all_files(files):
@@ -672,9 +700,9 @@ class DtnMigrate(Peer):
 
     def check(self):
         if not self.exe or not os.path.exists(self.exe):
-            return False, ('dtn-migrate-transfer is not installed (expected '
-                           '%s; pip install -e /work/main into the venv)'
-                           % DTN_MIGRATE_EXE)
+            return False, ('dtn-migrate-transfer not found (%s; install the '
+                           'project into the venv: .venv/bin/pip install -e .)'
+                           % (self.exe or DTN_MIGRATE_EXE))
         try:
             proc = subprocess.run([self.exe, '--help'], capture_output=True,
                                   text=True, timeout=60)

@@ -32,7 +32,8 @@ MB = 1e6
 
 def summarize(values):
     """{'n', 'median', 'min', 'max', 'mean', 'stdev', 'values'} of a list
-    of numbers (None entries are ignored); all None when empty."""
+    of numbers (None entries are ignored); all None when empty.
+    """
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return {'n': 0, 'median': None, 'min': None, 'max': None,
@@ -78,7 +79,8 @@ def fmt_pct(x, digits=0):
 
 def markdown_table(headers, rows, align=None):
     """GitHub-flavoured Markdown table.  ``align``: string of 'l'/'r'/'c'
-    per column (default: first column left, others right)."""
+    per column (default: first column left, others right).
+    """
     headers = [str(h) for h in headers]
     rows = [[str(c) for c in r] for r in rows]
     align = align or 'l' + 'r' * (len(headers) - 1)

@@ -140,11 +140,13 @@ def summarize(results, links, wls, tools):
                 mbps = report.summarize([s['MBps'] for s in ss])
                 secs = report.summarize([s['seconds'] for s in ss])
                 med[tool] = mbps['median']
+                net = ss[0].get('uses_network', True)
                 summary.append({
                     'link': link, 'workload': wl, 'tool': tool,
                     'n': mbps['n'], 'MBps': mbps, 'seconds': secs,
                     'line_rate_MBps': rate,
-                    'fraction_of_line': report.ratio(mbps['median'], rate)})
+                    'fraction_of_line': (report.ratio(mbps['median'], rate)
+                                         if net else None)})
             for tool in tools:
                 if not tool.startswith('dtn-migrate') or tool not in med:
                     continue
@@ -191,9 +193,10 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
                          for t, d in results['settings']['tools'].items())
     md = ['# Throughput (MB/s = 10^6 bytes/s)', '',
           'Command: `%s`' % results['command'], '',
-          report.markdown_table(headers, rows), '',
+          report.markdown_table(headers, rows, align='lllrrrr'), '',
           '## Ratios (medians of the same run)', '',
-          report.markdown_table(rh, rr) if rr else '(none)\n', '',
+          report.markdown_table(rh, rr, align='lllr') if rr else '(none)\n',
+          '',
           '## Tool settings', '', settings.replace('``', '`'), '']
     report.write_text(os.path.join(out, 'table.md'), '\n'.join(md))
     rst = ['Throughput (MB/s = 10\\ :sup:`6` bytes/s)', '=' * 44, '',
@@ -210,8 +213,9 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
                 values.setdefault(s['tool'], {})[s['link']] = s['MBps']
         if not values:
             continue
-        hlines = {link: (link_rate(link), 'line rate') for link in links
-                  if link_rate(link)}
+        hlines = {link: (link_rate(link),
+                         'line rate %.0f MB/s' % link_rate(link))
+                  for link in links if link_rate(link)}
         path = os.path.join(out, 'throughput-%s.png' % wl)
         report.grouped_bars(
             path, links, [t for t in tools if t in values], values,
@@ -222,7 +226,8 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
         figures.append(path)
     results['figures'] = figures
     report.write_json(os.path.join(out, 'results.json'), results)
-    return report.text_table(headers, rows), report.text_table(rh, rr)
+    return (report.text_table(headers, rows),
+            report.text_table(rh, rr) if rr else '')
 
 
 def main(argv=None):
@@ -232,7 +237,8 @@ def main(argv=None):
     tools = [x for x in args.tools.split(',') if x]
     for t in tools:
         if t not in peers.PEERS:
-            sys.exit('unknown tool %r; known: %s' % (t, ', '.join(peers.PEERS)))
+            sys.exit('unknown tool %r; known: %s' % (
+                t, ', '.join(peers.PEERS)))
     cmd = report.command_line()
     print('command:', cmd, flush=True)
 

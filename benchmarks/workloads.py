@@ -190,7 +190,8 @@ class Dataset:
     # -- build
     def ensure(self, log=print):
         """Generate data and manifest if missing or changed; reuse
-        otherwise.  Returns self."""
+        otherwise.  Returns self.
+        """
         os.makedirs(self.data_dir, exist_ok=True)
         stat = self._stat()
         if not self._data_ok(stat):

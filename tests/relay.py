@@ -35,7 +35,8 @@ class Relay:
 
     def corrupt_once(self, after):
         """Flip one byte at offset ``after`` of the next client-to-server
-        stream that carries that many bytes."""
+        stream that carries that many bytes.
+        """
         with self.lock:
             self.corrupt_after = after
 

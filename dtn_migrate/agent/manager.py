@@ -30,7 +30,8 @@ class AgentManager:
         """Queue a transfer of ``files`` (paths under the staging root, or
         mappings with path/name/sha512/size/growing/watermark_file) to
         ``peer``.  Returns its status; repeating a request with the same
-        ``transfer_id`` returns the existing transfer."""
+        ``transfer_id`` returns the existing transfer.
+        """
         return self.outgoing.start(peer, files, options, transfer_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)

@@ -41,7 +41,8 @@ class PeerRegistry:
 
     def key(self, name):
         """Shared key of peer ``name`` (None if unknown): the sink's
-        authentication lookup."""
+        authentication lookup.
+        """
         entry = self._peers.get(name)
         return entry[1] if entry else None
 

@@ -94,8 +94,14 @@ class OutgoingTransfers:
         transfer_id = self._check_id(transfer_id)
         with self.lock:
             transfer = self.running.get(transfer_id)
+            thread = self.threads.get(transfer_id)
         if transfer is not None:
-            return transfer.status()
+            status = transfer.status()
+            if status["state"] not in FINAL_STATES:
+                return status
+            # Report a final state only once it is on disk.
+            if thread is not None:
+                thread.join(10.0)
         status = self._load_status(transfer_id)
         if status is None:
             raise exception.TransferNotFound(transfer_id=transfer_id)
@@ -164,7 +170,8 @@ class OutgoingTransfers:
 
     def stop(self):
         """Stop running transfers; they stay 'running' on disk and are
-        resumed by the next start of the agent."""
+        resumed by the next start of the agent.
+        """
         self.stopping.set()
         with self.lock:
             transfers = list(self.running.values())

@@ -68,7 +68,8 @@ def load_key(text=None, path=None):
 
 def server_context(cert_file, key_file, ca_file=None):
     """TLS context for the sink; with ``ca_file`` clients must present a
-    certificate signed by it (mutual TLS)."""
+    certificate signed by it (mutual TLS).
+    """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert_file, key_file)
@@ -81,7 +82,8 @@ def server_context(cert_file, key_file, ca_file=None):
 def client_context(ca_file, cert_file=None, key_file=None,
                    check_hostname=True):
     """TLS context for the source: verifies the sink against ``ca_file``
-    and presents its own certificate if given."""
+    and presents its own certificate if given.
+    """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_verify_locations(ca_file)

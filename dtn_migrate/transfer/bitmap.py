@@ -1,12 +1,18 @@
 """A fixed-size bitmap of object indices, and its run-length wire form."""
 
+import re
+
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import varint
+
+_NOT_FF = re.compile(rb"[^\xff]")
+_NOT_00 = re.compile(rb"[^\x00]")
 
 
 class Bitmap:
     """``nbits`` bits in a bytearray, bit ``i`` is byte ``i >> 3``,
-    bit ``i & 7`` (least significant first)."""
+    bit ``i & 7`` (least significant first).
+    """
 
     __slots__ = ("nbits", "bits", "_count")
 
@@ -85,20 +91,65 @@ class Bitmap:
                 return min(i, self.nbits)
         return self.nbits
 
+    def add_range(self, start, end):
+        """Set bits ``start`` .. ``end - 1`` (whole bytes at a time)."""
+        if not 0 <= start <= end <= self.nbits:
+            raise IndexError("range %d..%d outside bitmap of %d"
+                             % (start, end, self.nbits))
+        bits = self.bits
+        i = start
+        while i < end and i & 7:
+            self.add(i)
+            i += 1
+        full_end = end & ~7
+        if i < full_end:
+            first, last = i >> 3, full_end >> 3
+            added = (full_end - i) - int.from_bytes(
+                bits[first:last], "little").bit_count()
+            bits[first:last] = b"\xff" * (last - first)
+            self._count += added
+            i = full_end
+        while i < end:
+            self.add(i)
+            i += 1
+
     def runs(self):
         """Alternating run lengths, starting with a (possibly empty) clear
-        run: ``[clear, set, clear, set, ...]``."""
+        run: ``[clear, set, clear, set, ...]``.
+        """
         runs = []
-        current = False
+        current = 0           # value of the run being counted
         length = 0
-        for i in range(self.nbits):
-            bit = i in self
-            if bit == current:
-                length += 1
-            else:
-                runs.append(length)
-                current = bit
-                length = 1
+        bits, nbits = self.bits, self.nbits
+        nbytes = len(bits)
+        pos = 0
+        while pos < nbytes:
+            # Skip whole bytes that continue the current run (C speed).
+            m = (_NOT_FF if current else _NOT_00).search(bits, pos)
+            stop = m.start() if m else nbytes
+            length += (stop - pos) * 8
+            pos = stop
+            if pos >= nbytes:
+                break
+            byte = bits[pos]
+            for bit in range(8):
+                value = (byte >> bit) & 1
+                if value == current:
+                    length += 1
+                else:
+                    runs.append(length)
+                    current = value
+                    length = 1
+            pos += 1
+        # Bits past nbits in the last byte are always clear: drop them.
+        overshoot = nbytes * 8 - nbits
+        if overshoot:
+            if current:
+                raise AssertionError("bits past the end are set")
+            length -= overshoot
+            if length == 0 and runs:
+                length = runs.pop()
+                current ^= 1
         runs.append(length)
         return runs
 
@@ -124,7 +175,6 @@ class Bitmap:
         pos = 0
         for n, length in enumerate(runs):
             if n & 1:
-                for i in range(pos, pos + length):
-                    bitmap.add(i)
+                bitmap.add_range(pos, pos + length)
             pos += length
         return bitmap

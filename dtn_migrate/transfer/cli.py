@@ -173,7 +173,8 @@ def cmd_send(args):
     while runner.is_alive():
         runner.join(0.5)
         if args.progress:
-            sys.stderr.write("\r" + progress_line(transfer.progress.snapshot()))
+            snap = transfer.progress.snapshot()
+            sys.stderr.write("\r" + progress_line(snap))
             sys.stderr.flush()
     status = transfer.status()
     transfer.close()

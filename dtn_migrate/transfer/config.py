@@ -1,5 +1,6 @@
 """Tunables of the transfer engine (plain values; the agent fills them
-from oslo.config, the standalone CLI from its arguments)."""
+from oslo.config, the standalone CLI from its arguments).
+"""
 
 import dataclasses
 

@@ -98,7 +98,8 @@ def spec_for_path(path, name=None, sha512=None):
 
 def expand(root, items, hashes=None):
     """FileSpecs for files and directories under ``root`` (recursively),
-    named relative to ``root``; ``hashes`` maps names to known sha512."""
+    named relative to ``root``; ``hashes`` maps names to known sha512.
+    """
     hashes = hashes or {}
     specs = []
     for item in items:

@@ -5,6 +5,7 @@ import logging
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.transport import stream
 
 LOG = logging.getLogger(__name__)
 _AUTH_FAILED = "authentication failed (wrong key for this peering?)"
@@ -12,6 +13,13 @@ _AUTH_FAILED = "authentication failed (wrong key for this peering?)"
 
 def client(conn, connect, key):
     """Source side.  Returns the sink's ConnectAck or raises."""
+    try:
+        return _client(conn, connect, key)
+    except ConnectionError as exc:
+        raise stream.tls_error_in(conn, exc)
+
+
+def _client(conn, connect, key):
     conn.send(connect)
     body = connect.encode()
     # A connection lost before the sink proved or refused anything is a

@@ -90,7 +90,8 @@ class StagingRoot:
 
     def check_dirs(self, parts):
         """Refuse now if an existing directory on the path is a symlink
-        (it is checked again, race-free, when the file is installed)."""
+        (it is checked again, race-free, when the file is installed).
+        """
         try:
             os.close(self.open_dir(parts, create=False))
         except FileNotFoundError:
@@ -151,7 +152,8 @@ class StagingRoot:
 
 def resolve_source(root, path):
     """Map a source path (absolute or relative to ``root``) to a confined
-    relative name, refusing anything outside ``root``."""
+    relative name, refusing anything outside ``root``.
+    """
     full = os.path.realpath(os.path.join(root.path, path))
     if os.path.commonpath([full, root.path]) != root.path or full == root.path:
         raise errors.BadNameError("%r is outside the staging root %s"

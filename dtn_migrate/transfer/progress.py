@@ -19,7 +19,8 @@ class Counters:
 class Progress(Counters):
     """Counters updated by the engine threads; ``snapshot`` is safe to
     call from anywhere.  ``bytes_done`` counts bytes the sink has
-    confirmed durable (or already held), so it never goes backwards."""
+    confirmed durable (or already held), so it never goes backwards.
+    """
 
     RATE_HALF_LIFE = 2.0
 

@@ -308,7 +308,8 @@ class ConnectAck(Message):
     ("sha512", "b64"), ("name", "str"), ("done", "blob")])
 class NewFile(Message):
     """Source announces a file; ``done`` is the run-length encoded set of
-    objects the source's log says the sink already holds durably."""
+    objects the source's log says the sink already holds durably.
+    """
 
     file_id: int
     flags: int

@@ -68,7 +68,8 @@ def _ranges(file_id, indices):
 
 class TransferRecord(progress.Counters):
     """What the sink knows about one incoming transfer, across sessions,
-    for as long as the agent runs (status, watermarks, statistics)."""
+    for as long as the agent runs (status, watermarks, statistics).
+    """
 
     def __init__(self, transfer_hex, peer):
         super().__init__()
@@ -251,7 +252,8 @@ class SinkServer:
 
     def watermark(self, transfer_id, name):
         """Contiguous durable prefix of an incoming file, and where to
-        read it (the partial copy until it completes)."""
+        read it (the partial copy until it completes).
+        """
         with self.lock:
             rec = self.records.get(transfer_id)
         if rec is None:
@@ -381,7 +383,8 @@ class SinkServer:
 
 class SinkSession:
     """One connected source: its control and data connections, open
-    files, pending durability batch and hashers."""
+    files, pending durability batch and hashers.
+    """
 
     def __init__(self, server, connect, conn, epoch, plane, record):
         self.server = server
@@ -480,6 +483,14 @@ class SinkSession:
                 self._close_file(old)
                 del self.files[msg.file_id]
             self.retired.discard(msg.file_id)
+        vfs = os.statvfs(self.pdir)
+        if msg.size > vfs.f_blocks * vfs.f_frsize:
+            # Refused before anything is sized from the message (its done
+            # set could otherwise claim billions of objects).
+            return self._refuse(msg, errors.NoSpaceError(
+                "not enough space for %s: %d bytes is more than the sink's "
+                "whole file system (%d bytes)"
+                % (msg.name, msg.size, vfs.f_blocks * vfs.f_frsize)))
         try:
             if not flags & (P.FileFlags.RESTART | P.FileFlags.GROWING) and \
                     self._already_there(msg, parts):

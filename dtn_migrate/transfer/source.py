@@ -12,8 +12,9 @@ object log does not already hold.  Threads of an attempt:
   is released), BLOCK_NACK (resend), FILE_CLOSE (file verified),
 * with RDMA, a reader per stream for BLOCK_PULLED.
 
-At most ``window`` objects are between "scheduled" and "logged durable"
-at any time, so a crash of either agent costs at most that much resend.
+At most ``window_bytes`` of objects are between "scheduled" and "logged
+durable" at any time, so a crash of either agent costs at most that much
+resend.
 When an attempt fails (link cut, peer restart, malformed traffic) the
 transfer backs off exponentially and starts a new one; the log and the
 per-file done sets carry over, in memory and on disk.
@@ -177,14 +178,15 @@ class SourceTransfer:
         snap.update(transfer_id=self.transfer_id, peer=self.peer.name,
                     state=self.state, error=self.error,
                     object_size=self.object_size,
-                    window_objects=self.cfg.window_objects,
+                    window_bytes=self.cfg.window_bytes,
                     resumed_bytes=self.resumed_bytes,
                     files=[f.status() for f in self.files[:MAX_STATUS_FILES]])
         return snap
 
     def run(self):
         """Transfer until every file is complete or failed; return the
-        final status.  Safe to call again after a cancel or failure."""
+        final status.  Safe to call again after a cancel or failure.
+        """
         cfg = self.cfg
         self.state = "running"
         self._cancel.clear()
@@ -192,6 +194,7 @@ class SourceTransfer:
         backoff = cfg.reconnect_initial_interval
         first_failure = None
         protocol_failures = 0
+        tls_closed = 0
         try:
             while not self._all_terminal():
                 if self._cancel.is_set():
@@ -202,7 +205,8 @@ class SourceTransfer:
                 self._attempt = attempt
                 try:
                     attempt.run()
-                    first_failure, backoff = None, cfg.reconnect_initial_interval
+                    first_failure = None
+                    backoff = cfg.reconnect_initial_interval
                     continue
                 except errors.Cancelled:
                     raise
@@ -219,8 +223,16 @@ class SourceTransfer:
                     if protocol_failures >= 5:
                         raise _Fatal("giving up after repeated protocol "
                                      "errors: %s" % exc)
+                except stream.TlsClosed as exc:
+                    self.error = str(exc)
+                    tls_closed += 1
+                    if tls_closed >= 3:
+                        raise _Fatal("%s, %d times in a row: the peer "
+                                     "probably rejects this agent's "
+                                     "certificate" % (exc, tls_closed))
                 except (ConnectionError, OSError, TimeoutError) as exc:
                     self.error = str(exc)
+                    tls_closed = 0
                 finally:
                     self._attempt = None
                 if self.progress.bytes_done > done_before:
@@ -422,6 +434,32 @@ class _TokenBucket:
             stop.wait(-self.tokens / self.rate)
 
 
+class _Window:
+    """Bytes of objects scheduled but not yet confirmed durable."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.used = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, n, timeout):
+        """Take ``n`` bytes; False on timeout.  An empty window always
+        admits one object, whatever its size."""
+        with self._cond:
+            if self.used and self.used + n > self.capacity:
+                self._cond.wait(timeout)
+                if self.used and self.used + n > self.capacity:
+                    return False
+            self.used += n
+            return True
+
+    def release(self, n):
+        if n:
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
+
+
 class _Attempt:
     """One connection of a transfer to its sink (see module docstring)."""
 
@@ -520,10 +558,11 @@ class _Attempt:
         self.control, ack = open_conn(P.Role.CONTROL, 0, 0)
         if ack.object_size != t.object_size or ack.streams != cfg.streams:
             raise errors.ProtocolError("sink changed session parameters")
-        window = max(1, min(cfg.window_objects, ack.max_inflight))
-        self.window = threading.Semaphore(window)
+        window = min(cfg.window_bytes, ack.max_inflight * t.object_size)
+        self.window = _Window(window)
         if ack.data_plane == P.DataPlane.RDMA and dev is not None:
-            count = min(cfg.pool_objects, window + cfg.io_threads)
+            count = min(cfg.pool_objects,
+                        window // t.object_size + cfg.io_threads)
             self.pool = dev.make_pool(count, t.object_size)
             self.plane = dev.source_plane(self.pool)
         else:
@@ -538,7 +577,7 @@ class _Attempt:
             self.data.append(conn)
             self.plane.attach(i, dack.rdma)
         LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
-                 "window %d x %d bytes)", t.transfer_id, t.peer,
+                 "window %d bytes, %d-byte objects)", t.transfer_id, t.peer,
                  P.DataPlane(ack.data_plane).name, cfg.streams, ack.epoch,
                  window, t.object_size)
 
@@ -613,13 +652,14 @@ class _Attempt:
             if pick is None:
                 continue
             f, index = pick
-            while not self.window.acquire(timeout=0.2):
+            length = f.span(index)[1]
+            while not self.window.acquire(length, timeout=0.2):
                 with self.cond:
                     self._check()
-            self.rate.take(f.span(index)[1], self.stopped)
+            self.rate.take(length, self.stopped)
             with self.cond:
                 if f.state != FileState.OPEN or index in f.done:
-                    self.window.release()
+                    self.window.release(length)
                     continue
                 f.outstanding.add(index)
             self.read_q.put((f, index))
@@ -694,14 +734,21 @@ class _Attempt:
         f.done = bitmap.Bitmap(f.nobjects)
 
     def _drop(self, f, message, code):
-        """Fail ``f`` and give back its window slots (lock held)."""
+        """Fail ``f`` and give back its window (lock held)."""
         self.t.fail_file(f, message, code)
-        for _ in f.outstanding:
-            self.window.release()
-        f.outstanding.clear()
+        self._release(f)
         f.pending.clear()
         self.open.pop(f.file_id, None)
         self.cond.notify_all()
+
+    def _release(self, f, indices=None):
+        """Give back the window of ``f``'s outstanding objects (or of
+        ``indices`` of them) (lock held)."""
+        if indices is None:
+            indices, f.outstanding = f.outstanding, set()
+        else:
+            f.outstanding.difference_update(indices)
+        self.window.release(sum(f.span(i)[1] for i in indices))
 
     def declare(self, f):
         """Send f's sha512 if the sink is waiting for it."""
@@ -714,7 +761,6 @@ class _Attempt:
 
     # Worker threads.
     def _reader(self):
-        t = self.t
         while not self.stopped.is_set():
             try:
                 f, index = self.read_q.get(timeout=0.2)
@@ -838,15 +884,11 @@ class _Attempt:
                         nbytes += f.span(index)[1]
             if logged:
                 t.log.record(logged)
-            released = 0
+            # Logged first, then the window moves: a crash in between
+            # resends nothing the log holds.
             for file_id, index in logged:
-                f = self.open.get(file_id)
-                if f is not None and index in f.outstanding:
-                    f.outstanding.discard(index)
-                    released += 1
+                self._release(self.t.files[file_id], (index,))
         t.progress.add(bytes_done=nbytes, objects_done=len(logged))
-        for _ in range(released):
-            self.window.release()
 
     def _on_nack(self, msg):
         t = self.t
@@ -886,9 +928,7 @@ class _Attempt:
                             "(%d/%d)", t.transfer_id, f.spec.name,
                             msg.message, f.file_retries,
                             self.cfg.max_file_retries)
-                for _ in f.outstanding:
-                    self.window.release()
-                f.outstanding.clear()
+                self._release(f)
                 f.pending.clear()
                 self._forget(f)
                 f.restart = True
@@ -908,9 +948,7 @@ class _Attempt:
                        files_done=1)
         f.done = bitmap.Bitmap(f.nobjects, b"\xff" * len(f.done.bits))
         f.state = FileState.COMPLETE
-        for _ in f.outstanding:
-            self.window.release()
-        f.outstanding.clear()
+        self._release(f)
         self.open.pop(f.file_id, None)
         t._close_fd(f)
         LOG.debug("transfer %s: %s complete (%s)", t.transfer_id,

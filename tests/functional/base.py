@@ -49,7 +49,8 @@ def data_root():
 
 def make_file(path, size, seed=0):
     """Pseudo-random content, different in every MiB (misplaced objects
-    change the sha512)."""
+    change the sha512).
+    """
     os.makedirs(os.path.dirname(path), exist_ok=True)
     block = bytearray(hashlib.shake_256(b"%d" % seed).digest(MiB))
     with open(path, "wb") as f:

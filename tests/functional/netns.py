@@ -103,7 +103,8 @@ def parse_rate(rate):
 
 def tbf_burst(rate, mtu=1500):
     """Bucket size in bytes for a tbf at ``rate``: 10 ms of line rate,
-    at least 64 KiB + MTU (one GSO super-packet)."""
+    at least 64 KiB + MTU (one GSO super-packet).
+    """
     bps = parse_rate(rate)
     return max(int(bps / 8 * 0.010), 65536 + mtu)
 
@@ -166,7 +167,8 @@ def cleanup_stale(force=False):
     """Remove ``dtnm-*`` namespaces (and forwarder sockets) left by crashed
     runs: those whose creating pid no longer exists.  With ``force=True``
     remove every ``dtnm-*`` namespace, including ones of live processes.
-    Returns the list of namespaces removed."""
+    Returns the list of namespaces removed.
+    """
     removed = []
     for ns in list_namespaces():
         m = _NAME_RE.match(ns)
@@ -187,7 +189,8 @@ def cleanup_stale(force=False):
 
 def available():
     """(True, '') if namespaces + veth + tbf can be used here, else
-    (False, reason).  The result is cached."""
+    (False, reason).  The result is cached.
+    """
     global _available
     if _available is not None:
         return _available
@@ -331,7 +334,8 @@ class Lab:
 
     def close(self):
         """Kill everything we started or that runs inside our namespaces,
-        remove forwarders, temp files and the namespaces.  Idempotent."""
+        remove forwarders, temp files and the namespaces.  Idempotent.
+        """
         if self._closed:
             return
         self._closed = True
@@ -387,7 +391,8 @@ class Lab:
     # -- running things
     def argv(self, ns, argv, hosts=None):
         """The argv that runs ``argv`` inside ``ns`` (and with a private
-        /etc/hosts when ``hosts`` is given, see :func:`hosts_argv`)."""
+        /etc/hosts when ``hosts`` is given, see :func:`hosts_argv`).
+        """
         argv = [str(a) for a in argv]
         if hosts:
             argv, path = hosts_argv(argv, hosts)
@@ -399,7 +404,8 @@ class Lab:
 
     def run(self, ns, argv, hosts=None, check=True, timeout=None, **kw):
         """subprocess.run inside ``ns``; text mode and captured output by
-        default.  Raises CalledProcessError when check and rc != 0."""
+        default.  Raises CalledProcessError when check and rc != 0.
+        """
         kw.setdefault('stdout', subprocess.PIPE)
         kw.setdefault('stderr', subprocess.PIPE)
         kw.setdefault('text', True)
@@ -409,7 +415,8 @@ class Lab:
     def popen(self, ns, argv, hosts=None, **kw):
         """subprocess.Popen inside ``ns`` in its own session (process group),
         tracked so that :meth:`close` kills it.  ``ip netns exec`` and
-        ``unshare`` exec the command, so ``proc.pid`` is the command."""
+        ``unshare`` exec the command, so ``proc.pid`` is the command.
+        """
         kw.setdefault('start_new_session', True)
         proc = subprocess.Popen(self.argv(ns, argv, hosts), **kw)
         self._procs.append(proc)
@@ -439,7 +446,8 @@ class Lab:
     def reachable(self, ns, host, port=9, timeout=1.0):
         """True if ``host`` answers from inside ``ns`` at the IP level: a TCP
         connect to ``port`` either succeeds or is refused (RST) within
-        ``timeout``.  (No ping binary is needed.)"""
+        ``timeout``.  (No ping binary is needed.)
+        """
         code = ('import socket,sys\n'
                 'try:\n'
                 '    socket.create_connection((sys.argv[1], int(sys.argv[2])),'
@@ -499,7 +507,8 @@ class Lab:
 
         Returns the socket path.  With ``check`` (default) it waits until
         the forwarder accepts a TCP connection inside ``ns`` (a connection is
-        made end to end, so the target must be listening)."""
+        made end to end, so the target must be listening).
+        """
         if shutil.which('socat') is None:
             raise LabError('socat is not installed (apt-get install socat)')
         target_port = int(target_port or port)
@@ -595,7 +604,8 @@ def _selfcheck():
             print('RabbitMQ not running; forwarding to a test listener')
         lab.forward('a', 5672, '127.0.0.1', target, check=False)
         code = ('import socket,sys\n'
-                's = socket.create_connection(("127.0.0.1", 5672), timeout=5)\n'
+                's = socket.create_connection(("127.0.0.1", 5672),'
+                ' timeout=5)\n'
                 's.sendall(b"AMQP\\x00\\x00\\x09\\x01")\n'
                 'd = s.recv(7)\n'
                 'sys.exit(0 if d[:1] == b"\\x01" else 1)\n')

@@ -21,7 +21,6 @@ import errno
 import hashlib
 import os
 import socket
-import struct
 import time
 import zlib
 
@@ -61,6 +60,8 @@ class RawPeer:
         self.timeout = timeout
         self.sink_proved = None   # did the CHALLENGE prove our key?
         self.ack = None           # the CONNECT_ACK, after hello()
+        self.skipped = []         # messages expect() passed over
+        self.drained = b""        # bytes wait_closed() read
 
     @property
     def sock(self):
@@ -86,7 +87,8 @@ class RawPeer:
     def expect(self, *types, timeout=None):
         """Read until a message of one of ``types``; others are skipped
         (kept in ``self.skipped``).  Raises AssertionError on timeout or
-        EOF, naming what was seen."""
+        EOF, naming what was seen.
+        """
         deadline = time.monotonic() + (timeout or self.timeout)
         self.skipped = []
         while True:
@@ -109,7 +111,8 @@ class RawPeer:
     def wait_closed(self, timeout=15.0):
         """Drain until the agent closes the connection.  Returns the
         seconds it took, or None if it was still open after ``timeout``.
-        Whatever was drained is kept in ``self.drained``."""
+        Whatever was drained is kept in ``self.drained``.
+        """
         start = time.monotonic()
         self.drained = b""
         while True:
@@ -162,7 +165,8 @@ class RawPeer:
                    xxh3=None, send=None):
         """NEW_BLOCK for ``data``; ``offset``/``length``/``xxh3`` default
         to the truth (offset from the session's object size), ``send``
-        how many payload bytes actually go out."""
+        how many payload bytes actually go out.
+        """
         msg = P.NewBlock(file_id, index,
                          index * self.object_size if offset is None
                          else offset,
@@ -200,7 +204,8 @@ class Session:
     def open(cls, port, peer, key, transfer_id=None, streams=4,
              object_size=4096, timeout=10.0, host="127.0.0.1"):
         """Authenticate a control connection; raise if the sink
-        refuses it."""
+        refuses it.
+        """
         sess = cls(port, peer, key, transfer_id or os.urandom(16), streams,
                    object_size, timeout, host)
         if sess.ack is None:
@@ -229,7 +234,8 @@ class Session:
     def new_file(self, file_id, name, size, object_size=None, sha512=None,
                  flags=None, mode=0o644, mtime_ns=0, done=b""):
         """NEW_FILE (unvalidated, so any field may be out of bounds),
-        then the sink's FILE_ID (or ERROR)."""
+        then the sink's FILE_ID (or ERROR).
+        """
         if flags is None:
             flags = (P.FileFlags.HAS_SHA512 if sha512
                      else P.FileFlags.NO_SHA512)
@@ -241,7 +247,8 @@ class Session:
 
     def send_file(self, file_id, name, data, stream_index=0):
         """Announce and send a whole file the honest way; return the
-        sink's FILE_CLOSE."""
+        sink's FILE_CLOSE.
+        """
         sha = hashlib.sha512(data).digest()
         reply = self.new_file(file_id, name, len(data), sha512=sha)
         if reply.TYPE != P.MsgType.FILE_ID or \
@@ -267,7 +274,3 @@ class Session:
 def partial_name(name):
     """Base name of the sink's partial copy of ``name``."""
     return hashlib.sha256(name.encode("utf-8")).hexdigest()[:40] + ".part"
-
-
-def u32(value):
-    return struct.pack("!I", value)

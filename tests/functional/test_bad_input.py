@@ -27,12 +27,10 @@ import subprocess
 import time
 import uuid
 
-import oslo_messaging as messaging
-
-from dtn_migrate import exception
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import varint
 from tests.functional import base
 from tests.functional import rawpeer
 
@@ -134,7 +132,8 @@ class Legit:
 
 def make_certs(directory, server_name):
     """CA1 signs the sink's certificate and a good client certificate;
-    CA2 signs a bad client certificate.  Returns {name: (pem, key)}."""
+    CA2 signs a bad client certificate.  Returns {name: (pem, key)}.
+    """
 
     def openssl(*args):
         subprocess.run(("openssl",) + args, cwd=directory, check=True,
@@ -176,7 +175,8 @@ class TestBadInput(base.FunctionalTestCase):
     # Helpers.
     def mesh(self, layout):
         """Start agents; ``layout`` maps a role to (peer roles, kwargs or
-        a function of the role->name map giving them)."""
+        a function of the role->name map giving them).
+        """
         names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6]) for r in layout}
         ports = {r: base.free_port() for r in layout}
         agents = {}
@@ -344,6 +344,7 @@ class TestBadInput(base.FunctionalTestCase):
         # learns it at its first read).
         for cert in ((), certs["bad"]):
             ctx = auth.client_context(ca1, *cert)
+            peer = None
             try:
                 peer = rawpeer.RawPeer(dst.port, tls_context=ctx,
                                        server_hostname=sink_name)
@@ -353,9 +354,13 @@ class TestBadInput(base.FunctionalTestCase):
                 refused = str(exc)
             else:
                 refused = None
+            finally:
+                if peer is not None:
+                    peer.close()
             self.assertIsNotNone(refused, "sink accepted TLS with client "
                                  "certificate %r" % (cert,))
-            self.assertIn("certificate", refused.lower())
+            self.assertTrue(any(w in refused.lower() for w in (
+                "certificate", "unknown ca")), refused)
 
         # And the other direction: a sink whose certificate the client
         # does not trust is refused by the client's TLS check.
@@ -390,7 +395,11 @@ class TestBadInput(base.FunctionalTestCase):
                        status["error"]))
         self.assertIn("TLS", status["error"])
         self.assertIn("certificate", status["error"].lower())
-        self.assertEqual(1, status["attempts"], status)
+        # With TLS 1.3 the client learns of the rejection after its own
+        # handshake; usually from the sink's alert (one attempt), at times
+        # only as an EOF, which the engine treats as a rejected
+        # certificate on the third in a row.
+        self.assertLessEqual(status["attempts"], 3, status)
 
     # 3. Names that would escape the staging root.
     def test_path_traversal_names(self):
@@ -552,6 +561,48 @@ class TestBadInput(base.FunctionalTestCase):
                                                      ".dtn-partial")))
         guard.check(self)
 
+    def test_oversized_done_set(self):
+        """A NEW_FILE of a few dozen bytes whose ``done`` set claims the
+        protocol's maximum number of objects (2**32 - 1, a 16 TiB file
+        of 4 KiB objects, within MAX_FILE_SIZE) must get a prompt answer
+        -- refused for space, or an ERROR naming the bound -- not keep
+        the sink busy expanding it object by object.
+        """
+        src, dst = self.pair()
+        guard = Guard(dst, self.workdir)
+        legit = Legit(self, src, dst, 64 * MiB, 4 * MiB)
+        sess = rawpeer.Session.open(dst.port, src.name, self.key)
+        nobjects = P.MAX_OBJECTS
+        done = varint.encode_many([0, nobjects])    # "all of them"
+        msg = P.NewFile(0, P.FileFlags.NO_SHA512, nobjects * 4096, 0, 0o644,
+                        4096, bytes(64), "huge.bin", done)
+        start = time.monotonic()
+        sess.control.send(msg)
+        try:
+            reply = sess.control.expect(P.MsgType.FILE_ID, P.MsgType.ERROR,
+                                        timeout=10)
+        except AssertionError as exc:
+            reply = exc
+            # The sink thread is stuck for many minutes: do not let the
+            # agent's stop wait for it.
+            self.addCleanup(dst.kill9)
+        took = time.monotonic() - start
+        sess.close()
+        legit.assert_running()
+
+        legit.finish()
+        self.assertAlive(dst)
+        self.assertEqual(sorted([legit.name, ".dtn-partial"]),
+                         sorted(os.listdir(dst.staging)))
+        guard.check(self)
+        if isinstance(reply, AssertionError):
+            self.fail("no answer in %.0f s to a %d-byte NEW_FILE frame "
+                      "whose done set claims %d objects (%s)"
+                      % (took, len(rawpeer.frame(msg)), nobjects, reply))
+        if reply.TYPE == P.MsgType.FILE_ID:
+            self.assertEqual(P.FileStatus.REFUSED, reply.status, reply)
+        self.assertNotEqual("", reply.message)
+
     # 5. Truncated frames.
     def test_truncated_frames(self):
         src, dst = self.pair()
@@ -667,7 +718,8 @@ class TestBadInput(base.FunctionalTestCase):
 
         def silent(prefix):
             """Send ``prefix``, then nothing: dropped by the handshake
-            timeout, not kept forever."""
+            timeout, not kept forever.
+            """
             peer = rawpeer.RawPeer(dst.port, timeout=30)
             start = time.monotonic()
             peer.send_raw(prefix)
@@ -682,11 +734,12 @@ class TestBadInput(base.FunctionalTestCase):
             os.urandom(32), src.name))
         # Less than a frame header, or a CONNECT and no AUTH: the agent
         # cannot tell yet, and waits for the handshake timeout.
-        silent_prefixes = (b"", junk(1), junk(11), hello[:5], hello)
+        silent_prefixes = (b"", junk(1), junk(P.HEADER_SIZE - 1),
+                           hello[:5], hello)
         pool = concurrent.futures.ThreadPoolExecutor(len(silent_prefixes))
         self.addCleanup(pool.shutdown)
         slow = [pool.submit(silent, p) for p in silent_prefixes]
-        for n in (12, 13, 1000, 65536, 3 * MiB, 5 * MiB):
+        for n in (P.HEADER_SIZE, 17, 1000, 65536, 3 * MiB, 5 * MiB):
             quick(junk(n))
         quick(b"GET / HTTP/1.1\r\nHost: dtn\r\n\r\n",
               reply="bad frame magic b'GET ': not a dtn-migrate peer")
@@ -744,7 +797,7 @@ class TestBadInput(base.FunctionalTestCase):
         # (a) Too big for the file system: refused up front.
         tid = self.start_transfer(src, small, ["big.raw"])
         status = self.wait_for(src, tid, timeout=60)
-        self.assertEqual("failed", status["state"])
+        self.assertEqual("failed", status["state"], status)
         self.assertIn("not enough space for big.raw", status["error"])
         self.assertIn("not enough space", status["files"][0]["error"])
         self.assertLogged(small, "refusing 'big.raw'", "not enough space")
@@ -755,10 +808,14 @@ class TestBadInput(base.FunctionalTestCase):
         self.assertEqual("failed", status["state"], status)
         files = {f["name"]: f for f in status["files"]}
         failed = [f for f in files.values() if f["state"] == "failed"]
-        self.assertNotEqual([], failed, status)
+        enospc = [f for f in failed
+                  if "No space left on device" in f["error"]]
+        # At least one file hit ENOSPC while being written (the other
+        # may have, too, or completed, or, if the disk was already full
+        # when it was announced, been refused for space).
+        self.assertNotEqual([], enospc, status)
         for f in failed:
-            self.assertIn("No space left on device", f["error"])
-        self.assertIn("No space left on device", status["error"])
+            self.assertIn("space", f["error"])
         self.assertLogged(small, "file failed", "No space left on device")
         self.assertAlive(small)
         incoming = self.api.get_incoming({}, small.name, tid)
@@ -769,8 +826,13 @@ class TestBadInput(base.FunctionalTestCase):
                 self.assertSame(os.path.join(src.staging, f["name"]),
                                 os.path.join(staging, f["name"]))
 
-        # Free the space the failed copies hold; the sink takes files
-        # again.
+        # Free the space the failed copies hold (once the sink has closed
+        # them); the sink takes files again.
+        deadline = time.monotonic() + 30
+        while self.api.get_incoming({}, small.name, tid)["active"]:
+            self.assertLess(time.monotonic(), deadline,
+                            "sink session did not end")
+            time.sleep(0.1)
         partial = os.path.join(staging, ".dtn-partial", tid)
         for name in os.listdir(partial):
             os.unlink(os.path.join(partial, name))

@@ -1,6 +1,7 @@
 """The operator entry points, run as commands: the demo (the README's
 main job), dtn-migrate-manage against live agents, and the standalone
-dtn-migrate-transfer."""
+dtn-migrate-transfer.
+"""
 
 import json
 import os
@@ -24,9 +25,9 @@ class TestDemo(base.FunctionalTestCase):
         self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
         self.assertIn("started over RPC", proc.stdout)
         self.assertIn("bit-identical", proc.stdout)
-        lines = {l.split(":")[0]: l.split(":")[-1].strip()
-                 for l in proc.stdout.splitlines() if "sha512" in l
-                 or l.startswith("recomputed")}
+        lines = {line.split(":")[0]: line.split(":")[-1].strip()
+                 for line in proc.stdout.splitlines() if "sha512" in line
+                 or line.startswith("recomputed")}
         self.assertEqual(lines["sink-verified sha512"],
                          lines["recomputed on B"])
         self.assertEqual(128, len(lines["recomputed on B"]))

@@ -1,7 +1,8 @@
 """Acceptance 4: a byte is corrupted in flight by a relay between the two
 agents; the engine detects it, resends the object, and the file is
 correct.  A damaged frame header (rather than object bytes) costs the
-connection, which the source re-establishes."""
+connection, which the source re-establishes.
+"""
 
 import os
 

@@ -1,6 +1,7 @@
 """Acceptance 2: kill -9 the source agent, and separately the sink agent,
 at 20, 40, 60 and 80 % of a transfer; restart it; the transfer completes
-bit-identical, and what each restart resends is within the window."""
+bit-identical, and what each restart resends is within the window.
+"""
 
 import os
 

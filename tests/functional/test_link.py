@@ -1,6 +1,7 @@
 """Acceptance 3: each agent in its own network namespace, joined by a
 veth with TEST-NET-1 addresses; the link goes down for 20 s in the middle
-of a transfer; the transfer completes with no operator action."""
+of a transfer; the transfer completes with no operator action.
+"""
 
 import os
 import time

@@ -1,5 +1,6 @@
 """Acceptance 1: agents in separate processes move a 2 GiB file, and
-separately 1000 x 1 MiB files, bit-identical (sha512)."""
+separately 1000 x 1 MiB files, bit-identical (sha512).
+"""
 
 import os
 

@@ -36,7 +36,8 @@ class SourcePlane(abc.ABC):
     @abc.abstractmethod
     def send(self, conn, stream, msg, buf, fd):
         """Send object ``msg`` (a NewBlock) whose bytes are in
-        ``buf.view[:msg.length]`` and at ``msg.offset`` of ``fd``."""
+        ``buf.view[:msg.length]`` and at ``msg.offset`` of ``fd``.
+        """
 
     def close(self):
         pass

@@ -40,7 +40,8 @@ def tune_socket(sock, buffer_bytes, user_timeout):
 
 class Connection:
     """One framed connection.  ``send`` is thread-safe; ``recv*`` must be
-    called from a single reader thread."""
+    called from a single reader thread.
+    """
 
     def __init__(self, sock, peer, tls=False):
         self.sock = sock
@@ -61,7 +62,8 @@ class Connection:
     # Sending.
     def send(self, msg, payload=None, sendfile=None):
         """Send a message, then ``payload`` bytes or, zero-copy, the
-        ``sendfile=(fd, offset, length)`` region of a file."""
+        ``sendfile=(fd, offset, length)`` region of a file.
+        """
         frame = protocol.encode_frame(msg)
         try:
             with self._send_lock:
@@ -78,7 +80,8 @@ class Connection:
                 elif sendfile is not None:
                     self._sendfile(*sendfile)
         except (OSError, ValueError) as exc:
-            raise ConnectionError("send to %s failed: %s" % (self.peer, exc))
+            raise ConnectionError("send to %s failed: %s"
+                                  % (self.peer, exc)) from exc
 
     def _sendfile(self, fd, offset, length):
         end = offset + length
@@ -93,7 +96,8 @@ class Connection:
     def recv_into(self, view, n, boundary=False):
         """Fill ``view[:n]`` exactly or raise TruncatedFrame.  With
         ``boundary`` (a frame starts here), a close before the first byte
-        is a clean ConnectionResetError instead."""
+        is a clean ConnectionResetError instead.
+        """
         got = 0
         flags = 0 if self.tls else socket.MSG_WAITALL
         while got < n:
@@ -104,7 +108,7 @@ class Connection:
                     raise errors.TruncatedFrame(
                         "timed out waiting for %s" % self.peer)
                 raise ConnectionError("receive from %s failed: %s"
-                                      % (self.peer, exc))
+                                      % (self.peer, exc)) from exc
             if not k:
                 if got or not boundary:
                     raise errors.TruncatedFrame(
@@ -153,16 +157,53 @@ class Connection:
             pass
 
 
+class TlsClosed(ConnectionError):
+    """A TLS peer closed the connection during authentication: a network
+    fault, or (if it keeps happening) a rejected certificate.
+    """
+
+
 def _tls_failure(peer, exc):
     """Certificate problems are authentication failures (not retried);
-    anything else during the TLS handshake is a network fault."""
+    anything else during the TLS handshake is a network fault.
+    """
     reason = (getattr(exc, "reason", None) or "").upper()
-    if isinstance(exc, ssl.SSLCertVerificationError) or "CERTIFICATE" in \
-            reason or "ALERT" in reason or "UNKNOWN_CA" in reason:
-        return errors.AuthenticationError("TLS handshake with %s failed: %s"
-                                          % (peer, exc))
-    return ConnectionError("TLS handshake with %s interrupted: %s"
-                           % (peer, exc))
+    if isinstance(exc, ssl.SSLCertVerificationError) or \
+            "CERTIFICATE" in reason:
+        return errors.AuthenticationError(
+            "TLS handshake with %s failed: certificate not accepted: %s"
+            % (peer, exc))
+    if "ALERT" in reason:
+        return errors.AuthenticationError(
+            "TLS handshake with %s failed: the peer rejected this agent's "
+            "certificate or TLS settings: %s" % (peer, exc))
+    return TlsClosed("TLS connection with %s closed during authentication "
+                     "(%s)" % (peer, exc))
+
+
+def tls_error_in(conn, exc):
+    """Re-classify an error seen while authenticating over TLS.
+
+    With TLS 1.3 a rejected client certificate surfaces only at the first
+    read or write after the TLS handshake; a write may fail first with a
+    broken pipe while the peer's alert waits to be read, so read it.
+    """
+    cause = exc.__cause__
+    if conn.tls and isinstance(cause, (BrokenPipeError,
+                                       ConnectionResetError)):
+        try:
+            conn.settimeout(1.0)
+            conn.recv_header()
+        except (ConnectionError, errors.TransferError) as late:
+            if isinstance(late.__cause__, ssl.SSLError):
+                cause = late.__cause__
+    if conn.tls and isinstance(cause, ssl.SSLError):
+        return _tls_failure(conn.peer, cause)
+    if conn.tls and isinstance(cause, (BrokenPipeError,
+                                       ConnectionResetError)):
+        return TlsClosed("TLS connection with %s closed during "
+                         "authentication (%s)" % (conn.peer, cause))
+    return exc
 
 
 def connect(host, port, timeout, buffer_bytes, user_timeout,
@@ -183,6 +224,22 @@ def connect(host, port, timeout, buffer_bytes, user_timeout,
             sock.close()
             raise _tls_failure(peer, exc)
     return Connection(sock, peer, tls=tls_context is not None)
+
+
+def _close_gently(sock, linger=0.5):
+    """Close after our last bytes (a TLS alert) reach the peer.
+
+    Closing with unread input would send a reset that can destroy them.
+    """
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(linger)
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def accept(sock, addr, buffer_bytes, user_timeout, tls_context=None,
@@ -208,7 +265,7 @@ def accept(sock, addr, buffer_bytes, user_timeout, tls_context=None,
         try:
             sock = tls_context.wrap_socket(sock, server_side=True)
         except (ssl.SSLError, OSError) as exc:
-            sock.close()
+            _close_gently(sock)
             raise _tls_failure(peer, exc)
     return Connection(sock, peer, tls=tls)
 
