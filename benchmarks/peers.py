@@ -686,7 +686,7 @@ class DtnMigrate(Peer):
     executables = ()
 
     def __init__(self, known_hash=True, exe=None, streams=None,
-                 object_size=None, extra_args=(), **kw):
+                 object_size=None, extra_args=(), name=None, **kw):
         super().__init__(**kw)
         self.known_hash = known_hash
         self.exe = exe or os.environ.get('DTN_MIGRATE_TRANSFER') or (
@@ -697,6 +697,8 @@ class DtnMigrate(Peer):
         self.extra_args = list(extra_args)
         if not known_hash:
             self.name = 'dtn-migrate-hash'
+        if name:
+            self.name = name
 
     def check(self):
         if not self.exe or not os.path.exists(self.exe):
@@ -823,6 +825,11 @@ PEERS = {
     'cp': LocalCopy,
     'dtn-migrate': DtnMigrate,
     'dtn-migrate-hash': lambda **kw: DtnMigrate(known_hash=False, **kw),
+    # Objects' xxh3 only, no whole-file sha512: the integrity level of the
+    # peers above (which verify nothing end to end) plus per-object checks.
+    'dtn-migrate-xxh3': lambda **kw: DtnMigrate(
+        known_hash=True, name='dtn-migrate-xxh3',
+        extra_args=('--no-verify',), **kw),
 }
 
 

@@ -37,7 +37,10 @@ transfer_opts = [
                       'Objects are reported durable (BLOCK_SYNC) only after '
                       'the sync.'),
     cfg.BoolOpt('preallocate', default=_d.preallocate,
-                help='Sink: reserve each file\'s full size before writing.'),
+                help='Sink: reserve each file\'s full size (fallocate) '
+                     'before writing. Skipped on tmpfs and ramfs, where it '
+                     'would only zero-fill memory; free space is checked '
+                     'in every case.'),
     cfg.IntOpt('min_free_bytes', default=_d.min_free_bytes, min=0,
                help='Sink: refuse a file that would leave less free space.'),
     cfg.StrOpt('logger', default=_d.logger, choices=engine.LOGGERS,

@@ -6,6 +6,7 @@ and an idle agent holds only what it has needed so far.  The RDMA data
 plane supplies an allocator whose buffers live in registered memory.
 """
 
+import mmap
 import threading
 
 
@@ -17,12 +18,23 @@ class Buffer:
         self.view = view
 
 
-def bytearray_allocator(index, size):
-    return memoryview(bytearray(size))
+def aligned(size):
+    """A writable, page-aligned buffer of ``size`` bytes.
+
+    Kernel copies (read, recv) into a destination that is not 32-byte
+    aligned can be several times slower (seen here: 1.7 GB/s instead of
+    7.5 GB/s on AMD EPYC); malloc'ed memory, such as a bytearray's, sits
+    16 bytes past an alignment boundary.  Anonymous mmap is page-aligned.
+    """
+    return memoryview(mmap.mmap(-1, max(size, 1)))[:size]
+
+
+def aligned_allocator(index, size):
+    return aligned(size)
 
 
 class BufferPool:
-    def __init__(self, count, size, allocator=bytearray_allocator):
+    def __init__(self, count, size, allocator=aligned_allocator):
         if count < 1:
             raise ValueError("buffer pool needs at least one buffer")
         self.count = count

@@ -18,6 +18,12 @@ import zlib
 import xxhash
 
 xxh3 = xxhash.xxh3_64_intdigest
+xxh3_stream = xxhash.xxh3_64
+
+# Bytes hashed (or copied) per step: small enough to stay in L2 cache,
+# so that the bytes just read are hashed (and sent or written) from it
+# rather than fetched from memory again.
+PIECE = 256 << 10
 
 
 class _Sha512Ctx(ctypes.Structure):

@@ -27,8 +27,6 @@ from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -117,6 +115,7 @@ def _rdma(cfg):
 
 
 def cmd_serve(args):
+    from dtn_migrate.transfer import sink
     cfg = _config(args)
     key = auth.load_key(path=args.key_file)
     tls = None
@@ -137,6 +136,7 @@ def cmd_serve(args):
 
 
 def cmd_send(args):
+    from dtn_migrate.transfer import source
     cfg = _config(args)
     key = auth.load_key(path=args.key_file)
     host, port = args.peer

@@ -361,8 +361,7 @@ class SourceTransfer:
             pass
         h = h or checksum.ResumableSha512()
         last_ckpt = h.offset
-        buf = bytearray(HASH_CHUNK)
-        view = memoryview(buf)
+        view = buffers.aligned(HASH_CHUNK)
         fd = os.open(f.spec.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             while h.offset < f.spec.size:
@@ -444,7 +443,8 @@ class _Window:
 
     def acquire(self, n, timeout):
         """Take ``n`` bytes; False on timeout.  An empty window always
-        admits one object, whatever its size."""
+        admits one object, whatever its size.
+        """
         with self._cond:
             if self.used and self.used + n > self.capacity:
                 self._cond.wait(timeout)
@@ -475,12 +475,14 @@ class _Attempt:
         self.threads = []
         self.plane = None
         self.pool = None
+        # Both queues are bounded by the window; None stops a worker.
         self.read_q = queue.SimpleQueue()
-        self.send_q = queue.Queue(maxsize=2 * self.cfg.streams)
+        self.send_q = queue.SimpleQueue()
         self.window = None
         self.open = collections.OrderedDict()
         self.bye = threading.Event()
         self.rdma_bufs = {}
+        self.zero_copy = False
         self.rate = _TokenBucket(self.cfg.rate_limit)
 
     # Error handling: the first error wins, everything else stops.
@@ -489,12 +491,21 @@ class _Attempt:
             if self.error is None:
                 self.error = exc
             self.cond.notify_all()
-        self.stopped.set()
+        self._stop_workers()
         for conn in [self.control] + self.data:
             if conn is not None:
                 conn.shutdown()
         if self.pool is not None:
             self.pool.close()
+
+    def _stop_workers(self):
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        for _ in range(self.cfg.io_threads):
+            self.read_q.put(None)
+        for _ in range(self.cfg.streams):
+            self.send_q.put(None)
 
     def wake(self):
         with self.cond:
@@ -576,6 +587,8 @@ class _Attempt:
                                    self.plane.endpoint(i))
             self.data.append(conn)
             self.plane.attach(i, dack.rdma)
+        self.zero_copy = self.plane.kind == P.DataPlane.TCP and all(
+            conn.can_sendfile for conn in self.data)
         LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
                  "window %d bytes, %d-byte objects)", t.transfer_id, t.peer,
                  P.DataPlane(ack.data_plane).name, cfg.streams, ack.epoch,
@@ -593,7 +606,7 @@ class _Attempt:
                 self._thread(self._pulled_reader, "pulled-%d" % i, conn)
 
     def _teardown(self):
-        self.stopped.set()
+        self._stop_workers()
         if self.outbox is not None:
             self.outbox.close(timeout=2.0)
         for conn in [self.control] + self.data:
@@ -685,10 +698,10 @@ class _Attempt:
         flags = P.FileFlags.NONE
         if f.spec.growing:
             flags |= P.FileFlags.GROWING
-        if f.sha512 is not None:
-            flags |= P.FileFlags.HAS_SHA512
-        elif not self.cfg.verify_sha512:
+        if not self.cfg.verify_sha512:
             flags |= P.FileFlags.NO_SHA512
+        elif f.sha512 is not None:
+            flags |= P.FileFlags.HAS_SHA512
         done = b""
         if f.restart:
             flags |= P.FileFlags.RESTART
@@ -743,7 +756,8 @@ class _Attempt:
 
     def _release(self, f, indices=None):
         """Give back the window of ``f``'s outstanding objects (or of
-        ``indices`` of them) (lock held)."""
+        ``indices`` of them) (lock held).
+        """
         if indices is None:
             indices, f.outstanding = f.outstanding, set()
         else:
@@ -753,7 +767,8 @@ class _Attempt:
     def declare(self, f):
         """Send f's sha512 if the sink is waiting for it."""
         with self.cond:
-            if f.state != FileState.OPEN or f.declared or f.sha512 is None:
+            if f.state != FileState.OPEN or f.declared or \
+                    f.sha512 is None or not self.cfg.verify_sha512:
                 return
             f.declared = True
         self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.DECLARE, 0,
@@ -761,50 +776,68 @@ class _Attempt:
 
     # Worker threads.
     def _reader(self):
-        while not self.stopped.is_set():
-            try:
-                f, index = self.read_q.get(timeout=0.2)
-            except queue.Empty:
-                continue
+        # With zero-copy sending the object is only hashed here, piece by
+        # piece through a small scratch buffer; otherwise it is read into
+        # a pool buffer that the data plane sends from.
+        scratch = buffers.aligned(checksum.PIECE) if self.zero_copy else None
+        while True:
+            item = self.read_q.get()
+            if item is None or self.stopped.is_set():
+                return
+            f, index = item
             if f.state != FileState.OPEN:
                 continue
-            buf = self.pool.acquire()
-            if buf is None:
-                return
+            buf = None
+            if not self.zero_copy:
+                buf = self.pool.acquire()
+                if buf is None:
+                    return
             offset, length = f.span(index)
             try:
-                n = os.preadv(f.fd, [buf.view[:length]], offset)
+                digest = self._read(f.fd, offset, length, buf, scratch)
             except OSError as exc:
-                self.pool.release(buf)
+                if buf is not None:
+                    self.pool.release(buf)
                 with self.cond:
                     self._drop(f, "read error on %s: %s" % (f.spec.path, exc),
                                errors.Code.IO)
                 continue
-            if n != length:
-                self.pool.release(buf)
+            if digest is None:
+                if buf is not None:
+                    self.pool.release(buf)
                 with self.cond:
                     self._drop(f, "%s shrank while being sent" % f.spec.path,
                                errors.Code.SOURCE_CHANGED)
                 continue
-            msg = P.NewBlock(f.file_id, index, offset, length,
-                             checksum.xxh3(buf.view[:length]))
-            while True:
-                try:
-                    self.send_q.put((f, msg, buf), timeout=0.2)
-                    break
-                except queue.Full:
-                    if self.stopped.is_set():
-                        return
+            msg = P.NewBlock(f.file_id, index, offset, length, digest)
+            self.send_q.put((f, msg, buf))
+
+    @staticmethod
+    def _read(fd, offset, length, buf, scratch):
+        """xxh3 of ``length`` bytes at ``offset`` (read into ``buf`` if
+        given), or None if the file is shorter.
+        """
+        h = checksum.xxh3_stream()
+        pos = 0
+        while pos < length:
+            n = min(checksum.PIECE, length - pos)
+            view = scratch[:n] if buf is None else buf.view[pos:pos + n]
+            if os.preadv(fd, [view], offset + pos) != n:
+                return None
+            h.update(view)
+            pos += n
+        return h.intdigest()
 
     def _sender(self, stream_index, conn):
         t = self.t
-        while not self.stopped.is_set():
-            try:
-                f, msg, buf = self.send_q.get(timeout=0.2)
-            except queue.Empty:
-                continue
+        while True:
+            item = self.send_q.get()
+            if item is None or self.stopped.is_set():
+                return
+            f, msg, buf = item
             if f.state != FileState.OPEN:
-                self.pool.release(buf)
+                if buf is not None:
+                    self.pool.release(buf)
                 continue
             if not f.sent.add(msg.index):
                 t.progress.add(bytes_resent=msg.length, objects_resent=1)
@@ -813,7 +846,7 @@ class _Attempt:
                     self.rdma_bufs[(msg.file_id, msg.index)] = buf
             self.plane.send(conn, stream_index, msg, buf, f.fd)
             t.progress.add(bytes_sent=msg.length)
-            if self.plane.releases_on_send:
+            if self.plane.releases_on_send and buf is not None:
                 self.pool.release(buf)
 
     def _pulled_reader(self, conn):
@@ -968,4 +1001,4 @@ class _Attempt:
 
     def _on_bye(self, msg):
         self.bye.set()
-        self.stopped.set()
+        self._stop_workers()

@@ -55,7 +55,9 @@ class SinkPlane(abc.ABC):
 
     @abc.abstractmethod
     def receive(self, conn, stream, msg, buf):
-        """Fill ``buf.view[:msg.length]`` with the object's bytes."""
+        """Fill ``buf.view[:msg.length]`` with the object's bytes; return
+        their xxh3 if computed on the way (or None).
+        """
 
     def release_stream(self, stream):
         """Forget the endpoint of a data stream that has gone."""

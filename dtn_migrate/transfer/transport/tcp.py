@@ -1,5 +1,6 @@
 """TCP data plane: object bytes follow their NEW_BLOCK frame."""
 
+from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
 
@@ -9,11 +10,11 @@ class TcpSourcePlane(base.SourcePlane):
     releases_on_send = True
 
     def send(self, conn, stream, msg, buf, fd):
-        if conn.can_sendfile and fd is not None and msg.length > 65536:
+        if buf is None:
             # Zero-copy: the kernel sends straight from the page cache.
-            # The bytes were read once already (into ``buf``) to compute
-            # the object's xxh3; should they change in between, the sink
-            # sees a mismatch and asks for the object again.
+            # The source read the bytes once already to compute the
+            # object's xxh3; should they change in between, the sink sees
+            # a mismatch and asks for the object again.
             conn.send(msg, sendfile=(fd, msg.offset, msg.length))
         else:
             conn.send(msg, payload=buf.view[:msg.length])
@@ -24,4 +25,16 @@ class TcpSinkPlane(base.SinkPlane):
     acks_pull = False
 
     def receive(self, conn, stream, msg, buf):
-        conn.recv_into(buf.view, msg.length)
+        """Receive piece by piece, hashing each piece while it is still in
+        cache; returns the xxh3.
+        """
+        h = checksum.xxh3_stream()
+        view = buf.view
+        pos = 0
+        while pos < msg.length:
+            n = min(checksum.PIECE, msg.length - pos)
+            piece = view[pos:pos + n]
+            conn.recv_into(piece, n)
+            h.update(piece)
+            pos += n
+        return h.intdigest()

@@ -81,12 +81,17 @@ class BufferPoolTest(testtools.TestCase):
             self.assertEqual(bytes([n]) * 16, bytes(buf.view))
         self.assertEqual(4, len({id(b) for b in bufs}))
 
-    def test_bytearray_allocator(self):
-        view = buffers.bytearray_allocator(0, 32)
-        self.assertIsInstance(view, memoryview)
-        self.assertEqual(32, view.nbytes)
-        view[0] = 255
-        self.assertEqual(255, view[0])
+    def test_aligned_allocator(self):
+        import ctypes
+        for size in (1, 32, 4096, 5000, 1 << 20):
+            view = buffers.aligned_allocator(0, size)
+            self.assertIsInstance(view, memoryview)
+            self.assertEqual(size, view.nbytes)
+            view[0] = 255
+            self.assertEqual(255, view[0])
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
+            # Page-aligned: kernel copies into it take the fast path.
+            self.assertEqual(0, addr % 4096)
 
     def test_release_wakes_waiter(self):
         pool = buffers.BufferPool(1, 8)

@@ -363,3 +363,16 @@ class TestSinkIsolation(EngineTestCase):
 
     def test_errors_name_the_problem(self):
         self.assertEqual(errors.Code.NO_SPACE, errors.NoSpaceError("x").code)
+
+
+class TestVerifyModes(EngineTestCase):
+    def test_no_verify_wins_over_a_known_hash(self):
+        write_file(os.path.join(self.src, "a"), 1 * MiB, 1)
+        server = self.start_sink()
+        # A wrong known hash would fail the file if it were verified.
+        t = self.transfer(server.port, ["a"],
+                          cfg=self.cfg(verify_sha512=False),
+                          hashes={"a": "00" * 64})
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertSameFile("a")
