@@ -181,6 +181,8 @@ def grouped_bars(path, groups, series, values, ylabel='throughput (MB/s)',
             v = values.get(name, {}).get(group)
             if isinstance(v, dict):
                 v = (v.get('median'), v.get('min'), v.get('max'))
+            elif isinstance(v, (int, float)):
+                v = (v, None, None)
             if not v or v[0] is None:
                 continue
             med, vmin, vmax = v

@@ -37,6 +37,7 @@ class Progress(Counters):
         self.bytes_resent = 0
         self.objects_resent = 0
         self.objects_corrupt = 0
+        self.log_seconds = 0.0
         self.attempts = 0
         self.started = time.monotonic()
         self._rate = 0.0
@@ -83,6 +84,7 @@ class Progress(Counters):
                 "bytes_resent": self.bytes_resent,
                 "objects_resent": self.objects_resent,
                 "objects_corrupt": self.objects_corrupt,
+                "log_seconds": round(self.log_seconds, 6),
                 "attempts": self.attempts,
                 "elapsed": round(elapsed, 3),
                 "rate": round(rate, 1),

@@ -21,6 +21,7 @@ per-file done sets carry over, in memory and on disk.
 """
 
 import collections
+import contextlib
 import enum
 import logging
 import os
@@ -280,6 +281,16 @@ class SourceTransfer:
         self.log.close()
 
     # Helpers shared with attempts.
+    @contextlib.contextmanager
+    def timed_log(self):
+        """Account the CPU time spent in the object log (FT overhead);
+        thread time, so that waiting for the GIL does not count."""
+        start = time.thread_time()
+        try:
+            yield
+        finally:
+            self.progress.add(log_seconds=time.thread_time() - start)
+
     def _all_terminal(self):
         return all(f.state in TERMINAL for f in self.files)
 
@@ -742,7 +753,8 @@ class _Attempt:
     def _forget(self, f):
         """The sink has no usable partial copy: forget the done set."""
         t = self.t
-        t.log.reset(f.file_id)
+        with t.timed_log():
+            t.log.reset(f.file_id)
         t.progress.add(bytes_done=-f.done_bytes(), objects_done=-len(f.done))
         f.done = bitmap.Bitmap(f.nobjects)
 
@@ -916,7 +928,8 @@ class _Attempt:
                         logged.append((file_id, index))
                         nbytes += f.span(index)[1]
             if logged:
-                t.log.record(logged)
+                with t.timed_log():
+                    t.log.record(logged)
             # Logged first, then the window moves: a crash in between
             # resends nothing the log holds.
             for file_id, index in logged:
@@ -975,7 +988,8 @@ class _Attempt:
     def _complete(self, f, how):
         """Mark ``f`` complete (lock held)."""
         t = self.t
-        t.log.complete(f.file_id)
+        with t.timed_log():
+            t.log.complete(f.file_id)
         t.progress.add(bytes_done=f.spec.size - f.done_bytes(),
                        objects_done=f.nobjects - len(f.done),
                        files_done=1)
