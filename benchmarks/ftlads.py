@@ -41,7 +41,6 @@ from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import objectlog
-from dtn_migrate.transfer import protocol
 from tests.functional import netns
 
 MiB = 1 << 20
@@ -69,7 +68,8 @@ def workload(name, args):
 
 class Endpoints:
     """A sink (serve) and a way to run the source (send), on loopback or
-    across the two namespaces of a rate-limited veth."""
+    across the two namespaces of a rate-limited veth.
+    """
 
     def __init__(self, link, workdir):
         self.workdir = workdir
@@ -221,7 +221,8 @@ def overhead(args, out):
 def space(args, out):
     """Record every object of each workload, in BLOCK_SYNC-sized batches
     in the out-of-order way they arrive, and measure the log on disk
-    before files complete (completion removes or collapses logs)."""
+    before files complete (completion removes or collapses logs).
+    """
     shapes = {"big (8 x 512 MiB)": [512] * 8,
               "small (4000 x 1 MiB)": [1] * 4000}
     results = {}

@@ -6,7 +6,8 @@ over RPC, while this script samples both processes' VmRSS every 50 ms and
 reads their kernel-kept peak (VmHWM) at the end.  The same is measured for
 the standalone ``dtn-migrate-transfer`` pair.  Target: <= 300 MiB each.
 
-    python -m benchmarks.memory [--size 4G] [--out doc/source/benchmarks/memory]
+    python -m benchmarks.memory [--size 4G] \
+        [--out doc/source/benchmarks/memory]
 """
 
 import argparse
