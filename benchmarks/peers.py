@@ -814,7 +814,8 @@ class DtnMigrate(Peer):
             s += ' --streams %s' % self.streams
         if self.object_size:
             s += ' --object-size %s' % self.object_size
-        return s + (' --manifest' if self.known_hash else ' (source hashes)')
+        s += ' --manifest' if self.known_hash else ' (source hashes)'
+        return ' '.join([s] + [str(a) for a in self.extra_args])
 
 
 PEERS = {
