@@ -92,9 +92,5 @@ class TransferConfig:
         need(self.max_open_files >= 1, "max_open_files must be >= 1")
 
     @property
-    def window_objects(self):
-        return max(1, self.window_bytes // self.object_size)
-
-    @property
     def pool_objects(self):
         return max(2, self.buffer_pool_bytes // self.object_size)

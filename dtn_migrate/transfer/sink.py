@@ -40,6 +40,10 @@ from dtn_migrate.transfer.transport import tcp
 LOG = logging.getLogger(__name__)
 
 HASH_CHUNK = 4 << 20
+# A file with all its objects written is synced within this delay rather
+# than at once: files that complete together (small files) share one
+# fdatasync batch and one BLOCK_SYNC, i.e. one object-log write.
+COMPLETE_SYNC_DELAY = 0.01
 XATTR_SHA512 = "user.dtn_migrate.sha512"
 _local = threading.local()
 
@@ -409,6 +413,7 @@ class SinkSession:
         self.pending = {}
         self.pending_bytes = 0
         self.sync_now = False
+        self.sync_due = None
         self.tasks = 0
         self.data = {}
         self.closed = False
@@ -778,11 +783,14 @@ class SinkSession:
                 pending = self.pending.setdefault(f, [])
                 pending.append(index)
                 self.pending_bytes += length
-                # Sync at once when a file has all its objects: nothing
+                # Sync soon when a file has all its objects: nothing
                 # more is coming for it, and its verification waits.
-                if self.pending_bytes >= self.cfg.sync_bytes or \
-                        len(f.durable) + len(pending) >= f.nobjects:
+                if self.pending_bytes >= self.cfg.sync_bytes:
                     self.sync_now = True
+                    self.cond.notify_all()
+                elif len(f.durable) + len(pending) >= f.nobjects and \
+                        self.sync_due is None:
+                    self.sync_due = time.monotonic() + COMPLETE_SYNC_DELAY
                     self.cond.notify_all()
         self._task_done(f)
         if error is not None and current:
@@ -813,13 +821,16 @@ class SinkSession:
             with self.cond:
                 deadline = time.monotonic() + cfg.sync_interval
                 while not self.closed and not self.sync_now:
-                    remaining = deadline - time.monotonic()
+                    due = deadline if self.sync_due is None else \
+                        min(deadline, self.sync_due)
+                    remaining = due - time.monotonic()
                     if remaining <= 0:
                         break
                     self.cond.wait(remaining)
                 if self.closed:
                     return
                 self.sync_now = False
+                self.sync_due = None
             try:
                 self._sync_now()
             except Exception:  # noqa: B902 - keep the syncer alive

@@ -14,7 +14,7 @@ class TransferConfigTest(testtools.TestCase):
         cfg = config.TransferConfig()
         cfg.validate()
         self.assertEqual(4 * MiB, cfg.object_size)
-        self.assertEqual(16, cfg.window_objects)
+        self.assertEqual(64 * MiB, cfg.window_bytes)
         self.assertEqual(64, cfg.pool_objects)
 
     def assertInvalid(self, field, **kw):
@@ -32,7 +32,6 @@ class TransferConfigTest(testtools.TestCase):
         small = config.TransferConfig(object_size=protocol.MIN_OBJECT_SIZE)
         self.assertEqual(4096, small.object_size)
         big = config.TransferConfig(object_size=protocol.MAX_OBJECT_SIZE)
-        self.assertEqual(1, big.window_objects)
         self.assertEqual(4, big.pool_objects)
 
     def test_streams(self):
@@ -59,7 +58,7 @@ class TransferConfigTest(testtools.TestCase):
         self.assertInvalid("window_bytes", window_bytes=4 * MiB - 1)
         self.assertInvalid("window_bytes", window_bytes=0)
         cfg = config.TransferConfig(window_bytes=4 * MiB)
-        self.assertEqual(1, cfg.window_objects)
+        self.assertEqual(4 * MiB, cfg.window_bytes)
 
     def test_logger(self):
         exc = self.assertInvalid("logger", logger="syslog")
@@ -93,15 +92,6 @@ class TransferConfigTest(testtools.TestCase):
         cfg = config.TransferConfig()
         cfg.streams = 0
         self.assertRaises(ValueError, cfg.validate)
-
-    def test_window_objects(self):
-        cases = [(4 * MiB, 4 * MiB, 1), (10 * MiB, 4 * MiB, 2),
-                 (64 * MiB, 4 * MiB, 16), (64 * MiB, 64 * MiB, 1),
-                 (1 * MiB, 4096, 256)]
-        for window, osize, want in cases:
-            cfg = config.TransferConfig(window_bytes=window,
-                                        object_size=osize)
-            self.assertEqual(want, cfg.window_objects, (window, osize))
 
     def test_pool_objects(self):
         cases = [(8 * MiB, 4 * MiB, 2), (9 * MiB, 4 * MiB, 2),
