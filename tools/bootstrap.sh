@@ -11,7 +11,8 @@ SUDO=""
 
 # Runtime and test packages (bindep.txt lists them with their purpose).
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
-iproute2 socat rabbitmq-server procps util-linux"
+iproute2 socat rabbitmq-server procps util-linux
+libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
 globus-gass-copy-progs xrootd-server xrootd-client"

@@ -6,6 +6,7 @@ from dtn_migrate.conf import agent
 from dtn_migrate.conf import default
 from dtn_migrate.conf import peer
 from dtn_migrate.conf import rdma
+from dtn_migrate.conf import staging
 from dtn_migrate.conf import tls
 from dtn_migrate.conf import transfer
 
@@ -17,3 +18,4 @@ transfer.register_opts(CONF)
 tls.register_opts(CONF)
 rdma.register_opts(CONF)
 peer.register_opts(CONF)
+staging.register_opts(CONF)

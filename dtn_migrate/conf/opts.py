@@ -3,7 +3,8 @@
 import collections
 import importlib
 
-_MODULES = ('default', 'agent', 'transfer', 'tls', 'rdma', 'peer')
+_MODULES = ('default', 'agent', 'transfer', 'tls', 'rdma', 'peer',
+            'staging')
 
 
 def list_opts():

@@ -1,0 +1,168 @@
+"""[staging] options: the local copy onto the DTN's NFS export."""
+
+import re
+
+from oslo_config import cfg
+
+from dtn_migrate.staging import nfsmount
+
+MiB = 1 << 20
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_MARGIN = re.compile(r"(?i)^\s*(?:(\d+(?:\.\d+)?)\s*%|(\d+)\s*([KMGT]?)"
+                     r"(?:i?B)?)\s*$")
+
+staging_group = cfg.OptGroup(
+    'staging', title='Staging options',
+    help='Staging copies VM images from the cloud controller onto the '
+         'export of a Data Transfer Node (and back on the receiving '
+         'side). Hong et al. 2018 found the fastest writes with the DTN '
+         'as NFS server, the controller as NFS client, both '
+         'asynchronous, and large rsize/wsize; "dtn-migrate-manage nfs '
+         'advise" prints such a setup and "nfs check" verifies a mount.')
+
+staging_opts = [
+    cfg.StrOpt(
+        'backend', default='path', choices=[
+            ('path', 'a directory: the export mounted by the kernel NFS '
+                     'client (see "path")'),
+            ('libnfs', 'the userspace NFSv3 client libnfs, no kernel '
+                       'mount (see "url")'),
+        ],
+        help='How staging reaches the DTN export.'),
+    cfg.StrOpt(
+        'path', default='/mnt/dtn-staging',
+        help='backend=path: the directory the DTN export is mounted on. '
+             'It is checked against /proc/self/mountinfo before staging '
+             '(see mount_check and allow_local).'),
+    cfg.StrOpt(
+        'url',
+        sample_default='nfs://dtn1/export/staging?nfsport=2049'
+                       '&mountport=20048',
+        help='backend=libnfs: libnfs URL of the staging directory, '
+             'nfs://SERVER/EXPORT[/DIR][?ARGS]. Fixed nfsport and '
+             'mountport avoid asking rpcbind (port 111) through a '
+             'firewall.'),
+    cfg.StrOpt(
+        'mount_check', default='warn', choices=[
+            ('refuse', 'refuse to stage on a mount off the profile'),
+            ('warn', 'log each deviation and stage anyway'),
+            ('off', 'do not compare the mount with the profile'),
+        ],
+        help='backend=path: what to do when the mount deviates from the '
+             'profile (NFS version, proto, rsize/wsize, async, hard, '
+             'read-write, nothing else mounted below path). Deviations '
+             'cost throughput rather than correctness, except soft '
+             'mounts; "refuse" suits a site whose mounts are managed. A '
+             'path that is not on NFS at all is refused whatever this '
+             'says, unless allow_local is set.'),
+    cfg.BoolOpt(
+        'allow_local', default=False,
+        help='backend=path: accept a path that is not on NFS (an '
+             'all-in-one test cloud, or a DTN staging onto its own '
+             'disk). Off, a forgotten or failed mount is refused instead '
+             'of filling the controller\'s root disk.'),
+    cfg.IntOpt(
+        'min_rsize', default=MiB, min=0,
+        help='Profile: smallest acceptable rsize in bytes (0: not '
+             'checked). The Linux client\'s maximum is 1048576.'),
+    cfg.IntOpt(
+        'min_wsize', default=MiB, min=0,
+        help='Profile: smallest acceptable wsize in bytes (0: not '
+             'checked). The Linux client\'s maximum is 1048576.'),
+    cfg.BoolOpt(
+        'require_async', default=True,
+        help='Profile: the client must be asynchronous (no "sync" or '
+             '"noac" mount option). Hong et al. 2018 measured 48 MB/s '
+             'at 1 MiB writes with client and server sync, 106 MB/s with '
+             'both async, on 1 Gbit/s.'),
+    cfg.IntOpt(
+        'block_size', default=MiB, min=4096, max=64 * MiB,
+        help='Bytes per read and write of the copy engine. 1 MiB matches '
+             'the largest NFS rsize/wsize of the Linux client, so a '
+             'write becomes whole WRITE requests; Hong et al. saw async '
+             'writes level off from 8 KiB and measured up to 1 MiB.'),
+    cfg.IntOpt(
+        'queue_depth', default=8, min=1, max=1024,
+        help='Blocks queued between the reader thread and the writer '
+             'threads. A copy holds about (queue_depth + writers + 2) * '
+             'block_size + commit_interval_bytes of memory: each writer '
+             'keeps its uncommitted blocks to rewrite them after a '
+             'reconnect.'),
+    cfg.IntOpt(
+        'writers', default=2, min=1, max=16,
+        help='Writer threads of the local copy, each with its own handle '
+             'on the export; more keep more NFS WRITEs in flight on a '
+             'link with latency.'),
+    cfg.IntOpt(
+        'readers', default=2, min=1, max=16,
+        help='Read-ahead threads of the remote copy.'),
+    cfg.IntOpt(
+        'commit_interval_bytes', default=64 * MiB, min=4096,
+        help='Bytes written between two commits (fdatasync, or NFS '
+             'COMMIT with libnfs). After each commit the watermark file '
+             'is updated, so the DTN may forward that prefix; a failed '
+             'copy resumes from the last watermark.'),
+    cfg.BoolOpt(
+        'sync_writes', default=False,
+        help='Make every write stable on its own (O_DSYNC, or FILE_SYNC '
+             'with libnfs) instead of committing every '
+             'commit_interval_bytes. Much slower (the sync client of Hong '
+             'et al. 2018) and rarely useful: a server that honours COMMIT '
+             'needs only the commits, and a knfsd "async" export treats '
+             'stable writes as unstable anyway.'),
+    cfg.StrOpt(
+        'free_space_margin', default='5%',
+        regex=_MARGIN.pattern,
+        help='Space to leave free on the export: a percentage of its '
+             'size ("5%") or bytes with an optional K, M, G or T suffix '
+             '("200G"). An image that would eat into it is refused '
+             'before staging starts.'),
+    cfg.BoolOpt(
+        'keep_failed', default=True,
+        help='Keep the partial copy and its watermark after a failure, so '
+             'that a retry resumes from the watermark. Off, they are '
+             'removed at once.'),
+    cfg.StrOpt(
+        'watermark_suffix', default='.watermark',
+        regex=r'^[^/\0]+$',
+        help='Suffix of the side file beside each staged image that holds '
+             'its committed byte count (followed by " failed" after a '
+             'failure); the DTN agent reads it to forward a growing '
+             'file.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(staging_group)
+    conf.register_opts(staging_opts, group=staging_group)
+
+
+def list_opts():
+    return {staging_group: staging_opts}
+
+
+def profile(conf):
+    """The :class:`~dtn_migrate.staging.nfsmount.Profile` the options
+    describe.
+    """
+    group = conf.staging
+    return nfsmount.Profile(min_rsize=group.min_rsize,
+                            min_wsize=group.min_wsize,
+                            require_async=group.require_async)
+
+
+def margin_bytes(value, total_bytes):
+    """Bytes ``free_space_margin`` keeps free on an export of
+    ``total_bytes``.
+    """
+    m = _MARGIN.match(value or "")
+    if not m:
+        raise ValueError("free_space_margin must be N%% or a size, not %r"
+                         % (value,))
+    if m.group(1) is not None:
+        percent = float(m.group(1))
+        if percent > 100:
+            raise ValueError("free_space_margin above 100%%: %r" % (value,))
+        return int(total_bytes * percent / 100)
+    return int(m.group(2)) * _UNITS[m.group(3).upper()]

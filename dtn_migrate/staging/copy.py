@@ -1,0 +1,1055 @@
+"""The copy engine: image bytes onto a DTN's export and back.
+
+*Local copy* (:func:`stage`): a reader thread cuts the source (an
+iterator of chunks of any size, a file, or a callable opening either at
+an offset) into blocks, hashes them with sha512 and hands them through a
+bounded queue to writer threads.  Each writer has its own
+:class:`~dtn_migrate.staging.backend.Writer`, writes at explicit offsets
+and commits every ``commit_interval / writers`` bytes; a block is
+durable once the writer that wrote it committed.  The calling thread
+publishes the contiguous durable prefix -- the committed watermark --
+to the side file (see :mod:`~dtn_migrate.staging.watermark`) and to an
+optional observer, so the transfer engine can send the file while it is
+staged.  Memory stays near ``(queue_depth + writers + 2) * block_size``
+plus the uncommitted bytes (at most ``commit_interval``), which writers
+keep to write them again if the export forgets them (reconnect, server
+reboot).
+
+The last block is written only once the source is known to be exhausted
+and the sha512 matches, so a committed watermark equal to the size means
+a complete, verified copy.  Failures publish ``failed`` and keep what was
+committed; a later call resumes from the watermark (:func:`stage` is
+idempotent), and :func:`cleanup` removes the file once the peer has it.
+
+*Remote copy* (:class:`StagedStream`): reader threads read a staged file
+ahead into a reorder buffer of ``queue_depth`` blocks; the consumer gets
+blocks in order as an iterator or through ``read(n)``, hashed on the
+way.  It can follow a file that is still growing, and checks the sha512
+before it gives out the last block.
+"""
+
+import dataclasses
+import hashlib
+import logging
+import os
+import queue
+import threading
+import time
+
+from dtn_migrate.staging import backend as base
+from dtn_migrate.staging import watermark
+
+LOG = logging.getLogger(__name__)
+
+MiB = 1 << 20
+
+
+class Cancelled(base.StagingError):
+    """The caller's cancel event was set."""
+
+
+class ChecksumMismatch(base.StagingError):
+    """The data's sha512 is not the expected one."""
+
+
+class Stalled(base.StagingError):
+    """A followed file stopped growing for longer than allowed."""
+
+
+class WriterFailed(base.StagingError):
+    """The writer of a followed file gave up."""
+
+
+class _Stop(Exception):
+    """Internal: leave a thread because the copy is stopping."""
+
+
+@dataclasses.dataclass
+class CopyOptions:
+    """Tuning of both copies (defaults suit a kernel NFS mount)."""
+
+    block_size: int = 1 * MiB       # bytes per read / write request
+    queue_depth: int = 8            # blocks between reader and writers
+    writers: int = 2                # local copy: writer threads
+    readers: int = 2                # remote copy: reader threads
+    commit_interval: int = 64 * MiB  # local copy: bytes between commits
+    commit_idle: float = 1.0        # commit when idle this long (s)
+    sync: bool = False              # every write stable (O_DSYNC/FILE_SYNC)
+    free_margin: int = 256 * MiB    # export space never staged into
+    side_file: bool = True          # publish the watermark side file
+    watermark_suffix: str = watermark.SUFFIX
+    retries: int = 5                # per request, on retryable errors
+    retry_initial: float = 0.1      # first backoff (s), then doubling
+    retry_max: float = 5.0
+    poll_initial: float = 0.05      # remote copy: follow polling (s)
+    poll_max: float = 1.0
+    stall_timeout: float = 300.0    # followed file not growing (s)
+    progress_interval: float = 1.0  # between progress callbacks (s)
+
+    def __post_init__(self):
+        for field in ("block_size", "queue_depth", "writers", "readers",
+                      "commit_interval"):
+            if getattr(self, field) < 1:
+                raise ValueError("%s must be at least 1" % field)
+
+    def backoff(self, attempt):
+        return min(self.retry_max, self.retry_initial * 2 ** (attempt - 1))
+
+
+@dataclasses.dataclass
+class CopyResult:
+    """What a finished copy moved."""
+
+    name: str
+    size: int
+    sha512: str          # hex digest of all ``size`` bytes
+    start: int           # offset this call began at (resumed prefix)
+    bytes_copied: int    # bytes this call moved
+    seconds: float
+    retries: int = 0     # retryable errors overcome
+
+    @property
+    def rate(self):
+        """Bytes per second moved by this call."""
+        return self.bytes_copied / self.seconds if self.seconds else 0.0
+
+
+@dataclasses.dataclass
+class Progress:
+    """Handed to progress callbacks."""
+
+    name: str
+    size: int
+    done: int            # leading bytes processed, resumed prefix included
+    committed: int       # durable prefix (local copy), else ``done``
+    copied: int          # bytes moved by this call
+    elapsed: float
+
+    @property
+    def rate(self):
+        return self.copied / self.elapsed if self.elapsed else 0.0
+
+
+def describe(backend):
+    """A human name for the export behind ``backend``."""
+    for attr in ("description", "where", "url", "root"):
+        value = getattr(backend, attr, None)
+        if value:
+            return str(value)
+    return type(backend).__name__
+
+
+def _digest_hex(value):
+    return value.lower() if value else None
+
+
+def _clean_wait(stop, seconds):
+    """Sleep unless ``stop`` is set; raise _Stop if it is."""
+    if stop.wait(seconds):
+        raise _Stop()
+
+
+def _restate(exc, message):
+    """An error of the class of ``exc`` saying ``message``."""
+    try:
+        err = type(exc)(message)
+    except TypeError:
+        err = base.StagingError(message)
+    err.__cause__ = exc
+    return err
+
+
+def _retrying(opts, stop, op, reopen, what, on_retry=None):
+    """Run ``op``; on a retryable error, back off, ``reopen`` and try
+    again, at most ``opts.retries`` times.
+    """
+    attempt = 0
+    broken = False
+    while True:
+        try:
+            if broken:
+                reopen()
+                broken = False
+            return op()
+        except base.StagingError as exc:
+            if not exc.retryable or attempt >= opts.retries:
+                if attempt:
+                    raise _restate(exc, "%s failed after %d retries: %s"
+                                   % (what, attempt, exc))
+                raise
+            attempt += 1
+            broken = True
+            LOG.warning("%s: %s; retry %d of %d", what, exc, attempt,
+                        opts.retries)
+            if on_retry is not None:
+                on_retry()
+            _clean_wait(stop, opts.backoff(attempt))
+
+
+# Resume state and housekeeping.
+
+def committed_bytes(backend, name, size=None, suffix=watermark.SUFFIX):
+    """Leading bytes of ``name`` a copy can resume after: the published
+    watermark, bounded by the file's size; 0 if there is none or the file
+    is longer than ``size``.
+    """
+    mark = watermark.read(backend, name, suffix)
+    have = backend.size(name)
+    if mark is None or have is None or (size is not None and have > size):
+        return 0
+    return min(mark[0], have, size if size is not None else have)
+
+
+def status(backend, name, suffix=watermark.SUFFIX):
+    """(committed, failed) as published for ``name``, or None."""
+    return watermark.read(backend, name, suffix)
+
+
+def cleanup(backend, name, suffix=watermark.SUFFIX):
+    """Remove a staged file and its side files (idempotent)."""
+    side = watermark.side_file(name, suffix)
+    for victim in (name, side, side + ".tmp"):
+        backend.remove(victim)
+
+
+# Sources.
+
+def file_source(path):
+    """A restartable source reading the file at ``path``."""
+    def open_at(offset):
+        f = open(path, "rb", buffering=0)
+        f.seek(offset)
+        return f
+    return open_at
+
+
+def _read_chunks(f, start, block):
+    """Chunks of file object ``f`` cut at block boundaries."""
+    offset = start
+    while True:
+        data = f.read(block - offset % block)
+        if not data:
+            return
+        offset += len(data)
+        yield data
+
+
+def _is_restartable(source):
+    if isinstance(source, (str, os.PathLike)):
+        return True
+    if hasattr(source, "read"):
+        seekable = getattr(source, "seekable", None)
+        return bool(seekable and seekable())
+    return callable(source)
+
+
+def _open_source(source, start, block):
+    """(chunks iterable, closer) of ``source`` positioned at ``start``;
+    restartable sources are moved there, others must already be.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        source = file_source(source)
+    if not hasattr(source, "read") and callable(source):
+        source = source(start)
+        closer = getattr(source, "close", None)
+    else:
+        closer = None
+        if hasattr(source, "read") and _is_restartable(source):
+            source.seek(start)
+    if hasattr(source, "read"):
+        return _read_chunks(source, start, block), closer
+    return source, closer
+
+
+def _view(chunk):
+    """A byte view of ``chunk`` the caller cannot change any more."""
+    if not isinstance(chunk, bytes):
+        chunk = bytes(chunk)
+    return memoryview(chunk)
+
+
+def _blocks(chunks, start, size, block, name):
+    """(offset, data) blocks from ``chunks``, aligned to ``block``.
+
+    Raises ShortData when the chunks end before ``size`` or go beyond
+    it; the last block comes only once the chunks are exhausted.
+    """
+    offset, buf, have, last = start, None, 0, None
+    for chunk in chunks:
+        view = _view(chunk)
+        while view:
+            if offset + have >= size:
+                raise base.ShortData(
+                    "the source of %s delivered more than the declared %d "
+                    "bytes" % (name, size))
+            want = min(block - offset % block, size - offset)
+            take = min(len(view), want - have)
+            if have == 0 and take == want:
+                data, view = view[:take], view[take:]
+            else:
+                if buf is None:
+                    buf = bytearray(want)
+                buf[have:have + take] = view[:take]
+                view, have = view[take:], have + take
+                if have < want:
+                    continue
+                data, buf, have = buf, None, 0
+            if offset + len(data) == size:
+                last = (offset, data)
+            else:
+                yield offset, data
+            offset += len(data)
+    if offset + have < size:
+        raise base.ShortData("the source of %s ended after %d of %d bytes"
+                             % (name, offset + have, size))
+    if last is not None:
+        yield last
+
+
+class _ReadHandle:
+    """A Reader of one thread, opened again on retryable errors.
+
+    ``name_of()`` gives the name to (re)open: a followed file may have
+    been renamed.
+    """
+
+    def __init__(self, backend, name, opts, stop, name_of=None,
+                 on_retry=None):
+        self.backend = backend
+        self.name = name
+        self.opts = opts
+        self.stop = stop
+        self.name_of = name_of or (lambda: name)
+        self.on_retry = on_retry
+        self.reader = None
+
+    def close(self):
+        if self.reader is not None:
+            reader, self.reader = self.reader, None
+            try:
+                reader.close()
+            except base.StagingError as exc:
+                LOG.debug("closing %s: %s", self.name, exc)
+
+    def _reopen(self):
+        self.close()
+        self.reader = self.backend.open_read(self.name_of())
+
+    def _pread(self, offset, length):
+        if self.reader is None:
+            self._reopen()
+        parts, done = [], 0
+        while done < length:
+            data = self.reader.pread(length - done, offset + done)
+            if not data:
+                raise base.ShortData("staged %s ends at %d, before %d"
+                                     % (self.name, offset + done,
+                                        offset + length))
+            parts.append(data)
+            done += len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read(self, offset, length):
+        """Exactly ``length`` bytes at ``offset``."""
+        return _retrying(self.opts, self.stop,
+                         lambda: self._pread(offset, length), self._reopen,
+                         "reading %s at %d" % (self.name, offset),
+                         self.on_retry)
+
+
+def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
+    """sha512 object over the first ``end`` bytes of ``name``."""
+    h = hashlib.sha512()
+    handle = _ReadHandle(backend, name, opts, stop, on_retry=on_retry)
+    try:
+        for offset in range(0, end, opts.block_size):
+            if stop.is_set():
+                raise _Stop()
+            h.update(handle.read(offset, min(opts.block_size,
+                                             end - offset)))
+    finally:
+        handle.close()
+    return h
+
+
+# Local copy.
+
+class _Shared:
+    """State shared by the threads of one local copy."""
+
+    def __init__(self, start):
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        self.error = None
+        self.prefix = start       # contiguous durable prefix
+        self.durable = {}         # offset -> end, beyond the prefix
+        self.read = 0             # bytes handed to writers
+        self.written = 0          # bytes written by writers
+        self.retries = 0
+        self.live = 0
+        self.digest = None
+
+    def fail(self, exc, stop=True):
+        """Record the first error; unless ``stop`` is False, stop."""
+        with self.cond:
+            if self.error is None and not isinstance(exc, _Stop):
+                self.error = exc
+            if stop:
+                self.stop.set()
+            self.cond.notify_all()
+
+    def add(self, **counts):
+        with self.cond:
+            for key, value in counts.items():
+                setattr(self, key, getattr(self, key) + value)
+
+    def mark_durable(self, blocks):
+        with self.cond:
+            for offset, data in blocks:
+                self.durable[offset] = offset + len(data)
+            while self.prefix in self.durable:
+                self.prefix = self.durable.pop(self.prefix)
+            self.cond.notify_all()
+
+    def spawn(self, target, name):
+        def main():
+            try:
+                target()
+            except BaseException as exc:
+                self.fail(exc)
+            finally:
+                with self.cond:
+                    self.live -= 1
+                    self.cond.notify_all()
+        with self.cond:
+            self.live += 1
+        t = threading.Thread(target=main, name=name, daemon=True)
+        t.start()
+        return t
+
+
+class _BlockWriter:
+    """One writer thread: its own Writer, and the blocks it wrote since
+    its last commit.
+    """
+
+    def __init__(self, job):
+        self.job = job
+        self.writer = None
+        self.pending = []
+        self.pending_bytes = 0
+        self.interval = max(job.opts.block_size,
+                            job.opts.commit_interval // job.opts.writers)
+
+    def _retry(self, op, what, reopen=None):
+        return _retrying(self.job.opts, self.job.shared.stop, op,
+                         reopen or self._reopen, what,
+                         lambda: self.job.shared.add(retries=1))
+
+    def _close(self):
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            try:
+                writer.close()
+            except base.StagingError as exc:
+                LOG.debug("closing %s: %s", self.job.name, exc)
+
+    def _reopen(self):
+        """Open the file again and rewrite what is not committed."""
+        self._close()
+        self.writer = self.job.backend.open_write(self.job.name,
+                                                  sync=self.job.opts.sync)
+        for offset, data in self.pending:
+            self.writer.pwrite(data, offset)
+
+    def _write(self, offset, data):
+        self._retry(lambda: self.writer.pwrite(data, offset),
+                    "writing %s at %d" % (self.job.name, offset))
+        self.pending.append((offset, data))
+        self.pending_bytes += len(data)
+        self.job.shared.add(written=len(data))
+        if self.pending_bytes >= self.interval:
+            self._commit()
+
+    def _commit(self):
+        if not self.pending:
+            return
+        self._retry(lambda: self.writer.commit(),
+                    "committing %s" % self.job.name)
+        self.job.shared.mark_durable(self.pending)
+        self.pending, self.pending_bytes = [], 0
+
+    def _loop(self):
+        shared, q = self.job.shared, self.job.queue
+        while not shared.stop.is_set():
+            try:
+                item = q.get(timeout=self.job.opts.commit_idle)
+            except queue.Empty:
+                self._commit()
+                continue
+            if item is None:
+                self._commit()
+                return
+            self._write(*item)
+
+    def run(self):
+        try:
+            self._retry(self._reopen, "opening %s" % self.job.name,
+                        reopen=lambda: None)
+            self._loop()
+        finally:
+            self._commit_quietly()
+            self._close()
+
+    def _commit_quietly(self):
+        """Make what was written durable on the way out, if possible."""
+        if self.pending and self.writer is not None:
+            try:
+                self.writer.commit()
+                self.job.shared.mark_durable(self.pending)
+            except Exception as exc:
+                LOG.debug("final commit of %s: %s", self.job.name, exc)
+            self.pending = []
+
+
+class _LocalCopy:
+    """One call of :func:`stage`."""
+
+    def __init__(self, backend, name, size, source, offset, expected,
+                 observer, opts, cancel, progress):
+        self.backend = backend
+        self.name = base.check_name(name)
+        self.size = size
+        self.source = source
+        self.offset = offset
+        self.expected = _digest_hex(expected)
+        self.observer = observer
+        self.opts = opts
+        self.cancel = cancel
+        self.progress = progress
+        self.published = None
+        self.shared = None
+        self.queue = None
+        self.writers = 0
+
+    # Planning.
+    def plan(self, committed):
+        """Offset to start at (0 means from scratch)."""
+        if committed == self.size and \
+                self.backend.size(self.name) == self.size:
+            return committed
+        if _is_restartable(self.source):
+            return committed
+        offset = self.offset or 0
+        if offset > committed:
+            raise base.StagingError(
+                "cannot stage %s from offset %d: only %d bytes of it are "
+                "committed on %s" % (self.name, offset, committed,
+                                     describe(self.backend)))
+        return offset
+
+    def check_space(self, start):
+        # What is already there is overwritten (or truncated away).
+        need = max(0, self.size - (self.backend.size(self.name) or 0))
+        free = self.backend.free_bytes()
+        if need > max(0, free - self.opts.free_margin):
+            raise base.NoSpace(
+                "not enough space on export %s to stage %s: %d more bytes "
+                "needed, %d free, %d of which are kept as margin"
+                % (describe(self.backend), self.name, need, free,
+                   self.opts.free_margin))
+
+    # Publication.
+    def publish(self, committed, failed=False):
+        if self.published == (committed, failed):
+            return
+        if self.opts.side_file:
+            _retrying(self.opts, threading.Event(),
+                      lambda: watermark.publish(
+                          self.backend, self.name, committed, failed,
+                          self.opts.watermark_suffix),
+                      lambda: None, "publishing the watermark of %s"
+                      % self.name)
+        if self.observer is not None:
+            self.observer(committed, failed)
+        self.published = (committed, failed)
+
+    def publish_failed(self, committed):
+        """Say the copy failed at ``committed`` bytes, wherever possible."""
+        error = None
+        if self.opts.side_file:
+            try:
+                watermark.publish(self.backend, self.name, committed, True,
+                                  self.opts.watermark_suffix)
+            except Exception as exc:
+                error = exc
+                # A full export cannot take a new side file; the old one
+                # can be overwritten in place.
+                try:
+                    watermark.publish_in_place(
+                        self.backend, self.name, committed, True,
+                        self.opts.watermark_suffix)
+                    error = None
+                except Exception as exc2:
+                    error = exc2
+        if error is not None:
+            LOG.error("cannot publish the failure of %s at %d bytes: %s",
+                      self.name, committed, error)
+        if self.observer is not None:
+            self.observer(committed, True)
+        self.published = (committed, True)
+
+    # Threads.
+    def read_main(self, start):
+        hasher = _prefix_digest(self.backend, self.name, start, self.opts,
+                                self.shared.stop,
+                                lambda: self.shared.add(retries=1))
+        if start == self.size and start:
+            self.verify(hasher)     # already staged: nothing to read
+            return
+        try:
+            self.stream(start, hasher)
+        except Exception as exc:
+            if isinstance(exc, _Stop):
+                raise
+            # The copy fails, but what was read is still written and
+            # committed: a retry resumes after it.
+            self.shared.fail(exc, stop=False)
+        for _ in range(self.writers):
+            self.put(None)
+
+    def stream(self, start, hasher):
+        """Blocks of the source from ``start`` to the writers."""
+        chunks, closer = _open_source(self.source, start,
+                                      self.opts.block_size)
+        try:
+            for offset, data in _blocks(chunks, start, self.size,
+                                        self.opts.block_size, self.name):
+                hasher.update(data)
+                if offset + len(data) == self.size:
+                    self.verify(hasher)
+                self.put((offset, data))
+                self.shared.add(read=len(data))
+            self.verify(hasher)
+        finally:
+            if closer is not None:
+                closer()
+
+    def verify(self, hasher):
+        digest = hasher.hexdigest()
+        if self.expected and digest != self.expected:
+            raise ChecksumMismatch(
+                "sha512 of the source of %s is %s, expected %s"
+                % (self.name, digest, self.expected))
+        self.shared.digest = digest
+
+    def put(self, item):
+        while True:
+            if self.shared.stop.is_set():
+                raise _Stop()
+            try:
+                self.queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    # Coordination.
+    def run(self):
+        began = time.monotonic()
+        committed = committed_bytes(self.backend, self.name, self.size,
+                                    self.opts.watermark_suffix)
+        try:
+            start = self.plan(committed)
+            if start < self.size:
+                self.check_space(start)
+        except base.StagingError as exc:
+            self.publish_failed(committed)
+            exc.committed = committed
+            raise
+        self.shared = _Shared(start)
+        self.queue = queue.Queue(self.opts.queue_depth)
+        try:
+            self.prepare(start)
+        except Exception as exc:
+            self.shared.fail(exc)
+            return self.finish(began, start)
+        threads = self.start_threads(start)
+        try:
+            self.watch(began, start)
+        finally:
+            self.shared.stop.set()
+            for t in threads:
+                t.join()
+        return self.finish(began, start)
+
+    def prepare(self, start):
+        """Publish where this copy starts; from scratch, empty the file."""
+        if start == self.size and start:
+            return
+        self.publish(start)
+        if not start:
+            _retrying(self.opts, self.shared.stop,
+                      lambda: self.backend.open_write(
+                          self.name, truncate=True).close(),
+                      lambda: None, "creating %s" % self.name,
+                      lambda: self.shared.add(retries=1))
+
+    def start_threads(self, start):
+        self.writers = self.opts.writers if start < self.size else 0
+        threads = [self.shared.spawn(lambda: self.read_main(start),
+                                     "stage-read")]
+        for i in range(self.writers):
+            w = _BlockWriter(self)
+            threads.append(self.shared.spawn(w.run, "stage-write-%d" % i))
+        return threads
+
+    def watch(self, began, start):
+        shared, last = self.shared, 0.0
+        while True:
+            with shared.cond:
+                shared.cond.wait(min(0.1, self.opts.progress_interval))
+                live, prefix = shared.live, shared.prefix
+            if self.cancel is not None and self.cancel.is_set():
+                shared.fail(Cancelled("staging %s was cancelled"
+                                      % self.name))
+            if shared.error is None and start < prefix < self.size:
+                try:
+                    self.publish(prefix)
+                except Exception as exc:
+                    shared.fail(exc)
+            now = time.monotonic()
+            if not live or now - last >= self.opts.progress_interval:
+                self.report(began, start)
+                last = now
+            if not live:
+                return
+
+    def report(self, began, start):
+        if self.progress is None:
+            return
+        s = self.shared
+        p = Progress(self.name, self.size, start + s.read, s.prefix,
+                     s.read, time.monotonic() - began)
+        try:
+            self.progress(p)
+        except Exception:
+            LOG.exception("progress callback of %s failed", self.name)
+
+    def finish(self, began, start):
+        s = self.shared
+        if s.error is None and s.prefix != self.size:
+            s.error = base.StagingError(
+                "staging %s stopped at %d of %d bytes" % (
+                    self.name, s.prefix, self.size))
+        if s.error is not None:
+            self.publish_failed(s.prefix)
+            raise self.explain(s.error, s.prefix)
+        self.publish(self.size)
+        return CopyResult(self.name, self.size, s.digest, start, s.written,
+                          time.monotonic() - began, s.retries)
+
+    def explain(self, exc, committed):
+        """``exc`` with where the copy stopped, as the same class."""
+        if not isinstance(exc, base.StagingError):
+            return exc
+        err = _restate(exc, "staging %s on %s failed with %d of %d bytes "
+                       "committed: %s" % (self.name, describe(self.backend),
+                                          committed, self.size, exc))
+        err.committed = committed
+        return err
+
+
+def stage(backend, name, source, size, offset=None, expected_sha512=None,
+          observer=None, options=None, cancel=None, progress=None):
+    """Stage ``size`` bytes from ``source`` as ``name`` on ``backend``.
+
+    ``source`` is an iterable of byte chunks beginning at ``offset``
+    (default 0: from scratch), or a restartable source -- a path, a
+    seekable file object, or a callable returning chunks or a file object
+    for a given offset -- which resumes after the committed watermark by
+    itself.  A copy whose watermark already equals ``size`` is only
+    re-hashed.  ``observer(committed, failed)`` sees every published
+    watermark; ``progress(Progress)`` is called every
+    ``progress_interval``; setting ``cancel`` stops the copy (a source
+    blocked inside its own read is waited for).
+
+    Returns a :class:`CopyResult` with the sha512 of all ``size`` bytes.
+    Raises NoSpace before writing if the export is too full; on failure
+    publishes ``failed``, keeps the committed prefix and raises (staging
+    errors carry ``committed``).
+    """
+    if size < 0:
+        raise ValueError("negative size %d" % size)
+    job = _LocalCopy(backend, name, size, source, offset, expected_sha512,
+                     observer, options or CopyOptions(), cancel, progress)
+    return job.run()
+
+
+# Remote copy.
+
+class _Availability:
+    """How far a staged file may be read, following a growing file."""
+
+    def __init__(self, name, size, follow, opts, stop):
+        self.name = name
+        self.size = size
+        self.follow = follow
+        self.opts = opts
+        self.stop = stop
+        self.value = size if follow is None else 0
+        self.current = name
+        self.lock = threading.Lock()
+        self.grown = time.monotonic()
+
+    def wait_for(self, end):
+        delay = self.opts.poll_initial
+        while self.value < end:
+            with self.lock:
+                if self.value < end:
+                    self.poll()
+            if self.value >= end:
+                return
+            _clean_wait(self.stop, delay)
+            delay = min(delay * 2, self.opts.poll_max)
+
+    def refresh(self):
+        """The file's current name, asking the follower first."""
+        if self.follow is not None:
+            with self.lock:
+                self.poll()
+        return self.current
+
+    def poll(self):
+        reply = tuple(self.follow())
+        available, state = reply[0], reply[1]
+        if len(reply) > 2 and reply[2]:
+            self.current = reply[2]
+        if state in watermark.FAILED_STATES:
+            raise WriterFailed("the writer of %s gave up (%s) at %d bytes"
+                               % (self.name, state, available))
+        if state == watermark.DONE:
+            available = self.size
+        now = time.monotonic()
+        if available > self.value:
+            self.value = min(available, self.size)
+            self.grown = now
+        elif self.value < self.size and \
+                now - self.grown > self.opts.stall_timeout:
+            raise Stalled("%s has not grown past %d of %d bytes for %.0f s"
+                          % (self.name, self.value, self.size,
+                             now - self.grown))
+
+
+def _read_ahead(stream):
+    """Body of one reader thread of a remote copy."""
+    handle = _ReadHandle(stream.backend, stream.name, stream.opts,
+                         stream.stop, stream.avail.refresh,
+                         stream.note_retry)
+    try:
+        while True:
+            claim = stream.claim()
+            if claim is None:
+                return
+            offset, length = claim
+            stream.avail.wait_for(offset + length)
+            stream.deliver(offset, handle.read(offset, length))
+    finally:
+        handle.close()
+
+
+class StagedStream:
+    """The remote copy: staged file ``name`` as a stream of blocks.
+
+    Iterate it for blocks of ``block_size`` (glanceclient accepts it as
+    image data), or call :meth:`read`.  With ``follow`` (a follower, see
+    :mod:`~dtn_migrate.staging.watermark`) only bytes below the followed
+    watermark are read.  The last block is given out only after the
+    sha512 of all ``size`` bytes matched ``expected_sha512``; on a
+    mismatch ChecksumMismatch is raised instead.  Threads start at the
+    first read; :meth:`close` (or leaving the ``with`` block) stops them.
+    """
+
+    def __init__(self, backend, name, size, expected_sha512=None,
+                 follow=None, options=None, cancel=None, progress=None):
+        self.backend = backend
+        self.name = base.check_name(name)
+        self.size = size
+        self.expected = _digest_hex(expected_sha512)
+        self.opts = options or CopyOptions()
+        self.cancel = cancel
+        self.progress = progress
+        self.stop = threading.Event()
+        self.avail = _Availability(self.name, size, follow, self.opts,
+                                   self.stop)
+        self.result = None
+        self._cond = threading.Condition()
+        self._slots = threading.Semaphore(self.opts.queue_depth)
+        self._next = 0
+        self._ready = {}
+        self._error = None
+        self._retries = 0
+        self._threads = []
+        self._gen = self._blocks()
+        self._rest = memoryview(b"")
+
+    # Reader side.
+    def claim(self):
+        """(offset, length) of the next block to read, or None."""
+        while not self._slots.acquire(timeout=0.1):
+            if self.stop.is_set():
+                return None
+        with self._cond:
+            offset = self._next
+            if offset >= self.size or self.stop.is_set():
+                self._slots.release()
+                return None
+            block = self.opts.block_size
+            length = min(block - offset % block, self.size - offset)
+            self._next += length
+            return offset, length
+
+    def deliver(self, offset, data):
+        with self._cond:
+            self._ready[offset] = data
+            self._cond.notify_all()
+
+    def note_retry(self):
+        with self._cond:
+            self._retries += 1
+
+    def _fail(self, exc):
+        with self._cond:
+            if self._error is None and not isinstance(exc, _Stop):
+                self._error = exc
+            self.stop.set()
+            self._cond.notify_all()
+
+    def _spawn(self, target, name):
+        def main():
+            try:
+                target()
+            except BaseException as exc:
+                self._fail(exc)
+        t = threading.Thread(target=main, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # Consumer side.
+    def _check(self):
+        if self._error is not None:
+            raise self._error
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("reading %s was cancelled" % self.name)
+
+    def _take(self, offset):
+        with self._cond:
+            self._check()
+            while offset not in self._ready:
+                self._cond.wait(0.1)
+                self._check()
+            data = self._ready.pop(offset)
+        self._slots.release()
+        return data
+
+    def _verify(self, hasher):
+        digest = hasher.hexdigest()
+        if self.expected and digest != self.expected:
+            raise ChecksumMismatch("sha512 of staged %s is %s, expected %s"
+                                   % (self.name, digest, self.expected))
+        return digest
+
+    def _start(self):
+        if self.avail.follow is None:
+            have = self.backend.size(self.name)
+            if have != self.size:
+                raise base.ShortData(
+                    "staged %s has %s bytes on %s, expected %d"
+                    % (self.name, have, describe(self.backend), self.size))
+        self.avail.grown = time.monotonic()
+        if self.size:
+            for i in range(self.opts.readers):
+                self._spawn(lambda: _read_ahead(self), "unstage-read-%d" % i)
+
+    def _blocks(self):
+        began, last, offset = time.monotonic(), 0.0, 0
+        hasher = hashlib.sha512()
+        try:
+            self._start()
+            if not self.size:
+                self._finish(hasher, began)
+            while offset < self.size:
+                data = self._take(offset)
+                hasher.update(data)
+                offset += len(data)
+                if offset == self.size:
+                    self._finish(hasher, began)
+                else:
+                    last = self._report(began, offset, last)
+                yield data
+        finally:
+            self._shutdown()
+
+    def _finish(self, hasher, began):
+        """Verify, then record the result (before the last block)."""
+        digest = self._verify(hasher)
+        self.result = CopyResult(self.name, self.size, digest, 0, self.size,
+                                 time.monotonic() - began, self._retries)
+        self._report(began, self.size, 0.0, force=True)
+
+    def _report(self, began, done, last, force=False):
+        now = time.monotonic()
+        if self.progress is None or (
+                not force and now - last < self.opts.progress_interval):
+            return last
+        try:
+            self.progress(Progress(self.name, self.size, done, done, done,
+                                   now - began))
+        except Exception:
+            LOG.exception("progress callback of %s failed", self.name)
+        return now
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._gen)
+
+    def read(self, n=-1):
+        """Up to ``n`` bytes (all the rest if negative); b"" at the end."""
+        if n is None or n < 0:
+            return self._rest.tobytes() + b"".join(self) if self._rest \
+                else b"".join(self)
+        while not self._rest:
+            block = next(self._gen, None)
+            if block is None:
+                return b""
+            self._rest = memoryview(block)
+        data, self._rest = self._rest[:n], self._rest[n:]
+        return data.tobytes()
+
+    def _shutdown(self):
+        self.stop.set()
+        for t in self._threads:
+            t.join()
+        self._threads = []
+
+    def close(self):
+        """Stop and join the reader threads (idempotent)."""
+        try:
+            self._gen.close()
+        except ValueError:      # running in another thread
+            pass
+        self._shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_staged(backend, name, size, expected_sha512=None, follow=None,
+                options=None, cancel=None, progress=None):
+    """A :class:`StagedStream` of staged file ``name`` (see there)."""
+    return StagedStream(backend, name, size, expected_sha512, follow,
+                        options, cancel, progress)
