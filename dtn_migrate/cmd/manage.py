@@ -35,8 +35,8 @@ from dtn_migrate.agent import rpcapi
 from dtn_migrate import config
 from dtn_migrate import exception
 from dtn_migrate import rpc
-from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.staging import backend as staging_backend
+from dtn_migrate.staging import factory
 from dtn_migrate.staging import nfsmount
 from dtn_migrate.transfer import cli as transfer_cli
 
@@ -148,7 +148,7 @@ class NfsCommands:
                     "this path")
             _print(result)
             return NFS_EXIT["not_nfs"]
-        profile = staging_conf.profile(CONF)
+        profile = factory.profile(CONF.staging)
         deviations = nfsmount.check(mount, profile)
         result.update(mount=mount.to_dict(), deviations=deviations,
                       profile=dataclasses.asdict(profile),

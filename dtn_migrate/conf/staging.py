@@ -4,8 +4,6 @@ import re
 
 from oslo_config import cfg
 
-from dtn_migrate.staging import nfsmount
-
 MiB = 1 << 20
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -140,16 +138,6 @@ def register_opts(conf):
 
 def list_opts():
     return {staging_group: staging_opts}
-
-
-def profile(conf):
-    """The :class:`~dtn_migrate.staging.nfsmount.Profile` the options
-    describe.
-    """
-    group = conf.staging
-    return nfsmount.Profile(min_rsize=group.min_rsize,
-                            min_wsize=group.min_wsize,
-                            require_async=group.require_async)
 
 
 def margin_bytes(value, total_bytes):

@@ -284,7 +284,8 @@ class SourceTransfer:
     @contextlib.contextmanager
     def timed_log(self):
         """Account the CPU time spent in the object log (FT overhead);
-        thread time, so that waiting for the GIL does not count."""
+        thread time, so that waiting for the GIL does not count.
+        """
         start = time.thread_time()
         try:
             yield

@@ -5,6 +5,7 @@ import testtools
 
 from dtn_migrate import conf as global_conf
 from dtn_migrate.conf import staging
+from dtn_migrate.staging import factory
 from dtn_migrate.staging import nfsmount
 
 MiB = 1 << 20
@@ -76,11 +77,11 @@ class TestStagingOpts(testtools.TestCase):
 
     def test_profile_from_options(self):
         conf = fresh_conf()
-        self.assertEqual(nfsmount.Profile(), staging.profile(conf))
+        self.assertEqual(nfsmount.Profile(), factory.profile(conf.staging))
         conf.set_override("min_wsize", 262144, "staging")
         conf.set_override("min_rsize", 0, "staging")
         conf.set_override("require_async", False, "staging")
-        p = staging.profile(conf)
+        p = factory.profile(conf.staging)
         self.assertEqual((0, 262144, False),
                          (p.min_rsize, p.min_wsize, p.require_async))
         self.assertTrue(p.require_hard)
