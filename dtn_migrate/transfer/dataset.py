@@ -17,6 +17,7 @@ it by writing a temporary file and renaming it over the old one.
 import dataclasses
 import json
 import os
+import stat
 import uuid
 
 from dtn_migrate.transfer import errors
@@ -35,12 +36,17 @@ class FileSpec:
     watermark_file: str = None  # side file of a growing file
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        # Every field is a plain value: no need for asdict's deep copy
+        # (which costs 0.1 ms per file of a 4000-file manifest).
+        return {name: getattr(self, name) for name in _SPEC_FIELDS}
 
     @classmethod
     def from_dict(cls, d):
-        fields = {f.name for f in dataclasses.fields(cls)}
+        fields = _SPEC_FIELDS
         return cls(**{k: v for k, v in d.items() if k in fields})
+
+
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(FileSpec))
 
 
 class GrowingFileFailed(errors.TransferError):
@@ -87,9 +93,10 @@ def available_bytes(spec, provider=None):
     return max(0, min(value, spec.size))
 
 
-def spec_for_path(path, name=None, sha512=None):
-    """FileSpec of an existing regular file."""
-    st = os.stat(path)
+def spec_for_path(path, name=None, sha512=None, st=None):
+    """FileSpec of an existing regular file (``st``: its stat, if known)."""
+    if st is None:
+        st = os.stat(path)
     return FileSpec(name=name or os.path.basename(path),
                     path=os.path.abspath(path), size=st.st_size,
                     sha512=sha512, mtime_ns=st.st_mtime_ns,
@@ -101,7 +108,25 @@ def expand(root, items, hashes=None):
     named relative to ``root``; ``hashes`` maps names to known sha512.
     """
     hashes = hashes or {}
+    real_root = os.path.realpath(root)
     specs = []
+
+    def add(full, item):
+        try:
+            st = os.lstat(full)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise errors.BadNameError("%s is not a regular file" % item)
+        real = os.path.realpath(full)
+        if real.startswith(real_root + os.sep):
+            name = real[len(real_root) + 1:]
+        else:
+            name = os.path.relpath(real, real_root)
+        paths.check_name(name)
+        specs.append(spec_for_path(os.path.abspath(full), name,
+                                   hashes.get(name), st))
+
     for item in items:
         full = item if os.path.isabs(item) else os.path.join(root, item)
         if os.path.isdir(full) and not os.path.islink(full):
@@ -113,15 +138,10 @@ def expand(root, items, hashes=None):
                             % os.path.join(dirpath, d))
                 dirnames.sort()
                 for fn in sorted(filenames):
-                    specs.extend(expand(root, [os.path.join(dirpath, fn)],
-                                        hashes))
+                    path = os.path.join(dirpath, fn)
+                    add(path, path)
             continue
-        if os.path.islink(full) or not os.path.isfile(full):
-            raise errors.BadNameError("%s is not a regular file" % item)
-        name = os.path.relpath(os.path.realpath(full),
-                               os.path.realpath(root))
-        paths.check_name(name)
-        specs.append(spec_for_path(full, name, hashes.get(name)))
+        add(full, item)
     return specs
 
 
@@ -166,7 +186,7 @@ class Manifest:
 def write_json_atomic(path, data):
     tmp = "%s.tmp" % path
     with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+        json.dump(data, f, separators=(",", ":"))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
