@@ -15,21 +15,13 @@ iproute2 socat rabbitmq-server procps util-linux
 libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
-globus-gass-copy-progs xrootd-server xrootd-client"
+globus-gass-copy-progs xrootd-server xrootd-client libnfs-utils"
 fi
 
-missing=""
-for p in $APT_PACKAGES; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
-    || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  echo "bootstrap: installing$missing"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  # shellcheck disable=SC2086
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends $missing >/dev/null
-fi
+# shellcheck source=tools/apt.sh
+source "$TOP/tools/apt.sh"
+# shellcheck disable=SC2086
+apt_ensure bootstrap $APT_PACKAGES
 
 # RabbitMQ carries the agents' RPC (the demo falls back to no bus).
 if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then

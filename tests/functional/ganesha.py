@@ -82,7 +82,7 @@ def available():
     return netns.available()
 
 
-def cleanup_stale(tmpdirs=(None, '/dev/shm')):
+def cleanup_stale(tmpdirs=(None, '/dev/shm', '/var/tmp')):
     """Remove what crashed test runs left: their namespaces (which kills
     their ganesha and rpcbind, see :func:`netns.cleanup_stale`) and their
     temporary directories.  Returns the directories removed.

@@ -1,0 +1,30 @@
+"""Real local clouds for functional tests, benchmarks and the demo.
+
+``GlanceServer`` and ``KeystoneServer`` run the PyPI releases of Glance and
+Keystone under uwsgi from a virtualenv of their own (made by
+``tools/bootstrap-clouds.sh``; ``$DTN_CLOUDS_VENV`` overrides its place),
+each in a directory of its own, on a free port of 127.0.0.1.
+``FaultProxy`` stands in front of a server and can answer 503/429 or cut
+connections for a while.
+
+Importing this package needs nothing beyond the standard library;
+``client()`` and sessions need python-glanceclient and keystoneauth1 in
+the calling venv.
+"""
+
+from dtn_migrate.devcloud._base import available
+from dtn_migrate.devcloud._base import clouds_venv
+from dtn_migrate.devcloud._base import CloudsNotInstalled
+from dtn_migrate.devcloud._base import free_port
+from dtn_migrate.devcloud._base import ServerFailed
+from dtn_migrate.devcloud.faultproxy import FaultProxy
+from dtn_migrate.devcloud.glance import GlanceServer
+from dtn_migrate.devcloud.glance import make_qcow2
+from dtn_migrate.devcloud.glance import wait_image
+from dtn_migrate.devcloud.keystone import KeystoneServer
+
+__all__ = [
+    "available", "clouds_venv", "CloudsNotInstalled", "FaultProxy",
+    "free_port", "GlanceServer", "KeystoneServer", "make_qcow2",
+    "ServerFailed", "wait_image",
+]
