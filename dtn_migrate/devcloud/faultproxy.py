@@ -155,14 +155,12 @@ class FaultProxy:
         sock, self._listener = self._listener, None
         if sock is None:
             return
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+        _shutdown(sock, socket.SHUT_RDWR)
         sock.close()
         with self._lock:
             conns = list(self._conns)
         for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+            _shutdown(conn, socket.SHUT_RDWR)
         self._thread.join(5)
 
     close = stop

@@ -262,10 +262,16 @@ def _open_source(source, start, block):
 
 
 def _view(chunk):
-    """A byte view of ``chunk`` the caller cannot change any more."""
-    if not isinstance(chunk, bytes):
-        chunk = bytes(chunk)
-    return memoryview(chunk)
+    """(byte view of ``chunk``, whether the caller can no longer change
+    it).  Only immutable views are kept as they are; parts of others are
+    copied when kept, so a chunk is never copied twice.
+    """
+    if isinstance(chunk, bytes):
+        return memoryview(chunk), True
+    try:
+        return memoryview(chunk).cast("B"), False
+    except TypeError:           # not contiguous
+        return memoryview(bytes(chunk)), True
 
 
 def _blocks(chunks, start, size, block, name):
@@ -276,7 +282,7 @@ def _blocks(chunks, start, size, block, name):
     """
     offset, buf, have, last = start, None, 0, None
     for chunk in chunks:
-        view = _view(chunk)
+        view, owned = _view(chunk)
         while view:
             if offset + have >= size:
                 raise base.ShortData(
@@ -286,6 +292,8 @@ def _blocks(chunks, start, size, block, name):
             take = min(len(view), want - have)
             if have == 0 and take == want:
                 data, view = view[:take], view[take:]
+                if not owned:
+                    data = memoryview(data.tobytes())
             else:
                 if buf is None:
                     buf = bytearray(want)
@@ -1017,8 +1025,8 @@ class StagedStream:
     def read(self, n=-1):
         """Up to ``n`` bytes (all the rest if negative); b"" at the end."""
         if n is None or n < 0:
-            return self._rest.tobytes() + b"".join(self) if self._rest \
-                else b"".join(self)
+            rest, self._rest = self._rest.tobytes(), memoryview(b"")
+            return rest + b"".join(self)
         while not self._rest:
             block = next(self._gen, None)
             if block is None:

@@ -291,7 +291,11 @@ def classify(ret, raw):
     ``lost`` when no NFS status came back and ``ret`` is one that libnfs
     uses for failed RPCs (the connection is unusable).
     """
-    status = explain(ret, raw)[1]
+    return _classify_status(ret, explain(ret, raw)[1])
+
+
+def _classify_status(ret, status):
+    """:func:`classify` from the status :func:`explain` found."""
     if status in _STATUS_ERRNO:
         return _STATUS_ERRNO[status], False
     if status is not None:
@@ -305,7 +309,7 @@ def make_error(ret, raw, what):
     name and server) and libnfs's error text ``raw`` (bytes).
     """
     text, status = explain(ret, raw)
-    err, lost = classify(ret, raw)
+    err, lost = _classify_status(ret, status)
     detail = text.strip() or os.strerror(err)
     if lost:
         return ConnectionLost("%s: no usable connection to the NFS server "
@@ -417,10 +421,6 @@ def _clean_path(path, source):
 
 # --------------------------------------------------------------- contexts
 
-def _destroy(lib, ctx):
-    lib.nfs_destroy_context(ctx)
-
-
 class _Connection:
     """One libnfs context: one mount of the export over one TCP
     connection.  Callers hold :attr:`lock` around every use.
@@ -446,7 +446,8 @@ class _Connection:
                 if what is None:
                     raise
                 raise type(exc)("%s: %s" % (what, exc)) from exc
-            self._finalizer = weakref.finalize(self, _destroy, self.lib, ctx)
+            self._finalizer = weakref.finalize(
+                self, self.lib.nfs_destroy_context, ctx)
             self.ctx = ctx
             self.generation += 1
             self.readmax = int(self.lib.nfs_get_readmax(ctx)) or None
@@ -722,7 +723,8 @@ class LibnfsReader(_File, backend.Reader):
             return b""
         buf = bytearray(size)
         n = self.readinto(buf, offset)
-        return bytes(buf) if n == size else bytes(memoryview(buf)[:n])
+        del buf[n:]
+        return bytes(buf)
 
     def readinto(self, buf, offset):
         """Fill the writable buffer ``buf`` from ``offset``; the number of

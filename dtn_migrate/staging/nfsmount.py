@@ -64,12 +64,6 @@ MAX_NCONNECT = 16
 #: tcp_wmem's is 4 MiB).  Advice never goes below it.
 LINUX_TCP_RMEM_MAX = 6 * MiB
 
-_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def _unescape(field):
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
-
 
 def _version_tuple(version):
     major, _, minor = str(version).partition(".")
@@ -153,24 +147,11 @@ def _read(mountinfo):
                                % (mountinfo, exc.strerror or exc))
 
 
-def _root_of(text, mount):
-    """The root field (directory of the file system that is mounted) of
-    the last mountinfo line describing ``mount``.
-    """
-    root = "/"
-    for line in text.splitlines():
-        parsed = mounts.parse_mountinfo(line)
-        if parsed and parsed[0] == mount:
-            root = _unescape(line.split()[3])
-    return root
-
-
-def _below(text, real):
+def _below(table, real):
     """Mounts strictly below directory ``real``."""
     prefix = real.rstrip("/") + "/"
     return tuple((m.mount_point, m.fstype, m.source)
-                 for m in mounts.parse_mountinfo(text)
-                 if m.mount_point.startswith(prefix))
+                 for m in table if m.mount_point.startswith(prefix))
 
 
 def inspect(path, mountinfo="/proc/self/mountinfo"):
@@ -181,8 +162,8 @@ def inspect(path, mountinfo="/proc/self/mountinfo"):
     directory below is on the root disk -- or when mountinfo cannot be
     read.  ``path`` need not exist.
     """
-    text = _read(mountinfo)
-    mount = mounts.mount_of(path, mountinfo)
+    table = mounts.parse_mountinfo(_read(mountinfo))
+    mount = mounts.find_mount(table, path)
     real = os.path.realpath(path)
     if mount is None:
         raise backend.BadMount("no mount holds %s in %s" % (real, mountinfo))
@@ -225,7 +206,7 @@ def inspect(path, mountinfo="/proc/self/mountinfo"):
         source=mount.source,
         server=server,
         export=export,
-        root=_root_of(text, mount),
+        root=mount.root,
         fstype=mount.fstype,
         version=version,
         rsize=_int(kv.get("rsize")),
@@ -242,7 +223,7 @@ def inspect(path, mountinfo="/proc/self/mountinfo"):
         actimeo=_int(kv.get("actimeo")),
         lookupcache=kv.get("lookupcache"),
         options=tuple(mount.options),
-        submounts=_below(text, real),
+        submounts=_below(table, real),
     )
 
 

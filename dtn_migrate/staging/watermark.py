@@ -41,21 +41,9 @@ def side_file(name, suffix=SUFFIX):
     return name + suffix
 
 
-def format_watermark(committed, failed=False):
-    """Side file content for ``committed`` bytes."""
-    return ("%d%s\n" % (committed, " failed" if failed else "")).encode()
-
-
-def parse_watermark(data):
-    """(committed, failed) from side file content; (0, False) when it is
-    empty or unreadable, as the transfer engine reads it.
-    """
-    words = bytes(data[:64]).decode("ascii", "replace").split()
-    try:
-        value = int(words[0]) if words else 0
-    except ValueError:
-        return 0, False
-    return max(0, value), len(words) > 1 and words[1] == FAILED
+# The side file's format is the transfer engine's.
+format_watermark = dataset.format_watermark
+parse_watermark = dataset.parse_watermark
 
 
 def read(backend, name, suffix=SUFFIX):

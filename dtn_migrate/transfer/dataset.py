@@ -53,27 +53,37 @@ class GrowingFileFailed(errors.TransferError):
     code = errors.Code.SOURCE_CHANGED
 
 
+def format_watermark(committed, failed=False):
+    """Content of a watermark side file."""
+    return ("%d%s\n" % (committed, " failed" if failed else "")).encode()
+
+
+def parse_watermark(data):
+    """(committed bytes, failed) from side file content; (0, False) when
+    it is empty or unreadable.
+    """
+    words = bytes(data[:64]).decode("ascii", "replace").split()
+    try:
+        value = int(words[0]) if words else 0
+    except ValueError:
+        return 0, False
+    return max(0, value), len(words) > 1 and words[1] == "failed"
+
+
 def read_watermark_file(path):
     """(committed bytes, failed) from a watermark side file."""
     try:
         with open(path, "rb") as f:
-            text = f.read(64).decode("ascii", "replace").split()
+            return parse_watermark(f.read(64))
     except FileNotFoundError:
         return 0, False
-    if not text:
-        return 0, False
-    try:
-        value = int(text[0])
-    except ValueError:
-        return 0, False
-    return max(0, value), len(text) > 1 and text[1] == "failed"
 
 
 def write_watermark_file(path, committed, failed=False):
     """Publish a watermark atomically (for writers and tests)."""
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write("%d%s\n" % (committed, " failed" if failed else ""))
+    with open(tmp, "wb") as f:
+        f.write(format_watermark(committed, failed))
     os.replace(tmp, path)
 
 

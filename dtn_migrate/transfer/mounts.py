@@ -3,10 +3,15 @@
 import collections
 import ctypes
 import os
+import re
 
-Mount = collections.namedtuple("Mount", "mount_point fstype source options")
+# ``root``: the directory of the mounted file system that appears at
+# ``mount_point`` (not "/" for bind mounts of a subdirectory).
+Mount = collections.namedtuple("Mount",
+                               "mount_point fstype source options root")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 # Memory-backed file systems: preallocating on them only zero-fills RAM.
 MEMORY_FS = frozenset(("tmpfs", "ramfs"))
@@ -14,16 +19,7 @@ MEMORY_FS = frozenset(("tmpfs", "ramfs"))
 
 def _unescape(field):
     """mountinfo escapes space, tab, newline and backslash as \\ooo."""
-    out = []
-    i = 0
-    while i < len(field):
-        if field[i] == "\\" and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
 
 
 def parse_mountinfo(text):
@@ -41,17 +37,15 @@ def parse_mountinfo(text):
         if len(tail) > 2:
             options += tail[2].split(",")
         mounts.append(Mount(_unescape(fields[4]), tail[0],
-                            _unescape(tail[1]), options))
+                            _unescape(tail[1]), options,
+                            _unescape(fields[3])))
     return mounts
 
 
-def mount_of(path, mountinfo="/proc/self/mountinfo"):
-    """The mount holding ``path`` (the last, longest matching mount)."""
-    try:
-        with open(mountinfo) as f:
-            mounts = parse_mountinfo(f.read())
-    except OSError:
-        return None
+def find_mount(mounts, path):
+    """The mount of ``mounts`` holding ``path`` (the last, longest
+    matching one).
+    """
     real = os.path.realpath(path)
     best = None
     for m in mounts:
@@ -61,6 +55,15 @@ def mount_of(path, mountinfo="/proc/self/mountinfo"):
                                               or "/"):
                 best = m
     return best
+
+
+def mount_of(path, mountinfo="/proc/self/mountinfo"):
+    """The mount holding ``path``, or None if mountinfo is unreadable."""
+    try:
+        with open(mountinfo) as f:
+            return find_mount(parse_mountinfo(f.read()), path)
+    except OSError:
+        return None
 
 
 def is_memory_fs(path):

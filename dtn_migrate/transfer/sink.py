@@ -416,8 +416,7 @@ class SinkSession:
         self.retired = set()
         self.pending = {}
         self.pending_bytes = 0
-        self.sync_now = False
-        self.sync_due = None
+        self.sync_due = None    # monotonic time of the next early sync
         self.installed = []
         self.tasks = 0
         self.data = {}
@@ -791,12 +790,9 @@ class SinkSession:
                 # Sync soon when a file has all its objects: nothing
                 # more is coming for it, and its verification waits.
                 if self.pending_bytes >= self.cfg.sync_bytes:
-                    self.sync_now = True
-                    self.cond.notify_all()
-                elif len(f.durable) + len(pending) >= f.nobjects and \
-                        self.sync_due is None:
-                    self.sync_due = time.monotonic() + COMPLETE_SYNC_DELAY
-                    self.cond.notify_all()
+                    self._sync_within(0)
+                elif len(f.durable) + len(pending) >= f.nobjects:
+                    self._sync_within(COMPLETE_SYNC_DELAY)
         self._task_done(f)
         if error is not None and current:
             self._fail(f, error)
@@ -820,12 +816,21 @@ class SinkSession:
                                      f.size, bytes(64), message[:1000]))
 
     # Durability.
+    def _sync_within(self, delay):
+        """Have the syncer run at most ``delay`` seconds from now (lock
+        held).
+        """
+        due = time.monotonic() + delay
+        if self.sync_due is None or due < self.sync_due:
+            self.sync_due = due
+            self.cond.notify_all()
+
     def _sync_loop(self):
         cfg = self.cfg
         while True:
             with self.cond:
                 deadline = time.monotonic() + cfg.sync_interval
-                while not self.closed and not self.sync_now:
+                while not self.closed:
                     due = deadline if self.sync_due is None else \
                         min(deadline, self.sync_due)
                     remaining = due - time.monotonic()
@@ -834,7 +839,6 @@ class SinkSession:
                     self.cond.wait(remaining)
                 if self.closed:
                     return
-                self.sync_now = False
                 self.sync_due = None
             try:
                 self._sync_now()
@@ -988,9 +992,7 @@ class SinkSession:
         # then is the file reported complete.
         with self.lock:
             self.installed.append((f, digest, final))
-            if self.sync_due is None:
-                self.sync_due = time.monotonic() + COMPLETE_SYNC_DELAY
-            self.cond.notify_all()
+            self._sync_within(COMPLETE_SYNC_DELAY)
 
     def _confirm_installed(self, batch, dirs_durable=False):
         """Make the directory entries of installed files durable (unless a

@@ -374,8 +374,9 @@ class Ganesha:
             host = self.lab.addr(self.ns)
         q = {'nfsport': self.nfsport, 'mountport': self.mountport}
         q.update(query)
+        path = path.strip('/')
         return 'nfs://%s%s%s?%s' % (
-            host, PSEUDO, '/' + path.strip('/') if path.strip('/') else '',
+            host, PSEUDO, '/' + path if path else '',
             '&'.join('%s=%s' % kv for kv in q.items()))
 
     @property
