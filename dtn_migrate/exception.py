@@ -57,3 +57,48 @@ class TransferConflict(Conflict):
 
 class ConfigError(DtnMigrateException):
     msg_fmt = _("Configuration error: %(reason)s")
+
+
+class ImageNotFound(NotFound):
+    msg_fmt = _("Image %(image_id)s could not be found in %(cloud)s.")
+
+
+class ImageNotActive(Invalid):
+    msg_fmt = _("Image %(image_id)s is %(status)s, not active; only active "
+                "images can be migrated.")
+    code = 409
+
+
+class ImageUnsupported(Invalid):
+    msg_fmt = _("Image %(image_id)s cannot be migrated: %(reason)s")
+
+
+class ImageServiceUnavailable(DtnMigrateException):
+    msg_fmt = _("The image service of %(cloud)s is unavailable: "
+                "%(reason)s")
+    code = 503
+
+
+class ImageServiceAuthFailed(DtnMigrateException):
+    msg_fmt = _("Authentication to the image service of %(cloud)s "
+                "failed: %(reason)s")
+    code = 401
+
+
+class ImageHashMismatch(DtnMigrateException):
+    msg_fmt = _("Image %(image_id)s: %(where)s has os_hash_value "
+                "%(actual)s, expected %(expected)s.")
+    code = 500
+
+
+class MigrationNotFound(NotFound):
+    msg_fmt = _("Migration %(migration_id)s could not be found.")
+
+
+class MigrationFailed(DtnMigrateException):
+    msg_fmt = _("Migration %(migration_id)s failed: %(reason)s")
+
+
+class PeerUnreachable(DtnMigrateException):
+    msg_fmt = _("Peer DTN %(peer)s cannot be reached: %(reason)s")
+    code = 503

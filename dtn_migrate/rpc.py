@@ -27,14 +27,25 @@ def cleanup():
     TRANSPORT = NOTIFICATION_TRANSPORT = None
 
 
-def get_server(target, endpoints):
+def get_server(target, endpoints, transport=None):
+    """An RPC server on ``transport`` (default: the service's)."""
     access_policy = messaging.DefaultRPCAccessPolicy
-    return messaging.get_rpc_server(TRANSPORT, target, endpoints,
-                                    executor='threading',
+    return messaging.get_rpc_server(transport or TRANSPORT, target,
+                                    endpoints, executor='threading',
                                     access_policy=access_policy)
 
 
-def get_client(target, version_cap=None, timeout=None, retry=None):
-    return messaging.get_rpc_client(TRANSPORT, target,
+def get_client(target, version_cap=None, timeout=None, retry=None,
+               transport=None):
+    """An RPC client on ``transport`` (default: the service's)."""
+    return messaging.get_rpc_client(transport or TRANSPORT, target,
                                     version_cap=version_cap,
                                     timeout=timeout, retry=retry)
+
+
+def get_notifier(publisher_id):
+    """Notifier of ``publisher_id``; its driver and topics come from
+    ``[oslo_messaging_notifications]`` (no driver: notifications off).
+    """
+    return messaging.Notifier(NOTIFICATION_TRANSPORT,
+                              publisher_id=publisher_id)

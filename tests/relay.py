@@ -69,7 +69,7 @@ class Relay:
                 client.close()
                 continue
             try:
-                server = socket.create_connection(self.upstream, timeout=5)
+                server = self._dial()
                 server.settimeout(None)
             except OSError:
                 client.close()
@@ -81,6 +81,10 @@ class Relay:
                              daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False),
                              daemon=True).start()
+
+    def _dial(self):
+        """A connection to the upstream address."""
+        return socket.create_connection(self.upstream, timeout=5)
 
     def _pump(self, src, dst, upstream):
         seen = 0

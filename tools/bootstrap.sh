@@ -11,7 +11,7 @@ SUDO=""
 
 # Runtime and test packages (bindep.txt lists them with their purpose).
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
-iproute2 socat rabbitmq-server procps util-linux
+iproute2 socat rabbitmq-server mariadb-server procps util-linux
 libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
@@ -29,6 +29,21 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
   for _ in $(seq 60); do
     (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+    sleep 1
+  done
+fi
+
+# MariaDB holds the engines' TaskFlow persistence in the functional tests
+# (SQLite is the embedded default).  root over the socket or 127.0.0.1
+# with an empty password, as the machine image has it.
+if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
+  echo "bootstrap: starting mariadb"
+  $SUDO mkdir -p /run/mysqld
+  $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
+  $SUDO start-stop-daemon --start --oknodo --background \
+    --exec /usr/sbin/mariadbd -- --user=mysql >/dev/null 2>&1 || true
+  for _ in $(seq 60); do
+    (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null && break
     sleep 1
   done
 fi

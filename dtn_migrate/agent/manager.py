@@ -1,9 +1,14 @@
 """RPC endpoints of the DTN agent (topic dtn_migrate_agent)."""
 
+import json
+
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
+from dtn_migrate.agent import reports
 from dtn_migrate import exception
+from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import report
 
 LOG = logging.getLogger(__name__)
 
@@ -15,14 +20,17 @@ class AgentManager:
     API version history:
 
     * 1.0 - Initial version.
+    * 1.1 - Import reports: set_import_report, get_peer_report,
+      list_incoming; ping also returns staging_root.
     """
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
-    def __init__(self, host, outgoing, sink):
+    def __init__(self, host, outgoing, sink, incoming=None):
         self.host = host
         self.outgoing = outgoing
         self.sink = sink
+        self.incoming = incoming
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_transfer(self, ctxt, peer, files, options=None,
@@ -68,6 +76,77 @@ class AgentManager:
             raise exception.TransferNotFound(transfer_id=transfer_id)
         return info
 
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def set_import_report(self, ctxt, transfer_id, report):
+        """Store this cloud's import report (a JSON mapping of at most
+        64 KiB) of a transfer received from a peer; that peer reads it
+        with get_peer_report.  Returns the incoming record.
+        """
+        return self._incoming().set_report(transfer_id, report)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def get_peer_report(self, ctxt, peer, transfer_id):
+        """Fetch from peer DTN ``peer`` the import report of a transfer
+        this DTN sent it: the report mapping, or None if there is none
+        (yet).  Raises PeerUnreachable if the peer cannot be reached or
+        authenticated.
+        """
+        tid = reports.check_id(transfer_id)
+        if not isinstance(peer, str) or not peer:
+            raise exception.InvalidInput(reason="peer must be a peer DTN "
+                                                "name")
+        target = self.outgoing.peers.source_peer(peer)
+        try:
+            raw = report.query_report(target, tid, self.outgoing.local_name,
+                                      self.outgoing.cfg)
+        except errors.AuthenticationError as exc:
+            raise exception.PeerUnreachable(
+                peer=peer, reason="authentication failed: %s" % exc)
+        except (ConnectionError, OSError, errors.TransferError) as exc:
+            raise exception.PeerUnreachable(peer=peer, reason=str(exc))
+        if raw is None:
+            return None
+        try:
+            decoded = json.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            decoded = exc
+        if not isinstance(decoded, dict):
+            raise exception.PeerUnreachable(
+                peer=peer, reason="its report of transfer %s is not a JSON "
+                                  "mapping" % tid)
+        return decoded
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def list_incoming(self, ctxt):
+        """Transfers received (persisted across restarts), each merged
+        with the sink's live status when it has one; reports are left
+        out (see ``report_time``).
+        """
+        live = {s["transfer_id"]: s for s in self.sink.status()}
+        out = []
+        for rec in self._incoming().list():
+            entry = dict(live.pop(rec["transfer_id"], {"active": False}))
+            entry.update(rec)
+            stored = entry.pop("report", None)
+            entry["report_state"] = stored.get("state") if isinstance(
+                stored, dict) else None
+            entry.setdefault("report_time", None)
+            out.append(entry)
+        for status in live.values():
+            out.append(dict(status, report_state=None, report_time=None))
+        return out
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
     def ping(self, ctxt):
-        return {"host": self.host, "peers": self.outgoing.peers.names,
+        pong = {"host": self.host, "peers": self.outgoing.peers.names,
                 "listen_port": self.sink.port}
+        root = getattr(self.sink, "root", None)
+        if root is not None:
+            pong["staging_root"] = root.path
+        return pong
+
+    def _incoming(self):
+        if self.incoming is None:
+            raise exception.ConfigError(reason="this agent keeps no "
+                                               "incoming records")
+        return self.incoming

@@ -13,15 +13,17 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
-    def __init__(self, timeout=60, retry=None):
+    def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
         self.client = rpc.get_client(target, version_cap=self.VERSION,
-                                     timeout=timeout, retry=retry)
+                                     timeout=timeout, retry=retry,
+                                     transport=transport)
 
-    def _call(self, ctxt, host, method, **kwargs):
-        return self.client.prepare(server=host).call(ctxt, method, **kwargs)
+    def _call(self, ctxt, host, method, version=None, **kwargs):
+        cctxt = self.client.prepare(server=host, version=version or '1.0')
+        return cctxt.call(ctxt, method, **kwargs)
 
     def start_transfer(self, ctxt, host, peer, files, options=None,
                        transfer_id=None):
@@ -53,3 +55,14 @@ class AgentAPI:
 
     def ping(self, ctxt, host):
         return self._call(ctxt, host, 'ping')
+
+    def set_import_report(self, ctxt, host, transfer_id, report):
+        return self._call(ctxt, host, 'set_import_report', version='1.1',
+                          transfer_id=transfer_id, report=report)
+
+    def get_peer_report(self, ctxt, host, peer, transfer_id):
+        return self._call(ctxt, host, 'get_peer_report', version='1.1',
+                          peer=peer, transfer_id=transfer_id)
+
+    def list_incoming(self, ctxt, host):
+        return self._call(ctxt, host, 'list_incoming', version='1.1')

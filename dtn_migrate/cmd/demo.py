@@ -1,237 +1,426 @@
 """Console entry point: dtn-migrate-demo (the README's main job).
 
-Starts two DTN agents as separate processes on this machine, each with
-its own staging root and configuration, joined by a shared key; asks
-agent A over the message bus to send a generated image to agent B;
-draws the progress; and prints the sha512 that agent B verified, next to
-one computed independently from B's copy.  Uses RabbitMQ on
-127.0.0.1:5672 if it answers; otherwise the sink still runs as an agent
-and the source engine is driven in-process (no message bus needed).
+Migrates a generated qcow2 image between two clouds on this machine.
+Each cloud has a Glance (uwsgi, SQLite, file store), a DTN agent, a
+migration engine, a staging directory and a bus of its own: a RabbitMQ
+vhost when RabbitMQ answers on 127.0.0.1:5672, otherwise an in-process
+transport with every service inside this process.  The demo uploads
+the image to cloud a, asks engine a over a's bus to migrate it to cloud
+b's DTN, draws the progress, and prints the sha512 that cloud b's
+Glance holds next to the source's and the generated file's.
 """
 
 import argparse
 import hashlib
 import os
-import secrets
 import shutil
-import socket
-import subprocess
+import signal
 import sys
 import tempfile
 import threading
 import time
+import traceback
 
-from dtn_migrate.transfer import cli as transfer_cli
+from oslo_service import backend
 
-AGENT_CONF = """\
-[DEFAULT]
-host = {host}
-transport_url = {transport_url}
-log_file = {workdir}/{name}/agent.log
-[agent]
-listen_address = 127.0.0.1
-listen_port = {port}
-staging_root = {workdir}/{name}/staging
-state_dir = {workdir}/{name}/state
-peers = {peer}
-[peer:{peer}]
-address = 127.0.0.1
-port = {peer_port}
-key = {key}
-"""
+# Before oslo.messaging is imported: the in-process services need it.
+backend.init_backend(backend.BackendType.THREADING)
 
+import oslo_messaging as messaging  # noqa: E402
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from dtn_migrate.cmd import _democlouds  # noqa: E402
+from dtn_migrate import devcloud  # noqa: E402
+from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 
-
-def _rabbit_reachable(host="127.0.0.1", port=5672):
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def _make_image(path, size):
-    """A pseudo-random image, distinct in every MiB."""
-    block = os.urandom(1 << 20)
-    with open(path, "wb") as f:
-        for i in range(size >> 20):
-            f.write(i.to_bytes(8, "big") + block[8:])
-        f.write(os.urandom(size & ((1 << 20) - 1)))
+GiB = 1 << 30
+MiB = 1 << 20
+STAGES = ("export", "transfer", "import")
+FINAL = ("complete", "failed", "cancelled")
+# What the demo sets on the source image and checks on the peer's.
+TAGS = ["demo", "dr"]
+MIN_RAM = 512
+PROPERTIES = {"os_distro": "debian", "hw_disk_bus": "virtio"}
 
 
 def _sha512(path):
     h = hashlib.sha512()
     with open(path, "rb") as f:
-        while True:
-            b = f.read(4 << 20)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
+        for block in iter(lambda: f.read(4 * MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _human(n):
+    return transfer_cli.human(n).replace(".0 ", " ")
+
+
+def _data_dir(size):
+    """tmpfs when it holds the image's copies with room to spare."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize > 8 * size + 2 * GiB:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
+def progress_line(rec, seen, width=24):
+    """``[#####.....]  42%  export 100%  transfer 26% 310 MiB/s  ...``;
+    SEEN ({} at first) keeps the percentages from going back (the peer's
+    last report carries no byte count).
+    """
+    def pct(key, value):
+        seen[key] = max(seen.get(key, 0), min(100, int(value)))
+        return seen[key]
+
+    complete = rec.get("state") == "complete"
+    total = pct("total", 100 if complete else 100 * (rec.get("progress")
+                                                     or 0))
+    filled = width * total // 100
+    parts = ["[%s%s] %3d%%" % ("#" * filled, "." * (width - filled), total)]
+    stages = rec.get("stages") or {}
+    for name in STAGES:
+        st = stages.get(name) or {}
+        size = st.get("size") or rec.get("size")
+        if complete or st.get("state") in ("complete", "active"):
+            done = pct(name, 100)
+        elif size:
+            done = pct(name, 100 * (st.get("done") or 0) / size)
+        else:
+            done = seen.get(name, 0)
+        text = "%s %d%%" % (name, done)
+        if done < 100 and st.get("rate"):
+            text += " %s/s" % _human(st["rate"])
+        parts.append(text)
+    return "  ".join(parts)
+
+
+class _Background(threading.Thread):
+    """FUNC in a thread; ``result()`` waits and returns or raises."""
+
+    def __init__(self, func):
+        super().__init__(daemon=True)
+        self.func = func
+        self.value = self.error = None
+        self.start()
+
+    def run(self):
+        try:
+            self.value = self.func()
+        except Exception as exc:  # noqa: B902 - raised by result()
+            self.error = exc
+
+    def result(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class Demo:
     def __init__(self, args):
         self.args = args
-        self.workdir = args.workdir or tempfile.mkdtemp(prefix="dtn-demo-")
-        self.key = secrets.token_hex(32)
-        self.procs = []
-        tag = "%d" % os.getpid()
-        self.names = {"a": "demo-dtn-a-" + tag, "b": "demo-dtn-b-" + tag}
-        self.ports = {"a": _free_port(), "b": _free_port()}
-        self.bus = args.transport_url or (
-            "rabbit://guest:guest@127.0.0.1:5672/"
-            if _rabbit_reachable() else None)
+        self.size = args.size
+        self.workdir = None
+        self.clouds = None
+        self.image = self.vhosts = None
+        self.tty = sys.stdout.isatty()
 
-    def say(self, text):
+    def say(self, text=""):
         print(text, flush=True)
 
-    def write_config(self, side):
-        other = "b" if side == "a" else "a"
-        for sub in ("staging", "state"):
-            os.makedirs(os.path.join(self.workdir, side, sub), exist_ok=True)
-        path = os.path.join(self.workdir, side, "agent.conf")
-        with open(path, "w") as f:
-            f.write(AGENT_CONF.format(
-                host=self.names[side], transport_url=self.bus or "fake://",
-                workdir=self.workdir, name=side, port=self.ports[side],
-                peer=self.names[other], peer_port=self.ports[other],
-                key=self.key))
-        return path
+    # Steps.
+    def check_prerequisites(self):
+        ok, why = devcloud.available()
+        if not ok:
+            raise _democlouds.DemoError(why)
+        try:
+            import glanceclient  # noqa: F401
+        except ImportError:
+            raise _democlouds.DemoError(
+                "python-glanceclient is not installed: run "
+                "tools/bootstrap-clouds.sh")
+        if shutil.which("qemu-img") is None:
+            raise _democlouds.DemoError(
+                "qemu-img not found: run tools/bootstrap-clouds.sh "
+                "(installs qemu-utils)")
 
-    def start_agent(self, side):
-        conf = self.write_config(side)
-        exe = shutil.which("dtn-migrate-agent") or os.path.join(
-            os.path.dirname(sys.executable), "dtn-migrate-agent")
-        proc = subprocess.Popen([exe, "--config-file", conf],
-                                stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        self.procs.append(proc)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit("agent %s exited; see %s/%s/agent.log"
-                                 % (self.names[side], self.workdir, side))
+    def choose_transport(self):
+        """("rabbit" or "fake", why fake)."""
+        want = self.args.transport
+        if want == "fake":
+            return "fake", "in-process transport (fake://), as asked"
+        if _democlouds.rabbit_reachable():
+            return "rabbit", None
+        if want == "rabbit":
+            raise _democlouds.DemoError(
+                "RabbitMQ does not answer on 127.0.0.1:5672")
+        return "fake", ("RabbitMQ does not answer on 127.0.0.1:5672: "
+                        "in-process transport (fake://)")
+
+    def make_buses(self, vhosts, why):
+        """Wait for the vhosts (VHOSTS, a _Background; None: fake), or
+        fall back when they cannot be made; then the transports.
+        """
+        if vhosts is not None:
             try:
-                socket.create_connection(("127.0.0.1", self.ports[side]),
-                                         timeout=0.5).close()
-                return conf
-            except OSError:
-                time.sleep(0.2)
-        raise SystemExit("agent %s did not start" % self.names[side])
+                vhosts.result()
+            except _democlouds.DemoError as exc:
+                if self.args.transport == "rabbit":
+                    raise
+                self.clouds.vhosts.delete()
+                self.clouds.kind = "fake"
+                why = ("cannot create RabbitMQ vhosts (%s); falling back "
+                       "to the in-process transport (fake://)" % exc)
+        self.clouds.make_buses()
+        if self.clouds.kind == "rabbit":
+            self.say("message bus: RabbitMQ on 127.0.0.1:5672, vhosts %s"
+                     % " and ".join(self.clouds.vhosts.names))
+        else:
+            self.say("message bus: %s; one transport per cloud, agents "
+                     "and engines in this process" % why)
+
+    def generate(self):
+        """The qcow2 (in a thread while the clouds start)."""
+        path = os.path.join(self.workdir, "demo-disk.qcow2")
+        virtual = max(GiB, -(-self.size // GiB) * GiB)
+        t0 = time.monotonic()
+        devcloud.make_qcow2(path, self.size, seed=int(time.time()),
+                            virtual_size=virtual)
+        return path, virtual, _sha512(path), time.monotonic() - t0
+
+    def upload(self, path, min_disk):
+        client = self.clouds.a.admin()
+        image = client.images.create(
+            name="demo-disk", disk_format="qcow2", container_format="bare",
+            min_disk=min_disk, min_ram=MIN_RAM, tags=TAGS, **PROPERTIES)
+        t0 = time.monotonic()
+        with open(path, "rb") as f:
+            client.images.upload(image["id"], f)
+        image = dict(devcloud.wait_image(client, image["id"]))
+        self.say("uploaded to cloud a's Glance in %.1f s: image %s "
+                 "(tags %s, min_disk %d, min_ram %d, %s)" % (
+                     time.monotonic() - t0, image["id"],
+                     ",".join(sorted(image["tags"])), image["min_disk"],
+                     image["min_ram"], ", ".join(
+                         "%s=%s" % kv for kv in sorted(PROPERTIES.items()))))
+        return image
+
+    def follow(self, api, migration_id, timeout):
+        """Poll the migration until it ends, drawing the progress."""
+        deadline = time.monotonic() + timeout
+        shown = -1
+        misses = 0
+        seen = {}
+        while True:
+            self.clouds.services.check()
+            try:
+                rec = api.get_migration({}, migration_id)
+                misses = 0
+            except messaging.MessagingTimeout:
+                misses += 1
+                if misses >= 3:
+                    raise _democlouds.DemoError(
+                        "engine a stopped answering on its bus")
+                continue
+            line = progress_line(rec, seen)
+            if self.tty:
+                cols = shutil.get_terminal_size((100, 24)).columns
+                sys.stdout.write("\r\033[K" + line[:cols - 1])
+                sys.stdout.flush()
+            elif seen["total"] // 10 != shown or rec["state"] in FINAL:
+                shown = seen["total"] // 10
+                self.say(line)
+            if rec["state"] in FINAL:
+                if self.tty:
+                    sys.stdout.write("\n")
+                return rec
+            if time.monotonic() > deadline:
+                if self.tty:
+                    sys.stdout.write("\n")
+                raise _democlouds.DemoError(
+                    "migration %s not done after %d s (state %s)" % (
+                        migration_id, timeout, rec["state"]))
+            time.sleep(0.25)
+
+    def verify(self, source, file_digest, peer_id):
+        """Read the peer's image from cloud b's Glance and compare it
+        with the source's (read again) and the file; return problems.
+        """
+        peer = dict(self.clouds.b.admin().images.get(peer_id))
+        source = dict(self.clouds.a.admin().images.get(source["id"]))
+        problems = []
+        if peer["status"] != "active":
+            problems.append("peer image is %s" % peer["status"])
+        if peer.get("os_hash_algo") != "sha512":
+            problems.append("peer os_hash_algo is %s" % peer.get(
+                "os_hash_algo"))
+        for key in ("size", "disk_format", "container_format", "min_disk",
+                    "min_ram") + tuple(PROPERTIES):
+            if peer.get(key) != source.get(key):
+                problems.append("%s: %r on a, %r on b" % (
+                    key, source.get(key), peer.get(key)))
+        if sorted(peer.get("tags") or ()) != sorted(source["tags"]):
+            problems.append("tags: %s on a, %s on b" % (
+                source["tags"], peer.get("tags")))
+        verified = peer.get("os_hash_value")
+        self.say("peer image: %s on cloud b, %s, %s, tags %s, min_disk "
+                 "%s, min_ram %s, %s" % (
+                     peer_id, peer["status"], _human(peer["size"] or 0),
+                     ",".join(sorted(peer.get("tags") or ())),
+                     peer.get("min_disk"), peer.get("min_ram"),
+                     ", ".join("%s=%s" % (k, peer.get(k))
+                               for k in sorted(PROPERTIES))))
+        self.say("sha512 verified on cloud b: %s" % verified)
+        self.say("  os_hash_value of the source image on cloud a: %s" % (
+            "same" if source["os_hash_value"] == verified
+            else source["os_hash_value"]))
+        self.say("  sha512 of the generated file:                %s" % (
+            "same" if file_digest == verified else file_digest))
+        if not (verified == source["os_hash_value"] == file_digest):
+            problems.append("checksums differ")
+        return problems
 
     def run(self):
-        size = transfer_cli.size(self.args.size)
-        self.say("workspace: %s" % self.workdir)
-        self.say("message bus: %s" % (self.bus or "none reachable; the "
-                                      "source engine runs in-process"))
-        image = os.path.join(self.workdir, "a", "staging", "demo.img")
-        os.makedirs(os.path.dirname(image), exist_ok=True)
-        self.say("generating a %s image on DTN A ..." % transfer_cli.human(
-            size))
-        _make_image(image, size)
-        self.say("starting agents %s (port %d) and %s (port %d)"
-                 % (self.names["a"], self.ports["a"], self.names["b"],
-                    self.ports["b"]))
-        conf_b = self.start_agent("b")
-        if self.bus:
-            conf_a = self.start_agent("a")
-            status = self.via_rpc(conf_a)
-        else:
-            status = self.direct(image)
-        if status["state"] != "complete":
-            self.say("transfer %s: %s" % (status["state"], status["error"]))
-            return 1
-        received = os.path.join(self.workdir, "b", "staging", "demo.img")
-        verified = status["files"][0].get("sha512")
-        self.say("sink-verified sha512: %s" % verified)
-        independent = _sha512(received)
-        self.say("recomputed on B:      %s" % independent)
-        same = independent == verified == _sha512(image)
-        self.say("%s in %.2f s (%s/s), %d resent bytes"
-                 % ("bit-identical" if same else "MISMATCH",
-                    status["elapsed"], transfer_cli.human(
-                        status["bytes_total"] / max(status["elapsed"],
-                                                    1e-6)),
-                    status["bytes_resent"]))
-        del conf_b
-        return 0 if same else 1
-
-    def via_rpc(self, conf_a):
-        from dtn_migrate.agent import rpcapi
-        from dtn_migrate import config
-        from dtn_migrate import rpc
-        config.parse_args(["demo", "--config-file", conf_a],
-                          configure_logging=False)
-        rpc.init(config.CONF)
-        try:
-            api = rpcapi.AgentAPI(timeout=30, retry=3)
-            api.ping({}, self.names["a"])
-            status = api.start_transfer({}, self.names["a"],
-                                        self.names["b"], ["demo.img"])
-            tid = status["transfer_id"]
-            self.say("transfer %s started over RPC" % tid)
-            while status["state"] not in ("complete", "failed", "cancelled"):
-                time.sleep(0.3)
-                status = api.get_transfer({}, self.names["a"], tid)
-                if "bytes_total" in status:
-                    sys.stdout.write("\r" + transfer_cli.progress_line(status))
-                    sys.stdout.flush()
-            sys.stdout.write("\n")
-            return status
-        finally:
-            rpc.cleanup()
-
-    def direct(self, image):
-        from dtn_migrate.transfer import config
-        from dtn_migrate.transfer import dataset
-        from dtn_migrate.transfer import source
-        spec = dataset.spec_for_path(image, "demo.img")
-        manifest = dataset.Manifest.new(self.names["b"], [spec])
-        peer = source.Peer(self.names["b"], "127.0.0.1", self.ports["b"],
-                           bytes.fromhex(self.key))
-        transfer = source.SourceTransfer(
-            manifest, peer, config.TransferConfig(),
-            os.path.join(self.workdir, "a", "state"), self.names["a"])
-        runner = threading.Thread(target=transfer.run)
-        runner.start()
-        while runner.is_alive():
-            runner.join(0.3)
-            sys.stdout.write("\r" + transfer_cli.progress_line(
-                transfer.progress.snapshot()))
-            sys.stdout.flush()
-        sys.stdout.write("\n")
-        status = transfer.status()
-        transfer.close()
-        return status
+        t_start = time.monotonic()
+        self.check_prerequisites()
+        kind, why = self.choose_transport()
+        parent = self.args.workdir or _data_dir(self.size)
+        os.makedirs(parent, exist_ok=True)
+        self.workdir = tempfile.mkdtemp(prefix="dtn-demo-", dir=parent)
+        _democlouds.log_to(os.path.join(self.workdir, _democlouds.LOG))
+        self.say("dtn-migrate demo: migrate a %s qcow2 image from cloud a "
+                 "to cloud b" % _human(self.size))
+        self.say("work directory: %s" % self.workdir)
+        # The image and the vhosts are made while the Glances start.
+        self.image = _Background(self.generate)
+        self.clouds = _democlouds.Clouds(self.workdir, kind)
+        if kind == "rabbit":
+            self.vhosts = _Background(self.clouds.make_vhosts)
+        self.clouds.start_glances()
+        self.make_buses(self.vhosts, why)
+        a, b = self.clouds.a, self.clouds.b
+        self.clouds.start_services()
+        for c in (a, b):
+            self.say("cloud %s: Glance %s (uwsgi, SQLite, file store), DTN "
+                     "agent %s on port %d, engine %s" % (
+                         c.name, c.glance.endpoint, c.agent_name, c.port,
+                         c.engine_name))
+        self.clouds.wait_ready()
+        self.say("agents and engines answer on their buses (%s)" % (
+            "processes" if self.clouds.kind == "rabbit" else "in-process"))
+        path, virtual, file_digest, seconds = self.image.result()
+        self.say("image: generated a qcow2 with qemu-img in %.1f s (%s of "
+                 "data, %s virtual, file %s)" % (
+                     seconds, _human(self.size), _human(virtual),
+                     _human(os.path.getsize(path))))
+        source = self.upload(path, virtual // GiB)
+        if source["os_hash_value"] != file_digest:
+            raise _democlouds.DemoError(
+                "cloud a's Glance computed %s, the file's sha512 is %s" % (
+                    source["os_hash_value"], file_digest))
+        api = a.engine_api()
+        t0 = time.monotonic()
+        req = api.migrate({}, b.agent_name, images=[source["id"]])
+        [mig] = req["migrations"]
+        self.say("migration %s: image %s to %s, asked of engine a over "
+                 "its bus" % (mig["migration_id"], source["id"],
+                              b.agent_name))
+        rec = self.follow(api, mig["migration_id"], self.args.timeout)
+        elapsed = time.monotonic() - t0
+        if rec["state"] != "complete":
+            raise _democlouds.DemoError("migration %s %s: %s" % (
+                rec["migration_id"], rec["state"], rec.get("error")))
+        peer_id = (rec.get("peer_image") or {}).get("image_id")
+        if not peer_id:
+            raise _democlouds.DemoError("migration complete but no peer "
+                                        "image id in %s" % rec)
+        problems = self.verify(source, file_digest, peer_id)
+        if problems:
+            raise _democlouds.DemoError("verification failed: %s"
+                                        % "; ".join(problems))
+        self.say("migrated %s in %.1f s (%s/s end to end: export, "
+                 "transfer, import into cloud b's Glance); demo total "
+                 "%.1f s" % (_human(source["size"]), elapsed,
+                             _human(source["size"] / max(elapsed, 1e-3)),
+                             time.monotonic() - t_start))
+        return 0
 
     def cleanup(self):
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if not self.args.keep and not self.args.workdir:
+        """Stop everything; remove the work directory unless --keep."""
+        keep = self.args.keep
+        problems = []
+        if self.vhosts is not None:
+            self.vhosts.join(120)
+        if self.clouds is not None:
+            problems = self.clouds.stop(keep=keep)
+        if self.image is not None:
+            self.image.join(300)
+        for problem in problems:
+            print("cleanup: %s" % problem, file=sys.stderr, flush=True)
+        if self.workdir is None:
+            return
+        if keep:
+            self.say("kept %s (logs: demo.log, cloud-*/agent.log, "
+                     "cloud-*/engine.log, cloud-*/glance-*/glance-api.log)"
+                     % self.workdir)
+        else:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    raise _Interrupted(signum)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="dtn-migrate-demo",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", default="1G", help="image size (default 1G)")
-    p.add_argument("--workdir", help="keep everything here")
-    p.add_argument("--transport-url", help="message bus for the agents")
+                                description=__doc__.split("\n\n")[1])
+    p.add_argument("--size", type=transfer_cli.size, default="256M",
+                   help="data in the generated image (default 256M)")
+    p.add_argument("--transport", choices=("auto", "rabbit", "fake"),
+                   default=os.environ.get("DTN_DEMO_TRANSPORT", "auto"),
+                   help="message buses: RabbitMQ vhosts, the in-process "
+                        "fake:// transport, or RabbitMQ when it answers "
+                        "(default auto; $DTN_DEMO_TRANSPORT)")
+    p.add_argument("--workdir", help="make the work directory in this "
+                   "directory (default: /dev/shm if roomy, else $TMPDIR)")
     p.add_argument("--keep", action="store_true",
-                   help="keep the temporary workspace")
+                   help="keep the work directory (configs, logs, data)")
+    p.add_argument("--timeout", type=int, default=1800,
+                   help="longest wait for the migration, in seconds")
     args = p.parse_args(argv)
+    if args.size < MiB:
+        p.error("--size must be at least 1M")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     demo = Demo(args)
+    code = 1
     try:
-        sys.exit(demo.run())
+        code = demo.run()
+    except KeyboardInterrupt as exc:
+        print("\ninterrupted: cleaning up", file=sys.stderr, flush=True)
+        code = 128 + getattr(exc, "signum", signal.SIGINT)
+    except (_democlouds.DemoError, devcloud.CloudsNotInstalled,
+            devcloud.ServerFailed) as exc:
+        print("\ndemo failed: %s" % exc, file=sys.stderr, flush=True)
+    except Exception:  # noqa: B902 - reported, then cleaned up
+        traceback.print_exc()
+        print("\ndemo failed (unexpected error above)", file=sys.stderr,
+              flush=True)
     finally:
+        # Cleaning up (a few seconds) is not interrupted.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         demo.cleanup()
+    if code == 1 and not args.keep and demo.workdir:
+        print("(rerun with --keep to inspect the logs)", file=sys.stderr)
+    sys.exit(code)

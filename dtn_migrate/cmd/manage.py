@@ -7,6 +7,14 @@
     dtn-migrate-manage nfs advise --link 10gbit [--rtt MS] [--server DTN]
         [--export DIR] [--client HOST] [--mount-point DIR] [--json]
     dtn-migrate-manage nfs check [PATH] [--mountinfo FILE]
+    dtn-migrate-manage migrate --peer PEER (--image ID [ID...] | --tag TAG
+        | --property KEY=VALUE...) [--keep-id] [--visibility V]
+        [--target-project P] [--no-verify] [--mode pipelined|serial]
+        [--force] [--transfer-option KEY=JSON...] [--request-id UUID]
+        [--no-wait] [--timeout SECONDS]
+    dtn-migrate-manage migration list [--request-id ID] [--direction D]
+    dtn-migrate-manage migration show|cancel ID
+    dtn-migrate-manage migration wait (ID | --request-id ID) [--timeout S]
 
 Every ``transfer`` command talks to the agent on DTN ``--host`` over the
 message bus of the configuration given with --config-file.  Results are
@@ -18,21 +26,37 @@ and the DTN export settings for a link; ``check`` prints the staging
 mount (default ``[staging] path``) as JSON and exits 0 when it follows
 the ``[staging]`` profile, 1 when it deviates and 3 when the path is not
 on NFS at all.
+
+``migrate`` and ``migration`` talk to the migration engine of the cloud
+whose bus is in --config-file.  ``migrate`` prints the request (JSON),
+then, unless --no-wait, draws one progress line per migration on stderr
+and prints the final records (JSON).  ``migrate`` and ``migration wait``
+exit 0 when every migration completes, 1 when one failed, 3 when one was
+cancelled (none failed) and 4 on --timeout (the migrations go on).  An
+error from the engine, or no answer from it, exits 2.
 """
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import json
+import shutil
+import signal
 import socket
 import sys
+import threading
 import time
 import urllib.parse
+import uuid
 
 from oslo_config import cfg
 import oslo_messaging as messaging
 
 from dtn_migrate.agent import rpcapi
 from dtn_migrate import config
+from dtn_migrate.engine import requests as engine_requests
+from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
 from dtn_migrate.staging import backend as staging_backend
@@ -43,14 +67,69 @@ from dtn_migrate.transfer import cli as transfer_cli
 CONF = config.CONF
 EXIT = {"complete": 0, "failed": 1, "cancelled": 3}
 NFS_EXIT = {"ok": 0, "deviations": 1, "not_nfs": 3}
+ERROR_EXIT = 2
+TIMEOUT_EXIT = 4
+STAGES = ("export", "transfer", "import")
+POLL_INTERVAL = 1.0
+#: Seconds an RPC call may take beyond its timeout before it is given up.
+BUS_GRACE = 10
+NO_BUS = ("cannot reach the message bus within %g s (is the broker of "
+          "transport_url running and reachable?)")
+NO_ANSWER = ("the migration engine did not answer within %g s (is "
+             "dtn-migrate-engine running on this cloud's message bus?)")
 
 
 def _print(data):
     print(json.dumps(data, indent=1, sort_keys=True))
 
 
+class BusTimeout(Exception):
+    """An RPC call outlived its deadline (the broker is unreachable)."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds):
+    """Raise BusTimeout in the block after ``seconds``.
+
+    ``retry`` bounds sending only: oslo.messaging connects the reply
+    queue of a call again and again while the broker is down.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise BusTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _Bounded:
+    """An RPC API whose every call ends within its timeout + BUS_GRACE."""
+
+    def __init__(self, api, timeout):
+        self._api = api
+        self._seconds = timeout + BUS_GRACE
+
+    def __getattr__(self, name):
+        method = getattr(self._api, name)
+
+        @functools.wraps(method)
+        def call(*args, **kwargs):
+            with _deadline(self._seconds):
+                return method(*args, **kwargs)
+        return call
+
+
 def _api():
-    return rpcapi.AgentAPI(timeout=CONF.command.timeout, retry=3)
+    return _Bounded(rpcapi.AgentAPI(timeout=CONF.command.timeout, retry=3),
+                    CONF.command.timeout)
 
 
 def _wait(api, host, transfer_id, progress):
@@ -166,6 +245,288 @@ class NfsCommands:
         return NFS_EXIT[result["status"]]
 
 
+def _first_line(text):
+    lines = str(text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _message(exc):
+    """One line for ``exc`` (a remote exception's str() ends with the
+    engine's traceback; its ``message`` does not).
+    """
+    return _first_line(getattr(exc, "message", None) or exc) or \
+        type(exc).__name__
+
+
+def _error(text):
+    print("error: %s" % text, file=sys.stderr)
+    return ERROR_EXIT
+
+
+def _engine_errors(func):
+    """Report an engine error, or its silence, on one line; exit 2."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except exception.DtnMigrateException as exc:
+            return _error(_message(exc))
+        except messaging.MessagingTimeout:
+            return _error(NO_ANSWER % CONF.command.rpc_timeout)
+        except BusTimeout:
+            return _error(NO_BUS % (CONF.command.rpc_timeout + BUS_GRACE))
+        except messaging.RemoteError as exc:
+            return _error("the migration engine failed: %s: %s"
+                          % (exc.exc_type, _first_line(exc.value)))
+        except messaging.MessagingException as exc:
+            return _error("message bus: %s" % _message(exc))
+        except KeyboardInterrupt:
+            print("\ninterrupted: the migrations go on", file=sys.stderr)
+            return 130
+    return wrapper
+
+
+def _engine_api():
+    timeout = CONF.command.rpc_timeout
+    return _Bounded(engine_rpcapi.EngineAPI(timeout=timeout, retry=3),
+                    timeout)
+
+
+def _duration(seconds):
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return "%d:%02d:%02d" % (hours, minutes, secs)
+    return "%02d:%02d" % (minutes, secs)
+
+
+def _rate_eta(stages, size):
+    """(rate, ETA) of the unfinished stage due last, or (None, None)."""
+    rate = eta = None
+    for name in STAGES:
+        st = stages.get(name) or {}
+        total, done = st.get("size") or size, st.get("done") or 0
+        if not st.get("rate") or not total or done >= total:
+            continue
+        left = st.get("eta")
+        if left is None:
+            left = (total - done) / st["rate"]
+        if eta is None or left > eta:
+            rate, eta = st["rate"], left
+    return rate, eta
+
+
+def migration_line(record, width=20):
+    """One progress line for a migration record."""
+    name = record.get("image_name") or record.get("image_id") or \
+        record.get("migration_id") or "?"
+    state = record.get("state") or "?"
+    frac = min(1.0, max(0.0, float(record.get("progress") or 0)))
+    filled = int(frac * width)
+    parts = ["%-28.28s %-9s [%s%s] %5.1f%%" % (
+        name, state, "#" * filled, "." * (width - filled), 100 * frac)]
+    stages = record.get("stages") or {}
+    size = record.get("size")
+    for stage in STAGES:
+        st = stages.get(stage)
+        if st is not None:
+            total = st.get("size") or size
+            parts.append("%s %s/%s" % (
+                stage, transfer_cli.human(st.get("done") or 0),
+                transfer_cli.human(total) if total else "?"))
+    if state in EXIT:
+        if record.get("error"):
+            parts.append("- %s" % _first_line(record["error"]))
+    else:
+        rate, eta = _rate_eta(stages, size)
+        if rate:
+            parts.append("%s/s" % transfer_cli.human(rate))
+        if eta is not None:
+            parts.append("ETA %s" % _duration(eta))
+    if record.get("reused"):
+        parts.append("(reused)")
+    return " ".join(parts)
+
+
+def _summary(records):
+    counts = {}
+    for record in records:
+        state = record.get("state") or "?"
+        counts[state] = counts.get(state, 0) + 1
+    return "%d migrations: %s" % (len(records), ", ".join(
+        "%d %s" % (n, state) for state, n in sorted(counts.items())))
+
+
+class _Progress:
+    """Progress lines on ``stream``: redrawn in place on a terminal,
+    else a migration's line whenever its state or tenth changes.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.drawn = 0
+        self.seen = {}
+
+    def draw(self, records):
+        if self.tty:
+            text = self._redraw(records)
+        else:
+            text = ""
+            for record in records:
+                key = (record.get("state"),
+                       int(10 * float(record.get("progress") or 0)))
+                if self.seen.get(record.get("migration_id")) != key:
+                    self.seen[record.get("migration_id")] = key
+                    text += migration_line(record) + "\n"
+        if text:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _redraw(self, records):
+        columns, rows = shutil.get_terminal_size((100, 24))
+        shown = list(records)
+        if len(shown) > rows - 2:
+            shown = sorted(shown, key=lambda r: r.get("state") in EXIT)
+            shown = shown[:max(1, rows - 3)]
+        lines = [migration_line(r) for r in shown]
+        if len(shown) < len(records):
+            lines.append(_summary(records))
+        text = "\x1b[%dA" % self.drawn if self.drawn else ""
+        self.drawn = len(lines)
+        return text + "".join("\r\x1b[K%s\n" % line[:columns - 1]
+                              for line in lines) + "\x1b[J"
+
+
+def _follow(api, records, request_id=None, timeout=None):
+    """Poll the migrations of ``records`` until all are final or
+    ``timeout`` seconds pass; returns (latest records, timed out).
+    """
+    ids = [r["migration_id"] for r in records]
+    reused = {r["migration_id"] for r in records if r.get("reused")}
+    current = {r["migration_id"]: r for r in records}
+    progress = _Progress(sys.stderr)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        progress.draw([current[i] for i in ids])
+        pending = [i for i in ids if current[i].get("state") not in EXIT]
+        if not pending:
+            return [current[i] for i in ids], False
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return [current[i] for i in ids], True
+        time.sleep(POLL_INTERVAL if left is None
+                   else min(POLL_INTERVAL, left))
+        listed = {}
+        if request_id:
+            # Reused migrations belong to an earlier request: asked alone.
+            listed = {r["migration_id"]: r for r in api.list_migrations(
+                {}, request_id=request_id)}
+        for i in pending:
+            record = listed.get(i) or api.get_migration({}, i)
+            current[i] = dict(record, reused=True) if i in reused \
+                else record
+
+
+def _exit_code(records):
+    states = {r.get("state") for r in records}
+    if "failed" in states:
+        return EXIT["failed"]
+    if "cancelled" in states:
+        return EXIT["cancelled"]
+    return EXIT["complete"]
+
+
+def _wait_and_print(api, records, request_id, timeout, again):
+    """Follow, print the final records and return the exit code;
+    ``again`` is the command that follows them further.
+    """
+    final, timed_out = _follow(api, records, request_id, timeout)
+    _print(final if request_id else final[0])
+    if timed_out:
+        left = [r for r in final if r.get("state") not in EXIT]
+        print("timeout: %d of %d migrations unfinished after %g s; they "
+              "go on (dtn-migrate-manage %s)"
+              % (len(left), len(final), timeout, again), file=sys.stderr)
+        return TIMEOUT_EXIT
+    return _exit_code(final)
+
+
+class MigrationCommands:
+    """Image migrations, through this cloud's migration engine."""
+
+    @_engine_errors
+    def migrate(self):
+        c = CONF.command
+        if c.images and (c.tag or c.properties):
+            return _error("give --image, or --tag and/or --property, not "
+                          "both")
+        if not (c.images or c.tag or c.properties):
+            return _error("give --image, --tag or --property")
+        options = {k: getattr(c, k) for k in (
+            "keep_id", "visibility", "target_project", "verify", "mode",
+            "force") if getattr(c, k) is not None}
+        if c.transfer_options:
+            options["transfer_options"] = c.transfer_options
+        selector = None
+        if not c.images:
+            selector = {k: v for k, v in (("tag", c.tag),
+                                          ("properties", c.properties)) if v}
+        # Chosen here, so that a request lost in a timeout can be named.
+        request_id = c.request_id or uuid.uuid4().hex
+        api = _engine_api()
+        try:
+            request = api.migrate({}, c.peer, images=c.images or None,
+                                  selector=selector,
+                                  options=options or None,
+                                  request_id=request_id)
+        except messaging.MessagingTimeout:
+            return _error(
+                NO_ANSWER % c.rpc_timeout + "; if it got the request, "
+                "'dtn-migrate-manage migration list --request-id %s' shows "
+                "it, and rerunning with --request-id %s is safe"
+                % (request_id, request_id))
+        _print(request)
+        sys.stdout.flush()
+        if c.no_wait:
+            return 0
+        return _wait_and_print(
+            api, request["migrations"], request["request_id"], c.timeout,
+            "migration wait --request-id %s" % request["request_id"])
+
+    @_engine_errors
+    def list(self):
+        _print(_engine_api().list_migrations(
+            {}, request_id=CONF.command.request_id,
+            direction=CONF.command.direction))
+
+    @_engine_errors
+    def show(self):
+        _print(_engine_api().get_migration({}, CONF.command.migration_id))
+
+    @_engine_errors
+    def wait(self):
+        c = CONF.command
+        if bool(c.migration_id) == bool(c.request_id):
+            return _error("give a migration ID or --request-id")
+        api = _engine_api()
+        if c.request_id:
+            records = api.list_migrations({}, request_id=c.request_id)
+            if not records:
+                return _error("request %s has no migrations"
+                              % c.request_id)
+            again = "migration wait --request-id %s" % c.request_id
+            return _wait_and_print(api, records, c.request_id, c.timeout,
+                                   again)
+        record = api.get_migration({}, c.migration_id)
+        return _wait_and_print(api, [record], None, c.timeout,
+                               "migration wait %s" % c.migration_id)
+
+    @_engine_errors
+    def cancel(self):
+        _print(_engine_api().cancel_migration({}, CONF.command.migration_id))
+
+
 def _link_rate(text):
     try:
         return nfsmount.parse_rate(text)
@@ -246,8 +607,133 @@ def add_nfs_parsers(subparsers):
     p.set_defaults(func=commands.check)
 
 
+def _key_value(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, got %r" % text)
+    return key, value
+
+
+def _key_json(text):
+    """KEY=JSON; a value that is not JSON is taken as a string."""
+    key, value = _key_value(text)
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _uuid(text):
+    try:
+        return uuid.UUID(text).hex
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a UUID: %r" % text)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise argparse.ArgumentTypeError("not a number of seconds: %r"
+                                         % text)
+    return value
+
+
+class _Mapping(argparse.Action):
+    """Repeatable KEY=VALUE into a dict; a key given twice is refused."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        key, value = values
+        mapping = dict(getattr(namespace, self.dest, None) or {})
+        if key in mapping:
+            parser.error("%s %s given twice" % (option_string, key))
+        mapping[key] = value
+        setattr(namespace, self.dest, mapping)
+
+
+def add_migration_parsers(subparsers):
+    commands = MigrationCommands()
+
+    def common(p, func, timeout=False):
+        p.add_argument("--rpc-timeout", dest="rpc_timeout", type=_seconds,
+                       default=60, metavar="SECONDS",
+                       help="seconds to wait for each answer of the engine "
+                            "(default 60)")
+        if timeout:
+            p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                           help="stop following after SECONDS and exit 4 "
+                                "(the migrations go on)")
+        p.set_defaults(bus=True, func=func)
+
+    p = subparsers.add_parser(
+        "migrate", help="migrate images to a peer cloud through this "
+                        "cloud's migration engine")
+    p.add_argument("--peer", required=True,
+                   help="the peer cloud's DTN, as this cloud's DTN knows it")
+    g = p.add_argument_group("images: --image, or --tag and/or --property")
+    g.add_argument("--image", dest="images", action="extend", nargs="+",
+                   metavar="ID", help="image id (repeatable)")
+    g.add_argument("--tag", help="the active images with this tag")
+    g.add_argument("--property", dest="properties", action=_Mapping,
+                   type=_key_value, metavar="KEY=VALUE",
+                   help="the active images with this property value "
+                        "(repeatable: all must match)")
+    g = p.add_argument_group("migration options (default: the engine's)")
+    g.add_argument("--keep-id", dest="keep_id", action="store_true",
+                   default=None,
+                   help="give the peer's image the same id")
+    g.add_argument("--visibility", choices=engine_requests.VISIBILITIES,
+                   help="visibility of the peer's image (default: the "
+                        "source image's)")
+    g.add_argument("--target-project", dest="target_project",
+                   metavar="PROJECT",
+                   help="project owning the peer's image")
+    g.add_argument("--no-verify", dest="verify", action="store_false",
+                   default=None,
+                   help="do not compare the peer's image metadata with "
+                        "the source's (the hash is always checked)")
+    g.add_argument("--mode", choices=engine_requests.MODES,
+                   help="pipelined: export, transfer and import overlap; "
+                        "serial: one after the other ([engine] mode)")
+    g.add_argument("--force", action="store_true", default=None,
+                   help="migrate again an image already migrated "
+                        "unchanged")
+    g.add_argument("--transfer-option", dest="transfer_options",
+                   action=_Mapping, type=_key_json, metavar="KEY=JSON",
+                   help="DTN transfer option, e.g. streams=8 (repeatable)")
+    p.add_argument("--request-id", dest="request_id", type=_uuid,
+                   metavar="UUID",
+                   help="idempotency key (default: a new one)")
+    p.add_argument("--no-wait", dest="no_wait", action="store_true",
+                   help="print the request and exit")
+    common(p, commands.migrate, timeout=True)
+
+    parser = subparsers.add_parser("migration",
+                                   help=MigrationCommands.__doc__)
+    actions = parser.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("list", help="migrations of this cloud")
+    common(p, commands.list)
+    p.add_argument("--request-id", dest="request_id", type=_uuid,
+                   metavar="UUID")
+    p.add_argument("--direction", choices=["outgoing", "incoming"])
+    for name, help_ in (("show", "a migration"),
+                        ("cancel", "cancel a migration")):
+        p = actions.add_parser(name, help=help_)
+        common(p, getattr(commands, name))
+        p.add_argument("migration_id", metavar="ID")
+    p = actions.add_parser(
+        "wait", help="follow a migration, or a request's, until final")
+    common(p, commands.wait, timeout=True)
+    p.add_argument("migration_id", metavar="ID", nargs="?")
+    p.add_argument("--request-id", dest="request_id", type=_uuid,
+                   metavar="UUID", help="every migration of a request")
+
+
 def add_command_parsers(subparsers):
     add_nfs_parsers(subparsers)
+    add_migration_parsers(subparsers)
     parser = subparsers.add_parser("transfer", help=TransferCommands.__doc__)
     parser.set_defaults(bus=True)
     actions = parser.add_subparsers(dest="action", required=True)
@@ -296,12 +782,16 @@ def main():
     try:
         rc = CONF.command.func()
     except exception.DtnMigrateException as exc:
-        print("error: %s" % exc, file=sys.stderr)
+        print("error: %s" % _message(exc), file=sys.stderr)
         rc = 1
     except messaging.MessagingTimeout:
         print("error: no answer from the agent on %s within %d s (is it "
               "running and on this message bus?)"
               % (CONF.command.dtn, CONF.command.timeout), file=sys.stderr)
+        rc = 1
+    except BusTimeout:
+        print("error: " + NO_BUS % (CONF.command.timeout + BUS_GRACE),
+              file=sys.stderr)
         rc = 1
     finally:
         rpc.cleanup()

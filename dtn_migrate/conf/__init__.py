@@ -4,6 +4,8 @@ from oslo_config import cfg
 
 from dtn_migrate.conf import agent
 from dtn_migrate.conf import default
+from dtn_migrate.conf import engine
+from dtn_migrate.conf import glance
 from dtn_migrate.conf import peer
 from dtn_migrate.conf import rdma
 from dtn_migrate.conf import staging
@@ -19,3 +21,5 @@ tls.register_opts(CONF)
 rdma.register_opts(CONF)
 peer.register_opts(CONF)
 staging.register_opts(CONF)
+engine.register_opts(CONF)
+glance.register_opts(CONF)

@@ -38,6 +38,11 @@ agent_opts = [
     cfg.IntOpt(
         'rpc_workers', default=8, min=1,
         help='Threads serving RPC calls.'),
+    cfg.BoolOpt(
+        'notify_engine', default=True,
+        help='Tell this cloud\'s dtn-migrate-engine (RPC cast '
+             'incoming_transfer) when a peer DTN starts sending a '
+             'transfer. Failures are logged; transfers never wait for it.'),
 ]
 
 

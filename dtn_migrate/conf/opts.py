@@ -4,7 +4,7 @@ import collections
 import importlib
 
 _MODULES = ('default', 'agent', 'transfer', 'tls', 'rdma', 'peer',
-            'staging')
+            'staging', 'engine', 'glance')
 
 
 def list_opts():

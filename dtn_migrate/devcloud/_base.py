@@ -169,7 +169,10 @@ def http_status(url, timeout=2, headers=None):
         return None
 
 
-def _group_alive(pgid):
+def proc_stats():
+    """(pid, fields) of every process: the fields of /proc/PID/stat after
+    its ``(comm)`` (which may hold spaces): state, ppid, pgrp, ...
+    """
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -178,11 +181,12 @@ def _group_alive(pgid):
                 stat = f.read()
         except OSError:
             continue
-        # pid (comm) state ppid pgrp ...; comm may hold spaces.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+        yield int(pid), stat[stat.rfind(")") + 2:].split()
+
+
+def _group_alive(pgid):
+    return any(int(fields[2]) == pgid and fields[0] not in ("Z", "X")
+               for _pid, fields in proc_stats())
 
 
 class UwsgiServer:
@@ -244,6 +248,9 @@ class UwsgiServer:
             "reload-mercy = 5",
             "buffer-size = 65535",
             "chunked-input-limit = 16777216",
+            # Like Apache's default Timeout (60 s), not uwsgi's 4 s: a
+            # streamed upload may pause while its data is still arriving.
+            "socket-timeout = 60",
             # http-socket drops kept-alive connections between requests.
             "add-header = Connection: close",
             "logto = %s" % self.uwsgi_log,

@@ -4,9 +4,17 @@ The devcloud's noauth Glance runs its ``context`` filter without
 ``authtoken``: it trusts the identity headers that keystonemiddleware
 would have set.  This plugin sends them, so code written against a
 keystoneauth1 Session works unchanged against such a Glance.
+
+``IdentityHeadersLoader`` makes it loadable by name, so that a
+configuration file can say ``auth_type = dtn_migrate_devcloud`` (with
+``endpoint``, ``project_id`` and optionally ``user_id`` and ``roles``).
 """
 
+from keystoneauth1 import loading
 from keystoneauth1 import plugin
+
+PLUGIN_NAME = "dtn_migrate_devcloud"
+DEFAULT_ROLES = ("member", "reader")
 
 
 class IdentityHeaders(plugin.BaseAuthPlugin):
@@ -15,7 +23,7 @@ class IdentityHeaders(plugin.BaseAuthPlugin):
     """
 
     def __init__(self, endpoint, project_id, user_id=None,
-                 roles=("member", "reader")):
+                 roles=DEFAULT_ROLES):
         super().__init__()
         self.endpoint = endpoint
         self.project_id = project_id
@@ -42,3 +50,40 @@ class IdentityHeaders(plugin.BaseAuthPlugin):
 
     def invalidate(self):
         return False
+
+
+def _roles(value):
+    """A role list from "a,b" (a config file) or a sequence (already
+    parsed: keystoneauth1 applies the type twice).
+    """
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(r.strip() for r in value if r.strip())
+
+
+class IdentityHeadersLoader(loading.BaseLoader):
+    """keystoneauth1 loader of ``IdentityHeaders`` (entry point
+    ``dtn_migrate_devcloud`` of group ``keystoneauth1.plugin``).
+    """
+
+    @property
+    def plugin_class(self):
+        return IdentityHeaders
+
+    def get_options(self):
+        return super().get_options() + [
+            loading.Opt("endpoint", required=True,
+                        help="Glance URL, used for every service."),
+            loading.Opt("project-id", required=True,
+                        help="Project the requests act for."),
+            loading.Opt("user-id",
+                        help="User the requests act as (default: "
+                             "<project_id>-user)."),
+            loading.Opt("roles", type=_roles,
+                        help="Comma-separated roles (default: %s)."
+                             % ",".join(DEFAULT_ROLES)),
+        ]
+
+    def create_plugin(self, **kwargs):
+        return IdentityHeaders(**{k: v for k, v in kwargs.items()
+                                  if v is not None})

@@ -70,6 +70,8 @@ class FaultProxy:
         self.host = host
         self.port = port or _base.free_port(host)
         self.log = collections.deque(maxlen=100000)
+        #: (method, path, Range header or None) of every request.
+        self.requests = collections.deque(maxlen=100000)
         self._rules = []
         self._lock = threading.Lock()
         self._conns = set()
@@ -198,6 +200,7 @@ class FaultProxy:
             rule = self._pick(method, path)
             action = rule.action if rule else "pass"
             self.log.append((method, path, action))
+            self.requests.append((method, path, headers.get("range")))
             if action == "reset":
                 _reset(client)
                 return

@@ -42,6 +42,8 @@ from dtn_migrate.staging import watermark
 LOG = logging.getLogger(__name__)
 
 MiB = 1 << 20
+#: Opens of a followed file that may find it renamed meanwhile.
+RENAME_ATTEMPTS = 5
 
 
 class Cancelled(base.StagingError):
@@ -327,6 +329,7 @@ class _ReadHandle:
         self.name = name
         self.opts = opts
         self.stop = stop
+        self.follows = name_of is not None
         self.name_of = name_of or (lambda: name)
         self.on_retry = on_retry
         self.reader = None
@@ -359,10 +362,21 @@ class _ReadHandle:
 
     def read(self, offset, length):
         """Exactly ``length`` bytes at ``offset``."""
-        return _retrying(self.opts, self.stop,
-                         lambda: self._pread(offset, length), self._reopen,
-                         "reading %s at %d" % (self.name, offset),
-                         self.on_retry)
+        attempts = RENAME_ATTEMPTS if self.follows else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return _retrying(self.opts, self.stop,
+                                 lambda: self._pread(offset, length),
+                                 self._reopen,
+                                 "reading %s at %d" % (self.name, offset),
+                                 self.on_retry)
+            except base.NotFound:
+                # A followed file is renamed once complete (the sink's
+                # partial copy): ask its name again and reopen.
+                if attempt == attempts:
+                    raise
+                self.close()
+                _clean_wait(self.stop, self.opts.poll_initial * attempt)
 
 
 def _prefix_digest(backend, name, end, opts, stop, on_retry=None):

@@ -24,7 +24,8 @@ xxh3 field).  Over RDMA the NEW_BLOCK names a registered remote buffer
 
 Message types 0-6 keep the numbering of FT-LADS (Kasu et al. 2019,
 Listing 1); the others are this protocol's additions for authentication,
-flow control and errors.  See doc/source/protocol.rst for the sequence.
+flow control, errors and import reports.  See doc/source/protocol.rst for
+the sequence.
 """
 
 import dataclasses
@@ -51,6 +52,7 @@ MAX_OBJECT_SIZE = 64 << 20
 MAX_FILE_SIZE = 1 << 50
 MAX_STREAMS = 64
 MAX_OBJECTS = (1 << 32) - 1
+MAX_REPORT = 64 << 10
 NO_FILE = 0xFFFFFFFF
 
 
@@ -67,6 +69,7 @@ class MsgType(enum.IntEnum):
     CONNECT_ACK = 18
     BLOCK_NACK = 19
     BLOCK_PULLED = 20
+    REPORT = 21
     ERROR = 30
     ABORT = 31
 
@@ -74,6 +77,7 @@ class MsgType(enum.IntEnum):
 class Role(enum.IntEnum):
     CONTROL = 0
     DATA = 1
+    REPORT = 2      # fetch the sink's import report of a transfer
 
 
 class Caps(enum.IntFlag):
@@ -236,7 +240,9 @@ class Connect(Message):
     ``role`` is CONTROL for the session's control connection and DATA for
     each of its ``streams`` data connections, which carry the ``epoch``
     returned by the control connection's CONNECT_ACK.  ``rdma`` is the
-    source's RDMA endpoint for this stream (empty without RDMA).
+    source's RDMA endpoint for this stream (empty without RDMA).  A
+    REPORT connection (one stream, epoch 0, no RDMA) only fetches the
+    sink's REPORT for ``transfer_id``.
     """
 
     version_min: int
@@ -253,7 +259,10 @@ class Connect(Message):
     rdma: bytes = b""
 
     def validate(self):
-        _check(self.role in (Role.CONTROL, Role.DATA), "unknown role")
+        _check(self.role in set(Role), "unknown role")
+        if self.role == Role.REPORT:
+            _check(self.streams == 1 and self.epoch == 0 and not self.rdma,
+                   "a REPORT connection has one stream, epoch 0, no RDMA")
         _check(1 <= self.streams <= MAX_STREAMS, "stream count out of range")
         _check(self.stream < self.streams, "stream index out of range")
         _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
@@ -428,6 +437,22 @@ class FileClose(Message):
         _check(self.status in set(CloseStatus), "unknown close status")
         _check(self.size <= MAX_FILE_SIZE, "file size out of range")
         _check_text(self.message, "message")
+
+
+@_message(MsgType.REPORT, [("found", "u8"), ("body", "blob")])
+class Report(Message):
+    """Sink's answer on a REPORT connection: the import report its side
+    stored for the transfer (opaque bytes), if any.
+    """
+
+    found: int
+    body: bytes = b""
+
+    def validate(self):
+        _check(self.found in (0, 1), "REPORT found flag is not 0 or 1")
+        _check(len(self.body) <= MAX_REPORT,
+               "report longer than %d bytes" % MAX_REPORT)
+        _check(self.found or not self.body, "REPORT body without found")
 
 
 @_message(MsgType.BYE, [("flags", "u32")])

@@ -14,6 +14,11 @@ hash matches the source's, the copy is renamed to its final name.
 
 Malformed input closes only the connection that carried it; sessions of
 other transfers, the partial copies and the source's log are untouched.
+
+A REPORT connection only fetches the import report the sink's side
+stored for a transfer (``reports``); it creates no session or record.
+``on_incoming`` hears of every acknowledged control session, on a
+thread of its own so that it can never stall or break a transfer.
 """
 
 import concurrent.futures
@@ -174,7 +179,12 @@ class SinkServer:
     """Listens for sources and writes their files under ``root``."""
 
     def __init__(self, root, cfg, name, lookup_key, host="0.0.0.0", port=0,
-                 tls_context=None, require_tls=None, rdma_device=None):
+                 tls_context=None, require_tls=None, rdma_device=None,
+                 reports=None, on_incoming=None):
+        """``reports(transfer_hex, peer)`` gives the report bytes a REPORT
+        connection receives (or None); ``on_incoming(transfer_hex, peer,
+        epoch)`` is called after each control session is acknowledged.
+        """
         self.root = paths.StagingRoot(root) if isinstance(root, str) else root
         self.cfg = cfg
         self.name = name
@@ -203,6 +213,12 @@ class SinkServer:
             cfg.io_threads, thread_name_prefix="sink-io")
         self.hash_io = concurrent.futures.ThreadPoolExecutor(
             min(2, cfg.io_threads), thread_name_prefix="sink-hash")
+        self.reports = reports
+        self.on_incoming = on_incoming
+        # One thread, in order: a slow or hung callback delays only the
+        # notifications after it, never a session.
+        self.notify = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="sink-notify") if on_incoming else None
 
     # Lifecycle.
     def start(self):
@@ -239,6 +255,8 @@ class SinkServer:
             s.close("agent stopping")
         self.io.shutdown(wait=True)
         self.hash_io.shutdown(wait=True)
+        if self.notify is not None:
+            self.notify.shutdown(wait=False)
 
     def pool_for(self, object_size):
         if self.pool is not None and object_size <= self.pool.size:
@@ -304,6 +322,9 @@ class SinkServer:
                 raise errors.AuthenticationError(
                     "%s (peer %s) connected without TLS, which its "
                     "peering requires" % (conn.peer, connect.peer))
+            if connect.role == P.Role.REPORT:
+                self._report(conn, connect)
+                return
             conn.settimeout(None)
             if connect.role == P.Role.CONTROL:
                 self._control(conn, connect)
@@ -362,7 +383,53 @@ class SinkServer:
                  "streams, %d-byte objects)", self.name, tid, connect.peer,
                  rec.epoch, P.DataPlane(plane.kind).name, connect.streams,
                  connect.object_size)
+        self._notify_incoming(tid, connect.peer, session.epoch)
         session.run_control()
+
+    def _notify_incoming(self, tid, peer, epoch):
+        if self.notify is None:
+            return
+        try:
+            self.notify.submit(self._call_on_incoming, tid, peer, epoch)
+        except RuntimeError:     # executor shut down: agent stopping
+            pass
+
+    def _call_on_incoming(self, tid, peer, epoch):
+        try:
+            self.on_incoming(tid, peer, epoch)
+        except Exception:  # noqa: B902 - a callback never breaks the sink
+            LOG.exception("sink %s: incoming-transfer callback failed for "
+                          "transfer %s from %s", self.name, tid, peer)
+
+    def _report(self, conn, connect):
+        """Answer a REPORT connection with the transfer's report, if
+        this peer may read it; no session or record is created.
+        """
+        tid = connect.transfer_id.hex()
+        body = None
+        with self.lock:
+            rec = self.records.get(tid)
+        if rec is not None and rec.peer != connect.peer:
+            LOG.warning("sink %s: %s asked for the report of transfer %s, "
+                        "which %s sent; refused", self.name, connect.peer,
+                        tid, rec.peer)
+        elif self.reports is not None:
+            try:
+                body = self.reports(tid, connect.peer)
+            except Exception:  # noqa: B902 - answered as "no report"
+                LOG.exception("sink %s: report lookup for transfer %s "
+                              "failed", self.name, tid)
+            if body is not None and (not isinstance(body, bytes) or
+                                     len(body) > P.MAX_REPORT):
+                LOG.error("sink %s: report of transfer %s is not bytes of "
+                          "at most %d; not sent", self.name, tid,
+                          P.MAX_REPORT)
+                body = None
+        conn.send(P.ConnectAck(0, connect.object_size, 1, 0,
+                               P.DataPlane.TCP, self.name))
+        conn.send(P.Report(1, body) if body is not None else P.Report(0))
+        LOG.debug("sink %s: report of transfer %s for %s: %s", self.name,
+                  tid, connect.peer, "sent" if body is not None else "none")
 
     def _data(self, conn, connect):
         key = (connect.peer, connect.transfer_id.hex())

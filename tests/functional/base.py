@@ -24,6 +24,7 @@ import testtools
 
 from dtn_migrate.agent import rpcapi
 from dtn_migrate import conf as dtn_conf
+from dtn_migrate.devcloud import _base as devcloud_base
 from dtn_migrate import rpc
 from tests.functional import netns
 
@@ -115,8 +116,78 @@ class Broker:
             pass
 
 
-class Agent:
+class ServiceProcess:
+    """A dtn-migrate service process with its own config and log file;
+    subclasses set ``name``, ``dir``, ``conf``, ``log`` and ``command``.
+    """
+
+    command = None
+    lab = ns = None
+    proc = None
+
+    def start(self):
+        argv = [self.command, "--config-file", self.conf]
+        out = open(os.path.join(self.dir, "stdout.log"), "ab")
+        if self.lab is not None:
+            self.proc = self.lab.popen(self.ns, argv, stdout=out,
+                                       stderr=subprocess.STDOUT)
+        else:
+            self.proc = subprocess.Popen(argv, stdout=out,
+                                         stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        out.close()
+        return self
+
+    def wait_ready_with(self, ping, timeout=60):
+        """Call ``ping()`` until it answers; fail if the process exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("%s exited with %s:\n%s" % (
+                    self.name, self.proc.returncode, self.tail()))
+            try:
+                return ping()
+            except messaging.MessagingTimeout:
+                pass
+        raise AssertionError("%s not ready in %d s:\n%s"
+                             % (self.name, timeout, self.tail()))
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def tail(self, n=60):
+        try:
+            with open(self.log) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+#: Config files of the test services.
+write_conf = devcloud_base.write_ini
+
+
+class Agent(ServiceProcess):
     """One dtn-migrate-agent process."""
+
+    command = AGENT
 
     def __init__(self, workdir, name, key, transport_url, peers,
                  listen_address="127.0.0.1", port=None, lab=None, ns=None,
@@ -146,65 +217,12 @@ class Agent:
                                           "key": key}
         for section, values in (extra or {}).items():
             sections.setdefault(section, {}).update(values)
-        with open(self.conf, "w") as f:
-            for section, values in sections.items():
-                f.write("[%s]\n" % section)
-                for k, v in values.items():
-                    f.write("%s = %s\n" % (k, v))
+        write_conf(self.conf, sections)
         self.proc = None
 
-    def start(self):
-        argv = [AGENT, "--config-file", self.conf]
-        out = open(os.path.join(self.dir, "stdout.log"), "ab")
-        if self.lab is not None:
-            self.proc = self.lab.popen(self.ns, argv, stdout=out,
-                                       stderr=subprocess.STDOUT)
-        else:
-            self.proc = subprocess.Popen(argv, stdout=out,
-                                         stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        out.close()
-        return self
-
     def wait_ready(self, api, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError("agent %s exited with %s:\n%s" % (
-                    self.name, self.proc.returncode, self.tail()))
-            try:
-                return api.ping({}, self.name)
-            except messaging.MessagingTimeout:
-                pass
-        raise AssertionError("agent %s not ready in %d s:\n%s"
-                             % (self.name, timeout, self.tail()))
-
-    def kill9(self):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-
-    def tail(self, n=60):
-        try:
-            with open(self.log) as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def log_text(self):
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except OSError:
-            return ""
+        return self.wait_ready_with(lambda: api.ping({}, self.name),
+                                    timeout)
 
 
 _rpc = {"url": None, "parsed": False}

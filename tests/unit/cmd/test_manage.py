@@ -1,4 +1,6 @@
-"""dtn-migrate-manage: the nfs commands (no bus) and bus set-up."""
+"""dtn-migrate-manage: the nfs commands (no bus), bus set-up and the
+migration commands.
+"""
 
 import io
 import json
@@ -6,12 +8,18 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from unittest import mock
 
+import fixtures
+import oslo_messaging as messaging
+from oslo_messaging._drivers import common as rpc_common
 import testtools
 
 from dtn_migrate.cmd import manage
 from dtn_migrate import config
+from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate import exception
 
 MiB = 1 << 20
 
@@ -211,3 +219,495 @@ class TestSubprocess(testtools.TestCase):
             capture_output=True, text=True, timeout=60)
         self.assertEqual(0, proc.returncode, proc.stderr)
         self.assertEqual(2, json.loads(proc.stdout)["nconnect"])
+
+
+# The migration commands, against an EngineAPI double.
+
+RID = "5f0c8f5e6a3b4f1c9d2e7a8b1c0d3e4f"
+ENGINE_API = engine_rpcapi.EngineAPI
+GiB = 1 << 30
+
+
+def rec(mid, state, progress=0.0, stages=None, request_id=RID, **fields):
+    record = {"migration_id": mid, "request_id": request_id,
+              "direction": "outgoing", "image_id": "img-" + mid,
+              "image_name": "name-" + mid, "peer": "west", "state": state,
+              "error": None, "size": 2 * GiB, "progress": progress,
+              "stages": stages or {}, "mode": "pipelined",
+              "peer_image": None}
+    record.update(fields)
+    return record
+
+
+def walk(mid, last="complete"):
+    """queued -> running -> ``last``."""
+    ok = last == "complete"
+    return [rec(mid, "queued"),
+            rec(mid, "running", 0.5, {
+                "export": {"done": 2 * GiB, "size": 2 * GiB},
+                "transfer": {"done": GiB, "size": 2 * GiB,
+                             "rate": 100 * MiB, "eta": 10.0}}),
+            rec(mid, last, 1.0 if ok else 0.5,
+                error=None if ok else "%s: the reason\ntraceback" % last)]
+
+
+class FakeEngine:
+    """Each migration steps through its scripted records, one per poll."""
+
+    def __init__(self, *scripts, reused=()):
+        self.scripts = {s[0]["migration_id"]: list(s) for s in scripts}
+        self.reused = set(reused)
+
+    def _step(self, mid):
+        script = self.scripts[mid]
+        return dict(script.pop(0) if len(script) > 1 else script[0])
+
+    def migrate(self, ctxt, peer, images=None, selector=None, options=None,
+                request_id=None):
+        out = []
+        for mid, script in self.scripts.items():
+            if mid in self.reused:
+                out.append(dict(self._step(mid), reused=True))
+                continue
+            for record in script:
+                record["request_id"] = request_id
+            out.append(self._step(mid))
+        return {"request_id": request_id, "peer": peer,
+                "migrations": out}
+
+    def list_migrations(self, ctxt, request_id=None, direction=None):
+        return [self._step(mid) for mid, script in self.scripts.items()
+                if request_id in (None, script[0]["request_id"])]
+
+    def get_migration(self, ctxt, migration_id):
+        if migration_id not in self.scripts:
+            raise exception.MigrationNotFound(migration_id=migration_id)
+        return self._step(migration_id)
+
+    def cancel_migration(self, ctxt, migration_id):
+        return rec(migration_id, "cancelled")
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def remote(exc):
+    """``exc`` as the RPC client re-raises it (str() ends with the
+    engine's traceback).
+    """
+    try:
+        raise exc
+    except Exception:
+        data = rpc_common.serialize_remote_exception(sys.exc_info())
+    return rpc_common.deserialize_remote_exception(
+        data, manage.rpc.ALLOWED_EXMODS)
+
+
+def documents(text):
+    decoder, out, i = json.JSONDecoder(), [], 0
+    text = text.strip()
+    while i < len(text):
+        doc, i = decoder.raw_decode(text, i)
+        out.append(doc)
+        while i < len(text) and text[i].isspace():
+            i += 1
+    return out
+
+
+class MigrationTestCase(ManageTestCase):
+    def setUp(self):
+        super().setUp()
+        self.time = FakeTime()
+        self.useFixture(fixtures.MockPatchObject(manage, "time", self.time))
+        self.engine_cls = self.useFixture(fixtures.MockPatch(
+            "dtn_migrate.engine.rpcapi.EngineAPI")).mock
+        self.engine(FakeEngine(walk("m1")))
+
+    def engine(self, fake):
+        self.api = mock.Mock(wraps=fake)
+        self.engine_cls.return_value = self.api
+        return self.api
+
+
+class TestMigrateArguments(MigrationTestCase):
+    def migrate(self, *args):
+        rc, out, err = self.run_main("migrate", "--peer", "west",
+                                     "--no-wait", *args)
+        self.assertEqual(0, rc, err)
+        self.assertTrue(self.rpc_init.called)
+        self.engine_cls.assert_called_with(timeout=60, retry=3)
+        self.assertEqual("m1", json.loads(out)["migrations"][0][
+            "migration_id"])
+        (ctxt, peer), kwargs = self.api.migrate.call_args
+        self.assertEqual("west", peer)
+        return kwargs
+
+    def test_images(self):
+        kw = self.migrate("--image", "a", "--image", "b", "c")
+        self.assertEqual(["a", "b", "c"], kw["images"])
+        self.assertIsNone(kw["selector"])
+        self.assertIsNone(kw["options"])
+        # A new request id, chosen by the CLI.
+        self.assertRegex(kw["request_id"], "^[0-9a-f]{32}$")
+        self.assertFalse(self.api.list_migrations.called)
+
+    def test_tag(self):
+        kw = self.migrate("--tag", "gold")
+        self.assertEqual((None, {"tag": "gold"}),
+                         (kw["images"], kw["selector"]))
+
+    def test_properties(self):
+        kw = self.migrate("--property", "os_distro=ubuntu", "--property",
+                          "note=a=b")
+        self.assertEqual({"properties": {"os_distro": "ubuntu",
+                                         "note": "a=b"}}, kw["selector"])
+        kw = self.migrate("--tag", "gold", "--property", "k=v")
+        self.assertEqual({"tag": "gold", "properties": {"k": "v"}},
+                         kw["selector"])
+
+    def test_options_only_when_given(self):
+        kw = self.migrate("--image", "a", "--keep-id", "--no-verify",
+                          "--visibility", "shared", "--target-project",
+                          "p2", "--mode", "serial", "--force",
+                          "--transfer-option", "streams=8",
+                          "--transfer-option", "log_method=fsync",
+                          "--transfer-option", "rate_limit=1e9")
+        self.assertEqual({"keep_id": True, "verify": False,
+                          "visibility": "shared", "target_project": "p2",
+                          "mode": "serial", "force": True,
+                          "transfer_options": {"streams": 8,
+                                               "log_method": "fsync",
+                                               "rate_limit": 1e9}},
+                         kw["options"])
+        kw = self.migrate("--image", "a", "--mode", "pipelined")
+        self.assertEqual({"mode": "pipelined"}, kw["options"])
+
+    def test_request_id(self):
+        kw = self.migrate("--image", "a", "--request-id",
+                          "5F0C8F5E-6A3B-4F1C-9D2E-7A8B1C0D3E4F")
+        self.assertEqual(RID, kw["request_id"])
+
+    def test_refused(self):
+        for args in (["--property", "novalue"], ["--property", "=x"],
+                     ["--property", "k="], ["--property", "k=1",
+                                            "--property", "k=2"],
+                     ["--transfer-option", "streams"],
+                     ["--image", "a", "--tag", "t"],
+                     ["--image", "a", "--property", "k=v"], [],
+                     ["--image", "a", "--request-id", "nope"],
+                     ["--image", "a", "--visibility", "secret"],
+                     ["--image", "a", "--mode", "fast"],
+                     ["--image", "a", "--timeout", "0"]):
+            rc, out, err = self.run_main("migrate", "--peer", "west", *args)
+            self.assertEqual(2, rc, args)
+            self.assertEqual("", out, args)
+            self.assertIn("error", err, args)
+        self.assertFalse(self.api.migrate.called)
+        rc, _, err = self.run_main("migrate", "--image", "a")
+        self.assertEqual(2, rc)
+        self.assertIn("--peer", err)
+
+
+class TestMigrateFollow(MigrationTestCase):
+    def migrate(self, *args):
+        rc, out, err = self.run_main("migrate", "--peer", "west", "--image",
+                                     "a", "--request-id", RID, *args)
+        return rc, documents(out), err
+
+    def test_complete(self):
+        self.engine(FakeEngine(walk("m1"), walk("m2")))
+        rc, docs, err = self.migrate()
+        self.assertEqual(0, rc, err)
+        request, final = docs
+        self.assertEqual(["queued", "queued"],
+                         [m["state"] for m in request["migrations"]])
+        self.assertEqual(["complete", "complete"],
+                         [m["state"] for m in final])
+        self.assertEqual(["m1", "m2"], [m["migration_id"] for m in final])
+        self.api.list_migrations.assert_called_with({}, request_id=RID)
+        self.assertFalse(self.api.get_migration.called)
+        lines = err.splitlines()
+        self.assertEqual(6, len(lines), err)
+        self.assertTrue(lines[0].startswith("name-m1"))
+        self.assertIn(" running ", lines[2])
+        self.assertIn("transfer 1.0 GiB/2.0 GiB", lines[2])
+        self.assertIn("100.0 MiB/s ETA 00:10", lines[2])
+        self.assertIn("100.0%", lines[4])
+        self.assertEqual([manage.POLL_INTERVAL] * 2, self.time.sleeps)
+
+    def test_failed(self):
+        self.engine(FakeEngine(walk("m1", "failed"),
+                               walk("m2", "cancelled")))
+        rc, (_, final), err = self.migrate()
+        self.assertEqual(1, rc)
+        self.assertEqual(["failed", "cancelled"],
+                         [m["state"] for m in final])
+        self.assertIn("- failed: the reason\n", err)
+
+    def test_cancelled(self):
+        self.engine(FakeEngine(walk("m1", "cancelled"), walk("m2")))
+        rc, _, err = self.migrate()
+        self.assertEqual(3, rc)
+        self.assertIn("- cancelled: the reason", err)
+
+    def test_reused_from_an_earlier_request(self):
+        old = [rec("m0", "running", 0.5, request_id="0" * 32),
+               rec("m0", "complete", 1.0, request_id="0" * 32)]
+        self.engine(FakeEngine(old, walk("m1"), reused=["m0"]))
+        rc, (request, final), _ = self.migrate()
+        self.assertEqual(0, rc)
+        self.assertEqual([True, True], [m.get("reused") for m in
+                                        (request["migrations"][0],
+                                         final[0])])
+        self.api.get_migration.assert_called_with({}, "m0")
+        self.assertEqual(["complete", "complete"],
+                         [m["state"] for m in final])
+
+    def test_timeout(self):
+        self.engine(FakeEngine([rec("m1", "running", 0.25)]))
+        rc, (_, final), err = self.migrate("--timeout", "2.5")
+        self.assertEqual(4, rc)
+        self.assertEqual("running", final[0]["state"])
+        self.assertEqual(2.5, self.time.now)
+        self.assertIn("timeout: 1 of 1 migrations unfinished after 2.5 s",
+                      err)
+        self.assertIn("migration wait --request-id %s" % RID, err)
+
+    def test_no_wait(self):
+        rc, docs, err = self.migrate("--no-wait")
+        self.assertEqual((0, ""), (rc, err))
+        self.assertEqual(1, len(docs))
+        self.assertEqual(RID, docs[0]["request_id"])
+        self.assertFalse(self.api.list_migrations.called)
+        self.assertFalse(self.time.sleeps)
+
+
+class TestEngineErrors(MigrationTestCase):
+    def refused(self, exc, *args):
+        self.api.migrate.side_effect = exc
+        self.api.list_migrations.side_effect = exc
+        rc, out, err = self.run_main(*(args or ("migrate", "--peer", "west",
+                                                "--tag", "gold")))
+        self.assertEqual(2, rc)
+        self.assertEqual("", out)
+        self.assertEqual(1, len(err.splitlines()), err)
+        return err
+
+    def test_remote_exceptions(self):
+        for exc, text in (
+                (exception.PeerNotFound(peer="west", known="north"),
+                 "Unknown peer DTN west (configured peers: north)."),
+                (exception.ImageNotFound(image_id="a", cloud="east"),
+                 "Image a could not be found in east."),
+                (exception.InvalidInput(reason="no active image matches"),
+                 "Invalid input: no active image matches")):
+            exc = remote(exc)
+            self.assertIn("Traceback", str(exc))
+            self.assertEqual("error: %s\n" % text, self.refused(exc))
+
+    def test_engine_not_answering(self):
+        err = self.refused(messaging.MessagingTimeout())
+        self.assertIn("did not answer within 60 s", err)
+        self.assertIn("dtn-migrate-engine running", err)
+        (_, _), kwargs = self.api.migrate.call_args
+        self.assertIn("--request-id %s" % kwargs["request_id"], err)
+        err = self.refused(messaging.MessagingTimeout(), "migration",
+                           "list", "--rpc-timeout", "5")
+        self.assertEqual("error: " + manage.NO_ANSWER % 5 + "\n", err)
+
+    def test_engine_bug(self):
+        err = self.refused(messaging.RemoteError("ValueError", "boom\nmore"))
+        self.assertEqual("error: the migration engine failed: ValueError: "
+                         "boom\n", err)
+
+    def test_error_while_following(self):
+        self.engine(FakeEngine([rec("m1", "running")], reused=["m1"]))
+        self.api.get_migration.side_effect = remote(
+            exception.MigrationNotFound(migration_id="m1"))
+        rc, out, err = self.run_main("migrate", "--peer", "west", "--image",
+                                     "a")
+        self.assertEqual(2, rc)
+        self.assertEqual(1, len(documents(out)))
+        self.assertTrue(err.endswith(
+            "error: Migration m1 could not be found.\n"), err)
+
+    def test_unreachable_bus(self):
+        err = self.refused(manage.BusTimeout(), "migration", "list",
+                           "--rpc-timeout", "5")
+        self.assertEqual("error: cannot reach the message bus within 15 s "
+                         "(is the broker of transport_url running and "
+                         "reachable?)\n", err)
+        self.assertEqual(2, self.run_main("migration", "list",
+                                          "--rpc-timeout", "0")[0])
+
+    def test_without_an_engine(self):
+        # A real (in-memory) bus where no engine listens.
+        self.useFixture(fixtures.MockPatch(
+            "dtn_migrate.engine.rpcapi.EngineAPI",
+            new=ENGINE_API))
+        argv = ["dtn-migrate-manage", "--config-file",
+                self.write("[DEFAULT]\ntransport_url = fake://\n"),
+                "migration", "show", "m1", "--rpc-timeout", "1"]
+        err = io.StringIO()
+        with mock.patch.object(sys, "argv", argv), \
+                mock.patch.object(sys, "stderr", err):
+            e = self.assertRaises(SystemExit, manage.main)
+        self.assertEqual(2, e.code)
+        self.assertEqual("error: " + manage.NO_ANSWER % 1 + "\n",
+                         err.getvalue())
+
+
+class TestMigrationCommands(MigrationTestCase):
+    def test_list(self):
+        rc, out, _ = self.run_main(
+            "migration", "list", "--direction", "incoming", "--request-id",
+            "5f0c8f5e-6a3b-4f1c-9d2e-7a8b1c0d3e4f")
+        self.assertEqual(0, rc)
+        self.api.list_migrations.assert_called_once_with(
+            {}, request_id=RID, direction="incoming")
+        self.assertEqual("m1", json.loads(out)[0]["migration_id"])
+        rc, _, _ = self.run_main("migration", "list", "--direction", "up")
+        self.assertEqual(2, rc)
+
+    def test_show_and_cancel(self):
+        rc, out, _ = self.run_main("migration", "show", "m1")
+        self.assertEqual((0, "queued"), (rc, json.loads(out)["state"]))
+        self.api.get_migration.assert_called_once_with({}, "m1")
+        rc, out, _ = self.run_main("migration", "cancel", "m1")
+        self.assertEqual((0, "cancelled"), (rc, json.loads(out)["state"]))
+        self.api.cancel_migration.assert_called_once_with({}, "m1")
+        rc, _, err = self.run_main("migration", "show", "m9")
+        self.assertEqual((2, "error: Migration m9 could not be found.\n"),
+                         (rc, err))
+
+    def test_wait(self):
+        for last, code in (("complete", 0), ("failed", 1),
+                           ("cancelled", 3)):
+            self.engine(FakeEngine(walk("m1", last)))
+            rc, out, err = self.run_main("migration", "wait", "m1")
+            self.assertEqual(code, rc, err)
+            self.assertEqual(last, json.loads(out)["state"])
+            self.assertEqual(3, len(err.splitlines()))
+        self.assertFalse(self.api.list_migrations.called)
+
+    def test_wait_timeout(self):
+        self.engine(FakeEngine([rec("m1", "queued")]))
+        rc, out, err = self.run_main("migration", "wait", "m1", "--timeout",
+                                     "3")
+        self.assertEqual(4, rc)
+        self.assertEqual("queued", json.loads(out)["state"])
+        self.assertIn("(dtn-migrate-manage migration wait m1)", err)
+
+    def test_wait_for_a_request(self):
+        self.engine(FakeEngine(walk("m1"), walk("m2", "failed")))
+        rc, out, _ = self.run_main("migration", "wait", "--request-id", RID)
+        self.assertEqual(1, rc)
+        self.assertEqual(["complete", "failed"],
+                         [m["state"] for m in json.loads(out)])
+        self.api.list_migrations.assert_called_with({}, request_id=RID)
+        rc, _, err = self.run_main("migration", "wait", "--request-id",
+                                   "0" * 32)
+        self.assertEqual(2, rc)
+        self.assertIn("has no migrations", err)
+
+    def test_wait_needs_one_of_id_and_request(self):
+        for args in ([], ["m1", "--request-id", RID]):
+            rc, _, err = self.run_main("migration", "wait", *args)
+            self.assertEqual(2, rc)
+            self.assertIn("give a migration ID or --request-id", err)
+
+
+class TestProgress(testtools.TestCase):
+    def test_running(self):
+        line = manage.migration_line(rec("m1", "running", 0.5, {
+            "export": {"done": 2 * GiB, "size": 2 * GiB, "rate": 1},
+            "transfer": {"done": GiB, "rate": 50 * MiB},
+            "import": {"done": 0}}))
+        self.assertEqual(
+            "name-m1                      running   [##########..........]"
+            "  50.0% export 2.0 GiB/2.0 GiB transfer 1.0 GiB/2.0 GiB "
+            "import 0 B/2.0 GiB 50.0 MiB/s ETA 00:20", line)
+
+    def test_eta_of_the_stage_due_last(self):
+        stages = {"export": {"done": 0, "size": 100, "rate": 1,
+                             "eta": 4000},
+                  "transfer": {"done": 50, "size": 100, "rate": 10}}
+        self.assertEqual((1, 4000), manage._rate_eta(stages, None))
+        self.assertIn("1 B/s ETA 1:06:40", manage.migration_line(
+            rec("m1", "running", stages=stages)))
+        self.assertEqual((None, None), manage._rate_eta({}, 100))
+
+    def test_queued_and_final(self):
+        line = manage.migration_line(rec("m1", "queued", image_name=None,
+                                         image_id=None, size=None,
+                                         reused=True))
+        self.assertTrue(line.startswith("m1 "))
+        self.assertTrue(line.endswith("   0.0% (reused)"), line)
+        line = manage.migration_line(rec(
+            "m1", "failed", 0.3, {"transfer": {"done": 1, "rate": 5}},
+            error="boom\ntraceback"))
+        self.assertTrue(line.endswith("transfer 1 B/2.0 GiB - boom"), line)
+
+    def test_log_stream(self):
+        out = io.StringIO()
+        progress = manage._Progress(out)
+        for p in (0.0, 0.05, 0.12, 0.15):
+            progress.draw([rec("m1", "running", p), rec("m2", "queued")])
+        progress.draw([rec("m1", "complete", 1.0), rec("m2", "queued")])
+        # A line when a migration's state or tenth changes.
+        self.assertEqual([("name-m1", "running", "0.0%"),
+                          ("name-m2", "queued", "0.0%"),
+                          ("name-m1", "running", "12.0%"),
+                          ("name-m1", "complete", "100.0%")],
+                         [tuple(line.split()[i] for i in (0, 1, 3))
+                          for line in out.getvalue().splitlines()])
+
+    def test_terminal(self):
+        out = io.StringIO()
+        out.isatty = lambda: True
+        progress = manage._Progress(out)
+        records = [rec("m%d" % i, "complete", 1.0) for i in range(4)] + \
+            [rec("m4", "queued"), rec("m9", "running", 0.5)]
+        with mock.patch.object(manage.shutil, "get_terminal_size",
+                               return_value=(40, 5)):
+            progress.draw(records[-1:])
+            progress.draw(records)
+        first, second, rest = out.getvalue().split("\x1b[J")
+        line = manage.migration_line
+        self.assertEqual("\r\x1b[K%s\n" % line(records[-1])[:39], first)
+        # Redrawn in place; as many lines as fit, unfinished ones first.
+        self.assertEqual("\x1b[1A" + "".join(
+            "\r\x1b[K%s\n" % text[:39] for text in (
+                line(records[4]), line(records[5]),
+                "6 migrations: 4 complete, 1 queued, 1 running")),
+            second)
+        self.assertEqual("", rest)
+
+    def test_duration(self):
+        self.assertEqual(["00:00", "01:05", "59:59", "1:00:00"],
+                         [manage._duration(s) for s in (0, 65.9, 3599,
+                                                        3600)])
+
+    def test_deadline(self):
+        # oslo.messaging retries connecting forever while the broker is
+        # down, whatever the call's retry: every call has a deadline.
+        api = mock.Mock()
+        api.list_migrations.side_effect = lambda *a, **kw: time.sleep(5)
+        api.get_migration.return_value = "m1"
+        self.useFixture(fixtures.MockPatchObject(manage, "BUS_GRACE", 0.05))
+        bounded = manage._Bounded(api, 0)
+        start = time.monotonic()
+        self.assertRaises(manage.BusTimeout, bounded.list_migrations, {})
+        self.assertLess(time.monotonic() - start, 2)
+        self.assertEqual("m1", bounded.get_migration({}, "m1"))
+        time.sleep(0.1)     # the timer was stopped

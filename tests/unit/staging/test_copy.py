@@ -1186,3 +1186,26 @@ class TestWithTransferEngine(StagingTestCase):
         # After the peer has it, the staged copy goes.
         copy.cleanup(export, "img")
         self.assertEqual([], os.listdir(src))
+
+
+class TestFollowedRename(testtools.TestCase):
+    """A followed file renamed between the follower's answer and the
+    open (the sink installs its partial copy) is opened by its new name.
+    """
+
+    def test_reopens_by_new_name(self):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        data = os.urandom(300000)
+        with open(os.path.join(root, "final"), "wb") as f:
+            f.write(data)
+        answers = iter([(len(data), "done", "partial")] * 3)
+
+        def follow():
+            return next(answers, (len(data), "done", "final"))
+        stream = copy.open_staged(
+            localfs.LocalBackend(root), "final", len(data),
+            hashlib.sha512(data).hexdigest(), follow=follow,
+            options=copy.CopyOptions(block_size=65536, readers=1))
+        with stream:
+            self.assertEqual(data, b"".join(bytes(b) for b in stream))

@@ -23,6 +23,8 @@ def samples():
                   NONCE, "source-\u00e9", b"rdma-endpoint"),
         P.Connect(1, 1, P.Role.DATA, 3, P.Caps.NONE, TID, 7, 4 << 20, 4,
                   NONCE, "source"),
+        P.Connect(1, 1, P.Role.REPORT, 0, P.Caps.NONE, TID, 0, 4 << 20, 1,
+                  NONCE, "source"),
         P.Challenge(1, NONCE, PROOF),
         P.Auth(PROOF),
         P.ConnectAck(7, 4 << 20, 4, 64, P.DataPlane.RDMA, "sink",
@@ -43,6 +45,8 @@ def samples():
         P.Bye(),
         P.Error(errors.Code.IO, 1, P.NO_FILE, "disk on fire"),
         P.Abort(errors.Code.ABORTED, "cancelled by user"),
+        P.Report(1, b'{"state": "active"}'),
+        P.Report(0),
     ]
 
 
@@ -164,7 +168,7 @@ class HeaderRejectTest(testtools.TestCase):
             self.assertEqual(errors.Code.VERSION, exc.code)
 
     def test_unknown_type(self):
-        for mtype in (7, 15, 21, 29, 32, 255):
+        for mtype in (7, 15, 22, 29, 32, 255):
             self.assertRaises(errors.ProtocolError, P.parse_header,
                               header(mtype=mtype))
 
@@ -291,7 +295,7 @@ class BodyRejectTest(testtools.TestCase):
                              ("object_size", P.MAX_OBJECT_SIZE + 1),
                              ("object_size", 0),
                              ("peer", ""), ("peer", "p" * 256),
-                             ("role", 2), ("role", 255),
+                             ("role", 3), ("role", 255),
                              ("rdma", b"r" * 4097)):
             self.assertBounds(dataclasses.replace(good, **{field: value}))
 

@@ -1,0 +1,277 @@
+"""Two local clouds joined by a rate-limited DTN link (for benchmarks).
+
+One Keystone serves Glance A (region RegionA) and Glance B (RegionB);
+both run under uwsgi in the root namespace, next to RabbitMQ and the two
+``dtn-migrate-engine`` processes (one vhost each).  The DTN agents run in
+namespaces ``a`` and ``b`` of a :class:`tests.functional.netns.Lab`, so
+the only path between them is the tbf-limited veth; socat forwarders
+give them RabbitMQ at 127.0.0.1:5672.  Each cloud stages into a local
+directory (``[staging] backend = path``), which is also its agent's
+staging root.
+
+Glance B reaches Glance A over the same veth through a second catalog
+region, :data:`LINK_REGION`: root -> relay into namespace ``b`` -> veth
+-> namespace ``a`` -> forwarder back to Glance A in the root namespace.
+This is the region a ``glance-download`` import names; Glance A's own
+region keeps its direct endpoint for everything else.
+
+The building blocks are the functional tests' (``tests.functional``):
+``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
+``netns.Lab``, ``relay.Relay``.
+"""
+
+import contextlib
+import os
+import subprocess
+import time
+import uuid
+
+from oslo_config import cfg
+import oslo_messaging as messaging
+
+from dtn_migrate.conf import glance as glance_conf
+from dtn_migrate.conf import staging as staging_conf
+from dtn_migrate import devcloud
+from dtn_migrate.devcloud import _base
+from dtn_migrate.image import glance
+from dtn_migrate.staging import factory
+from dtn_migrate.staging import localfs
+from tests.functional import base
+from tests.functional import migration
+from tests.functional import netns
+from tests.functional import relay
+
+MiB = 1 << 20
+LINK_REGION = "RegionA-link"
+#: Port of Glance A's forwarder inside namespace ``a``.
+LINK_PORT = 9292
+RABBIT_PORT = 5672
+
+
+def check():
+    """None when the clouds can start here, else the reason why not."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, tc)"
+    for ok, why in (netns.available(), devcloud.available(),
+                    base.Broker.available()):
+        if not ok:
+            return why
+    try:
+        import glanceclient  # noqa: F401
+    except ImportError:
+        return "python-glanceclient is not installed in this venv"
+    return None
+
+
+def _broker(attempts=3):
+    """A vhost; rabbitmqctl fails now and then on a busy machine."""
+    for attempt in range(attempts):
+        try:
+            return base.Broker()
+        except subprocess.CalledProcessError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
+
+
+class Cloud:
+    """One side: its Glance, vhost, staging directory, agent, engine."""
+
+    def __init__(self, name, workdir):
+        self.name = name
+        self.dir = os.path.join(workdir, "cloud-%s" % name)
+        self.staging_dir = os.path.join(self.dir, "staging")
+        os.makedirs(self.staging_dir, exist_ok=True)
+        suffix = uuid.uuid4().hex[:4]
+        self.agent_name = "dtn-%s-%s" % (name, suffix)
+        self.engine_name = "engine-%s-%s" % (name, suffix)
+        self.glance = self.broker = self.bus = None
+        self.events = []
+        self.agent = self.engine = None
+        self._images = self._conf = None
+
+    @property
+    def staging(self):
+        """The ``[staging]`` section of this cloud's engine."""
+        return {"backend": "path", "path": self.staging_dir,
+                "allow_local": "true", "mount_check": "off",
+                "commit_interval_bytes": 16 * MiB,
+                "free_space_margin": "0"}
+
+    def glance_auth(self):
+        """The ``[glance]`` section: the default user's password."""
+        user = self.glance.default_user()
+        return {"auth_type": "password",
+                "auth_url": self.glance.keystone.auth_url,
+                "username": user["username"], "password": user["password"],
+                "project_name": user["project_name"],
+                "user_domain_name": "Default",
+                "project_domain_name": "Default",
+                "region_name": self.glance.region,
+                "valid_interfaces": "public", "cloud_name": self.name,
+                "retry_max_delay": 5}
+
+    def conf(self):
+        """Its engine's ``[glance]`` and ``[staging]`` options, parsed."""
+        if self._conf is None:
+            path = os.path.join(self.dir, "bench.conf")
+            _base.write_ini(path, {"glance": self.glance_auth(),
+                                   "staging": self.staging})
+            conf = cfg.ConfigOpts()
+            glance_conf.register_opts(conf)
+            staging_conf.register_opts(conf)
+            conf(["--config-file", path], default_config_files=[])
+            self._conf = conf
+        return self._conf
+
+    def images(self):
+        """An ImageService built as the engine builds its own."""
+        if self._images is None:
+            self._images = glance.ImageService.from_conf(self.conf())
+        return self._images
+
+    def copy_options(self, stall_timeout):
+        """The copy engine's options as the engine derives them."""
+        opts = factory.copy_options(self.conf().staging, 0)
+        opts.stall_timeout = float(stall_timeout)
+        return opts
+
+    def backend(self):
+        return localfs.LocalBackend(self.staging_dir)
+
+    def client(self):
+        """A glanceclient of the default user on this cloud's Glance."""
+        return self.glance.client()
+
+    def agent_api(self):
+        return self.bus.agent()
+
+    def listen(self):
+        """Collect this cloud's notifications in ``events``:
+        (monotonic time of receipt, event type, payload).
+        """
+        events = self.events = []
+
+        class Endpoint:
+            def info(self, ctxt, publisher_id, event_type, payload,
+                     metadata):
+                events.append((time.monotonic(), event_type, payload))
+
+            error = info
+
+        transport = messaging.get_notification_transport(
+            self.bus.conf, url=self.bus.url)
+        listener = messaging.get_notification_listener(
+            transport, [messaging.Target(topic="notifications")],
+            [Endpoint()], executor="threading",
+            pool="dtnm-bench-%s" % uuid.uuid4().hex[:6])
+        listener.start()
+
+        def stop():
+            listener.stop()
+            listener.wait()
+            transport.cleanup()
+        return stop
+
+
+class Clouds:
+    """Keystone, clouds ``a`` and ``b`` and the lab; ``close()`` removes
+    everything ``start()`` made, also after a failure half way.
+    """
+
+    def __init__(self, workdir, rate="1gbit", mtu=1500, engine=None,
+                 log=print):
+        self.workdir = workdir
+        self.rate, self.mtu = rate, mtu
+        self.engine_extra = engine or {}
+        self.log = log
+        self.a = Cloud("a", workdir)
+        self.b = Cloud("b", workdir)
+        self.keystone = self.lab = None
+        self.link_endpoint = None
+        self._stack = contextlib.ExitStack()
+
+    def _started(self, server):
+        self._stack.callback(server.close)
+        return server.start()
+
+    def start(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self):
+        self.log("starting Keystone and two Glances")
+        self.keystone = self._started(devcloud.KeystoneServer(self.workdir))
+        for c in (self.a, self.b):
+            c.glance = self._started(devcloud.GlanceServer(
+                self.workdir, name=c.name, keystone=self.keystone))
+        self.log("starting the lab (%s veth), vhosts, agents, engines"
+                 % (self.rate or "unlimited"))
+        self.lab = netns.Lab(rate=self.rate, mtu=self.mtu)
+        self._stack.callback(self.lab.close)
+        self.lab.start()
+        key = os.urandom(32).hex()
+        ports = {}
+        for c in (self.a, self.b):
+            self.lab.forward(c.name, RABBIT_PORT)
+            c.broker = _broker()
+            self._stack.callback(c.broker.delete)
+            c.bus = migration.Bus(c.broker.url())
+            self._stack.callback(c.bus.close)
+            ports[c.name] = base.free_port()
+        for c, peer in ((self.a, self.b), (self.b, self.a)):
+            c.agent = base.Agent(
+                self.workdir, c.agent_name, key, c.broker.url(),
+                {peer.agent_name: (self.lab.addr(peer.name),
+                                   ports[peer.name])},
+                listen_address=self.lab.addr(c.name), port=ports[c.name],
+                lab=self.lab, ns=c.name, staging=c.staging_dir)
+            self._stack.callback(c.agent.stop)
+            c.agent.start()
+        for c in (self.a, self.b):
+            c.engine = migration.Engine(
+                self.workdir, c.engine_name, c.broker.url(), c.agent_name,
+                c.glance_auth(), c.staging, extra=self.engine_extra)
+            self._stack.callback(c.engine.stop)
+            c.engine.start()
+        for c in (self.a, self.b):
+            c.agent.wait_ready(c.agent_api())
+            c.engine.wait_ready(c.bus.engine)
+        self._stack.callback(self.a.listen())
+        self._link_glance()
+
+    def _link_glance(self):
+        """Register Glance A in :data:`LINK_REGION` behind relays that
+        cross the veth (b -> a), the way Glance B's downloads go.
+        """
+        self.lab.forward("a", LINK_PORT, target_port=self.a.glance.port,
+                         listen_host=self.lab.addr("a"))
+        hop = relay.Relay(self.lab.ns("b"), self.lab.addr("a"), LINK_PORT)
+        self._stack.callback(hop.close)
+        self.link_endpoint = "http://127.0.0.1:%d" % hop.port
+        self.keystone.register_endpoint("image", "glance",
+                                        self.link_endpoint, LINK_REGION)
+
+    def logs(self):
+        """{name: path} of the services' logs (for failure reports)."""
+        out = {}
+        for c in (self.a, self.b):
+            for kind, svc in (("agent", c.agent), ("engine", c.engine)):
+                if svc is not None:
+                    out["%s-%s" % (kind, c.name)] = svc.log
+            if c.glance is not None:
+                out["glance-%s" % c.name] = c.glance.log
+        return out
+
+    def close(self):
+        """Stop and remove everything; returns the errors met."""
+        errors = []
+        try:
+            self._stack.close()
+        except Exception as exc:  # noqa: B902 - reported by the caller
+            errors.append("%s: %s" % (type(exc).__name__, exc))
+        return errors

@@ -1,0 +1,879 @@
+"""Whole migrations between two local clouds over a 1 gbit DTN link.
+
+One image (4 GiB of pseudo-random raw data by default) moves from Glance
+A to Glance B in four ways, round-robin within each repetition:
+
+``pipelined``        dtn-migrate's default: export, staging, transfer and
+                     import overlap, following each other's watermarks.
+``serial``           dtn-migrate with ``{"mode": "serial"}``: each stage
+                     waits for the previous one (the paper's fork-and-wait
+                     baseline).
+``glance-download``  Glance's own import method: Glance B pulls the image
+                     from Glance A over the same veth (catalog region
+                     ``RegionA-link``, see ``benchmarks/_clouds.py``).
+``stages``           each stage of dtn-migrate alone, one after another:
+                     *export* (Glance A download into A's staging
+                     directory with ``copy.stage``), *transfer* (agent A
+                     to agent B of the staged file) and *import* (B's
+                     staged file into Glance B with ``open_staged`` and
+                     ``ImageService.upload``).
+
+A migration's time runs from the engine's ``migrate`` RPC until the
+source engine's ``dtn_migrate.migration.end`` notification arrives;
+glance-download's from the image's creation in Glance B until it is
+``active`` (polled every 0.2 s by ``devcloud.wait_image``).  Every
+result is checked: the image in Glance B is active, with the source's
+size and sha512.  The setup
+(``benchmarks/_clouds.py``): one Keystone, two Glances, RabbitMQ vhosts
+and engines in the root namespace, the DTN agents in namespaces ``a``
+and ``b`` joined by a tbf-limited veth, staging on local disk.
+
+Usage (root)::
+
+    python -m benchmarks.migration [--size 4G] [--repeat 2]
+        [--rate 1gbit] [--modes pipelined,serial,glance-download,stages]
+        [--data-dir /var/tmp] [--out doc/source/benchmarks/migration]
+    python -m benchmarks.migration --from-json \\
+        doc/source/benchmarks/migration/results.json
+
+The second form redraws the table and the figure without measuring.
+Results and their discussion: doc/source/benchmarks-migration.rst.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+
+import oslo_messaging as messaging
+
+from benchmarks import _clouds
+from benchmarks import report
+from benchmarks import workloads
+from dtn_migrate import devcloud
+from dtn_migrate.devcloud import _base as devcloud_base
+from dtn_migrate.staging import copy
+from tests.functional import netns
+
+MiB = 1 << 20
+MODES = ("pipelined", "serial", "glance-download", "stages")
+STAGES = ("export", "transfer", "import")
+WHOLE = ("pipelined", "serial", "glance-download")
+LABELS = {"pipelined": "dtn-migrate pipelined",
+          "serial": "dtn-migrate serial",
+          "glance-download": "Glance glance-download",
+          "export": "export alone", "transfer": "transfer alone",
+          "import": "import alone"}
+TARGET = 1.15
+#: Process groups of the clouds (the benchmark process runs the stages
+#: export and import alone, and the relay of glance-download).
+OWN = ["glance-a", "engine-a", "agent-a", "agent-b", "engine-b", "glance-b",
+       "benchmark process", "keystone"]
+#: Overrides of the functional tests' engine settings (poll 0.2 s,
+#: progress 1 s, reconcile 5 s): more patience on a loaded machine.
+ENGINE = {"engine": {"stall_timeout": 300}}
+#: What the transfer alone sends as the migration descriptor: the peer
+#: engine, told of the transfer, rejects it at once instead of waiting
+#: for a descriptor until its stall timeout.
+NOT_A_MIGRATION = json.dumps({"version": 0, "note": "dtn-migrate benchmark: "
+                              "a transfer alone, not a migration"}).encode()
+FINAL = ("complete", "failed", "cancelled")
+#: Seconds between polls of a migration whose notifications are late.
+POLL = 5.0
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def image_chunks(size, seed, hasher=None):
+    """SIZE bytes in 1 MiB chunks, every MiB different (a window of the
+    workloads' PRNG block with a stamp), hashed into HASHER on the way.
+    """
+    block = workloads._block(seed)
+    mib = 0
+    left = size
+    while left > 0:
+        n = min(MiB, left)
+        off = (mib * 7919 * 4096) % (workloads.BLOCK - MiB)
+        chunk = bytearray(block[off:off + n])
+        stamp = workloads.STAMP.pack(workloads.MAGIC, seed, 0, mib)
+        chunk[:min(n, len(stamp))] = stamp[:n]
+        if hasher is not None:
+            hasher.update(chunk)
+        yield bytes(chunk)
+        left -= n
+        mib += 1
+
+
+def size_label(n):
+    """'4 GiB', '512 MiB'."""
+    if n >= 1 << 30:
+        return "%g GiB" % (n / (1 << 30))
+    return "%g MiB" % (n / MiB)
+
+
+def _iso_seconds(start, end):
+    try:
+        a = datetime.datetime.fromisoformat(start)
+        b = datetime.datetime.fromisoformat(end)
+    except (TypeError, ValueError):
+        return None
+    return (b - a).total_seconds()
+
+
+def _loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except OSError:
+        return None
+
+
+def _rabbitmq_pgid():
+    """Process group of the RabbitMQ server (beam.smp running rabbit)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"beam.smp") and b"rabbit" in argv:
+            return os.getpgid(int(pid))
+    return None
+
+
+def _tail(path, n=40):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+class CpuMeter:
+    """CPU seconds of the services' process groups, of this process and
+    of the whole machine (``/proc/stat``), between two snapshots.
+    """
+
+    def __init__(self, groups):
+        self.groups = groups            # {name: process group id}
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def snapshot(self):
+        by_group = {}
+        for _pid, fields in devcloud_base.proc_stats():
+            pgrp = int(fields[2])
+            by_group[pgrp] = by_group.get(pgrp, 0) + int(fields[11]) + \
+                int(fields[12])
+        out = {name: by_group.get(pgid, 0) / self.tick
+               for name, pgid in self.groups.items()}
+        times = os.times()
+        out["benchmark process"] = times.user + times.system
+        with open("/proc/stat") as f:
+            cpu = [int(x) for x in f.readline().split()[1:]]
+        out["machine busy"] = (sum(cpu[:3]) + sum(cpu[5:8])) / self.tick
+        out["wall"] = time.monotonic()
+        return out
+
+    @staticmethod
+    def delta(before, after):
+        return {k: round(after[k] - before[k], 2) for k in before}
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.samples = []
+        self.failures = []
+        self.settings = {}
+        self.source = {}
+        self.clouds = None
+        self.workdir = None
+        self.began = time.time()
+        self.loaded = None
+
+    # ------------------------------------------------------------ setup
+
+    def log(self, text):
+        print("[%s] %s" % (time.strftime("%H:%M:%S"), text), flush=True)
+
+    def setup(self):
+        args = self.args
+        os.makedirs(args.data_dir, exist_ok=True)
+        self.workdir = tempfile.mkdtemp(prefix="dtnm-bench-migration-",
+                                        dir=args.data_dir)
+        self.log("work directory %s" % self.workdir)
+        self.clouds = _clouds.Clouds(self.workdir, rate=args.rate,
+                                     mtu=args.mtu, engine=ENGINE,
+                                     log=self.log).start()
+        groups = {"keystone": self.clouds.keystone.proc.pid}
+        for c in (self.clouds.a, self.clouds.b):
+            groups.update({"glance-%s" % c.name: c.glance.proc.pid,
+                           "engine-%s" % c.name: c.engine.proc.pid,
+                           "agent-%s" % c.name: c.agent.proc.pid})
+        rabbit = _rabbitmq_pgid()
+        if rabbit:
+            groups["rabbitmq (shared)"] = rabbit
+        self.cpu = CpuMeter(groups)
+        self.upload_source()
+
+    def upload_source(self):
+        args = self.args
+        images = self.clouds.a.images()
+        image = images.create({"name": "bench-%s" % workloads.format_size(
+            args.size), "disk_format": "raw", "container_format": "bare"})
+        hashes = []
+
+        def open_stream():
+            hashes.append(hashlib.sha512())
+            return image_chunks(args.size, args.seed, hashes[-1])
+
+        self.log("uploading the %s source image to Glance A"
+                 % workloads.format_size(args.size))
+        t0 = time.monotonic()
+        image = images.upload(image["id"], open_stream, args.size)
+        seconds = time.monotonic() - t0
+        sha = hashes[-1].hexdigest()
+        if image.get("os_hash_value") != sha or image["size"] != args.size:
+            raise BenchError("Glance A stored the source image wrongly: %s"
+                             % image)
+        self.source = {"image_id": image["id"], "size": args.size,
+                       "sha512": sha, "upload_seconds": seconds,
+                       "seed": args.seed}
+        self.log("source image %s uploaded in %.1f s" % (image["id"],
+                                                         seconds))
+
+    # ------------------------------------------------------------ checks
+
+    def check_peer_image(self, image_id):
+        image = self.clouds.b.images().get(image_id)
+        if image.get("status") != "active" or \
+                image.get("size") != self.source["size"] or \
+                image.get("os_hash_value") != self.source["sha512"]:
+            raise BenchError("image %s in Glance B is %s, %s bytes, sha512 "
+                             "%s...: not the source" % (
+                                 image_id, image.get("status"),
+                                 image.get("size"),
+                                 (image.get("os_hash_value") or "")[:16]))
+        return image
+
+    def tidy(self):
+        """Remove every image of Glance B and every staged file."""
+        client = self.clouds.b.client()
+        for image in list(client.images.list()):
+            client.images.delete(image["id"])
+        for c in (self.clouds.a, self.clouds.b):
+            for entry in os.listdir(c.staging_dir):
+                path = os.path.join(c.staging_dir, entry)
+                if os.path.isdir(path) and not entry.startswith("."):
+                    shutil.rmtree(path, ignore_errors=True)
+        os.sync()               # no write-back of one run in the next
+
+    def deadline(self):
+        return time.monotonic() + self.args.timeout
+
+    # ------------------------------------------------------------ modes
+
+    def run_migration(self, mode):
+        """One migration, followed through the source engine's
+        notifications (progress every second, then end or error), with
+        a slow poll in case one is lost.
+        """
+        a, b = self.clouds.a, self.clouds.b
+        seen = len(a.events)
+        t0 = time.monotonic()
+        req = a.bus.engine.migrate({}, b.agent_name,
+                                   images=[self.source["image_id"]],
+                                   options={"mode": mode, "force": True})
+        [m] = req["migrations"]
+        mid = m["migration_id"]
+        timeline = {"queued": time.monotonic() - t0}
+        rec, end, polled = None, None, t0
+        deadline = self.deadline()
+        while end is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            events, seen = a.events[seen:], len(a.events)
+            for when, event, payload in events:
+                if payload.get("migration_id") != mid:
+                    continue
+                self.note_stages(payload, timeline, when - t0)
+                if payload.get("state") in FINAL:
+                    rec, end = payload, when
+            if end is None and time.monotonic() - polled > POLL:
+                polled = time.monotonic()
+                try:
+                    got = a.bus.engine.get_migration({}, mid)
+                except messaging.MessagingTimeout:
+                    continue
+                if got["state"] in FINAL:
+                    rec, end = got, polled
+                    timeline["missed notification"] = True
+        if end is None:
+            try:
+                a.bus.engine.cancel_migration({}, mid)
+            except Exception as exc:  # noqa: B902 - reported below
+                self.log("cancel of %s failed: %s" % (mid, exc))
+            raise BenchError("migration %s not done in %.0f s"
+                             % (mid, self.args.timeout))
+        seconds = end - t0
+        if rec["state"] != "complete":
+            raise BenchError("migration %s %s: %s" % (
+                mid, rec["state"], rec.get("error")))
+        self.check_peer_image(rec["peer_image"]["image_id"])
+        stages = {k: {f: v.get(f) for f in ("rate", "done", "state")}
+                  for k, v in (rec.get("stages") or {}).items()}
+        return [(mode, seconds, {
+            "migration_id": rec["migration_id"],
+            "transfer_id": rec["transfer_id"],
+            "engine_seconds": _iso_seconds(rec.get("created_at"),
+                                           rec.get("finished_at")),
+            "engine_stages": stages, "timeline": timeline})]
+
+    def note_stages(self, rec, timeline, now):
+        """First time (s after the request) each stage was seen running
+        (``<stage> began``: some bytes done) and done (all bytes).
+        """
+        size = self.source["size"]
+        for name, st in (rec.get("stages") or {}).items():
+            done = st.get("done") or 0
+            if done > 0:
+                timeline.setdefault("%s began" % name, now)
+            if done >= size or st.get("state") in ("complete", "active"):
+                timeline.setdefault("%s done" % name, now)
+
+    def run_glance_download(self):
+        client = self.clouds.b.client()
+        t0 = time.monotonic()
+        image = client.images.create(name="bench-glance-download",
+                                     disk_format="raw",
+                                     container_format="bare")
+        client.images.image_import(
+            image["id"], method="glance-download",
+            remote_region=_clouds.LINK_REGION,
+            remote_image_id=self.source["image_id"])
+        devcloud.wait_image(client, image["id"], timeout=self.args.timeout)
+        seconds = time.monotonic() - t0
+        self.check_peer_image(image["id"])
+        return [("glance-download", seconds, {
+            "remote_region": _clouds.LINK_REGION,
+            "link_endpoint": self.clouds.link_endpoint})]
+
+    def run_stages(self):
+        a, b = self.clouds.a, self.clouds.b
+        size, sha = self.source["size"], self.source["sha512"]
+        image_id = self.source["image_id"]
+        tid = uuid.uuid4().hex
+        data, desc = "%s/image.data" % tid, "%s/image.json" % tid
+        stall = ENGINE["engine"]["stall_timeout"]
+        out = []
+
+        # Export: Glance A -> A's staging directory, as StageImage does.
+        images_a, backend_a = a.images(), a.backend()
+        cpu = self.cpu.snapshot()
+        t0 = time.monotonic()
+        result = copy.stage(
+            backend_a, data, lambda offset: images_a.download(image_id,
+                                                              offset),
+            size, expected_sha512=sha, options=a.copy_options(stall))
+        out.append(("export", time.monotonic() - t0,
+                    {"rate_MBps": result.rate / 1e6,
+                     "cpu_seconds": self.cpu.delta(cpu,
+                                                   self.cpu.snapshot())}))
+        os.sync()
+
+        # Transfer: agent A -> agent B over the veth, the staged file.
+        backend_a.write_small(desc, NOT_A_MIGRATION)
+        api = a.agent_api()
+        files = [{"path": desc, "name": desc},
+                 {"path": data, "name": data, "size": size, "sha512": sha}]
+        cpu = self.cpu.snapshot()
+        t0 = time.monotonic()
+        status = api.start_transfer({}, a.agent_name, b.agent_name, files,
+                                    transfer_id=tid)
+        deadline = self.deadline()
+        while status.get("state") not in FINAL:
+            if time.monotonic() > deadline:
+                raise BenchError("transfer %s not done in time: %s"
+                                 % (tid, status))
+            time.sleep(0.1)
+            try:
+                status = api.get_transfer({}, a.agent_name, tid)
+            except messaging.MessagingTimeout:
+                pass
+        seconds = time.monotonic() - t0
+        if status["state"] != "complete":
+            raise BenchError("transfer %s %s: %s" % (tid, status["state"],
+                                                     status.get("error")))
+        backend_b = b.backend()
+        if backend_b.size(data) != size:
+            raise BenchError("transfer %s: B staged %s of %d bytes"
+                             % (tid, backend_b.size(data), size))
+        out.append(("transfer", seconds, {
+            "transfer_id": tid, "agent_rate": status.get("rate"),
+            "cpu_seconds": self.cpu.delta(cpu, self.cpu.snapshot())}))
+        os.sync()
+
+        # Import: B's staged file -> Glance B, as UploadImage does.
+        images_b = b.images()
+        opts = b.copy_options(stall)
+        cpu = self.cpu.snapshot()
+        t0 = time.monotonic()
+        image = images_b.create({"name": "bench-import-alone",
+                                 "disk_format": "raw",
+                                 "container_format": "bare"})
+        image = images_b.upload(
+            image["id"], lambda: copy.open_staged(
+                backend_b, data, size, expected_sha512=sha, options=opts),
+            size)
+        out.append(("import", time.monotonic() - t0, {
+            "cpu_seconds": self.cpu.delta(cpu, self.cpu.snapshot())}))
+        self.check_peer_image(image["id"])
+        return out
+
+    def run_mode(self, mode):
+        if mode == "stages":
+            return self.run_stages()
+        cpu = self.cpu.snapshot()
+        if mode == "glance-download":
+            results = self.run_glance_download()
+        else:
+            results = self.run_migration(mode)
+        results[0][2]["cpu_seconds"] = self.cpu.delta(cpu,
+                                                      self.cpu.snapshot())
+        return results
+
+    # ------------------------------------------------------------ loop
+
+    def run(self):
+        modes = list(self.args.modes)
+        for rep in range(self.args.repeat):
+            k = rep % len(modes)
+            order = modes[k:] + modes[:k]
+            self.log("repetition %d of %d: %s" % (rep + 1, self.args.repeat,
+                                                  ", ".join(order)))
+            for position, mode in enumerate(order):
+                self.one(rep, position, mode)
+                self.save()
+
+    def one(self, rep, position, mode):
+        load = _loadavg()
+        began = time.time()
+        try:
+            self.tidy()
+            results = self.run_mode(mode)
+        except Exception as exc:  # noqa: B902 - recorded, next mode runs
+            self.log("%s FAILED: %s" % (mode, exc))
+            self.failures.append({
+                "rep": rep, "mode": mode, "error": str(exc),
+                "traceback": traceback.format_exc(),
+                "logs": {k: _tail(v) for k, v in
+                         self.clouds.logs().items()}})
+            results = []
+        for name, seconds, extra in results:
+            mbps = self.source["size"] / seconds / 1e6
+            self.log("%-16s %7.1f s  %6.1f MB/s" % (name, seconds, mbps))
+            self.samples.append({
+                "rep": rep, "position": position, "mode": mode,
+                "what": name, "seconds": seconds, "MBps": mbps,
+                "started": began, "loadavg": load, "extra": extra})
+        try:
+            self.tidy()
+        except Exception as exc:  # noqa: B902 - the next run tidies too
+            self.log("tidying after %s failed: %s" % (mode, exc))
+
+    def close(self):
+        errors = []
+        if self.clouds is not None:
+            errors += self.clouds.close()
+        if self.workdir and not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            if os.path.exists(self.workdir):
+                errors.append("could not remove %s" % self.workdir)
+        return errors
+
+    # ------------------------------------------------------------ results
+
+    def seconds(self, what, rep=None):
+        return [s["seconds"] for s in self.samples
+                if s["what"] == what and (rep is None or s["rep"] == rep)]
+
+    def summary(self):
+        out = {}
+        for what in WHOLE + STAGES:
+            s = report.summarize(self.seconds(what))
+            if s["n"]:
+                s["MBps"] = self.source["size"] / s["median"] / 1e6
+                out[what] = s
+        return out
+
+    def ratios(self, summary):
+        med = {k: v["median"] for k, v in summary.items()}
+        stages = [k for k in STAGES if k in med]
+        slowest = max(stages, key=lambda k: med[k]) if stages else None
+        line = self.line_seconds()
+        out = {"slowest_stage": slowest}
+
+        def pair(name, a, b):
+            per_rep = []
+            for rep in range(self.settings.get("repeat", 0)):
+                x, y = a(rep), b(rep)
+                per_rep.append(report.ratio(x, y))
+            out[name] = {"median": report.ratio(a(None), b(None)),
+                         "per_rep": per_rep}
+
+        def one(what):
+            def get(rep):
+                if rep is None:
+                    return med.get(what)
+                v = self.seconds(what, rep)
+                return v[0] if v else None
+            return get
+
+        def slow(rep):
+            if rep is None:
+                return med.get(slowest)
+            v = [self.seconds(k, rep) for k in STAGES]
+            return max(x[0] for x in v) if all(v) else None
+
+        def total(rep):
+            if rep is None:
+                return sum(med[k] for k in STAGES) \
+                    if len(stages) == 3 else None
+            v = [self.seconds(k, rep) for k in STAGES]
+            return sum(x[0] for x in v) if all(v) else None
+
+        pair("pipelined/slowest_stage", one("pipelined"), slow)
+        pair("serial/pipelined", one("serial"), one("pipelined"))
+        pair("glance-download/pipelined", one("glance-download"),
+             one("pipelined"))
+        pair("serial/sum_of_stages", one("serial"), total)
+        pair("transfer/line", one("transfer"), lambda rep: line)
+        cores = (self.loaded or {}).get("machine", {}).get("cpus") or \
+            os.cpu_count()
+
+        def floor(rep):
+            v = self.own_cpu("pipelined", rep)
+            return (report.summarize(v)["median"] / cores) if v else None
+        pair("pipelined/cpu_floor", one("pipelined"), floor)
+        out["cores"] = cores
+        out["target"] = TARGET
+        return out
+
+    def line_seconds(self):
+        rate = self.settings.get("rate")
+        if not rate or not self.source:
+            return None
+        return self.source["size"] * 8 / netns.parse_rate(rate)
+
+    def save(self, final=False):
+        args = self.args
+        summary = self.summary()
+        ratios = self.ratios(summary)
+        loaded = self.loaded or {}
+        report.write_json(os.path.join(args.out, "results.json"), {
+            "command": loaded.get("command", report.command_line()),
+            "machine": loaded.get("machine", report.machine_info()),
+            "settings": self.settings, "source": self.source,
+            "complete": final,
+            "elapsed_seconds": loaded.get("elapsed_seconds",
+                                          time.time() - self.began),
+            "samples": self.samples, "failures": self.failures,
+            "summary": summary, "ratios": ratios})
+        if final:
+            self.emit(summary, ratios, loaded.get("command",
+                                                  report.command_line()))
+
+    def emit(self, summary, ratios, command):
+        out = self.args.out
+        pipelined = (summary.get("pipelined") or {}).get("median")
+        headers = ["run", "seconds: median (min–max)", "MB/s", "× pipelined",
+                   "each repetition (s)"]
+        rows = []
+        for what in WHOLE + STAGES:
+            s = summary.get(what)
+            if not s:
+                continue
+            each = ", ".join(report.fmt(v) for v in self.seconds(what))
+            rows.append([LABELS[what], report.fmt_range(s),
+                         report.fmt(s["MBps"]),
+                         report.fmt(report.ratio(s["median"], pipelined), 2),
+                         each])
+        rheaders = ["ratio", "of medians", "each repetition"]
+        rrows = []
+        names = {
+            "pipelined/slowest_stage": "pipelined / slowest stage alone "
+                                       "(%s; target ≤ %.2f)" % (
+                                           ratios.get("slowest_stage"),
+                                           TARGET),
+            "serial/pipelined": "serial / pipelined",
+            "glance-download/pipelined": "glance-download / pipelined",
+            "serial/sum_of_stages": "serial / sum of the stages alone",
+            "transfer/line": "transfer alone / line-rate time (%.1f s)" % (
+                self.line_seconds() or 0),
+            "pipelined/cpu_floor": "pipelined / (its own CPU seconds ÷ "
+                                   "%d cores)" % ratios.get("cores", 0)}
+        for key, label in names.items():
+            r = ratios.get(key) or {}
+            if r.get("median") is None:
+                continue
+            rrows.append([label, report.fmt(r.get("median"), 2),
+                          ", ".join(report.fmt(v, 2)
+                                    for v in r.get("per_rep", ()))])
+        print(report.text_table(headers, rows))
+        print(report.text_table(rheaders, rrows))
+        rst = (report.rst_table(headers, rows) + "\n" +
+               report.rst_table(rheaders, rrows) + "\n" +
+               "Command::\n\n    %s\n" % command)
+        report.write_text(os.path.join(out, "results.rst"), rst)
+        report.write_text(os.path.join(out, "results.md"),
+                          report.markdown_table(headers, rows) + "\n" +
+                          report.markdown_table(rheaders, rrows) + "\n" +
+                          "Command: `%s`\n" % command)
+        cheaders, crows = self.cpu_table()
+        if crows:
+            print(report.text_table(cheaders, crows))
+            report.write_text(os.path.join(out, "cpu.rst"),
+                              report.rst_table(cheaders, crows) + "\n")
+            report.write_text(os.path.join(out, "cpu.md"),
+                              report.markdown_table(cheaders, crows) + "\n")
+        theaders, trows = self.timeline_table()
+        if trows:
+            print(report.text_table(theaders, trows))
+            report.write_text(os.path.join(out, "timeline.rst"),
+                              report.rst_table(theaders, trows) + "\n")
+            report.write_text(os.path.join(out, "timeline.md"),
+                              report.markdown_table(theaders, trows) + "\n")
+        self.plot(summary, os.path.join(out, "migration.png"))
+
+    def timeline_table(self):
+        """Medians of when each stage of a migration was first seen
+        running and done, in seconds after the request, from the source
+        engine's progress notifications (one a second).
+        """
+        events = ["%s %s" % (st, ev) for st in STAGES
+                  for ev in ("began", "done")]
+        headers = ["run"] + events + ["complete"]
+        rows = []
+        for what in ("pipelined", "serial"):
+            runs = [s for s in self.samples if s["what"] == what and
+                    "timeline" in s["extra"]]
+            if not runs:
+                continue
+            cells = []
+            for ev in events:
+                cells.append(report.fmt(report.summarize(
+                    [s["extra"]["timeline"].get(ev) for s in runs])[
+                        "median"]))
+            cells.append(report.fmt(report.summarize(
+                [s["seconds"] for s in runs])["median"]))
+            rows.append([LABELS[what]] + cells)
+        return headers, rows
+
+    def cpu_table(self):
+        """Median CPU seconds per component and run, their sum, and the
+        cores the whole machine kept busy (other jobs included).
+        """
+        headers = ["run"] + OWN + ["own total", "rabbitmq (shared)",
+                                   "other", "cores busy"]
+        rows = []
+        for what in WHOLE + STAGES:
+            cpus = [s["extra"]["cpu_seconds"] for s in self.samples
+                    if s["what"] == what and "cpu_seconds" in s["extra"]]
+            if not cpus:
+                continue
+
+            def med(values):
+                return report.summarize(values)["median"]
+
+            cells = [med([c.get(n) for c in cpus]) for n in OWN]
+            own = med([sum(c.get(n, 0) for n in OWN) for c in cpus])
+            rabbit = med([c.get("rabbitmq (shared)") for c in cpus])
+            other = med([c["machine busy"] - sum(c.get(n, 0) for n in OWN)
+                         - c.get("rabbitmq (shared)", 0) for c in cpus])
+            busy = med([c["machine busy"] / c["wall"] for c in cpus
+                        if c["wall"]])
+            rows.append([LABELS[what]] + [report.fmt(v) for v in cells] +
+                        [report.fmt(own), report.fmt(rabbit),
+                         report.fmt(other), report.fmt(busy, 2)])
+        return headers, rows
+
+    def own_cpu(self, what, rep=None):
+        """CPU seconds of the clouds' own processes in a run."""
+        return [sum(s["extra"]["cpu_seconds"].get(n, 0) for n in OWN)
+                for s in self.samples if s["what"] == what and
+                (rep is None or s["rep"] == rep) and
+                "cpu_seconds" in s["extra"]]
+
+    def plot(self, summary, path):
+        if not summary:
+            return
+        plt = report._pyplot()
+        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        labels = []
+        x = 0
+        for i, what in enumerate(WHOLE):
+            s = summary.get(what)
+            if not s:
+                continue
+            ax.bar([x], [s["median"]], 0.6, color=report.PALETTE[i],
+                   hatch=report.HATCHES[i], edgecolor="black",
+                   linewidth=0.5, zorder=2)
+            ax.errorbar([x], [s["median"]],
+                        yerr=[[s["median"] - s["min"]],
+                              [s["max"] - s["median"]]],
+                        fmt="none", ecolor="black", elinewidth=0.7,
+                        capsize=2, zorder=3)
+            ax.annotate("%.1f s" % s["median"], (x, s["max"]),
+                        ha="center", va="bottom", fontsize=7,
+                        xytext=(0, 2), textcoords="offset points")
+            labels.append(LABELS[what].replace(" ", "\n", 1))
+            x += 1
+        if all(k in summary for k in STAGES):
+            bottom = 0.0
+            for j, what in enumerate(STAGES):
+                m = summary[what]["median"]
+                ax.bar([x], [m], 0.6, bottom=bottom,
+                       color=report.PALETTE[3 + j],
+                       hatch=report.HATCHES[3 + j], edgecolor="black",
+                       linewidth=0.5, zorder=2,
+                       label="%s alone (%.1f s)" % (what, m))
+                bottom += m
+            ax.annotate("%.1f s" % bottom, (x, bottom), ha="center",
+                        va="bottom", fontsize=7, xytext=(0, 2),
+                        textcoords="offset points")
+            labels.append("stages alone\n(stacked)")
+            slowest = max(STAGES, key=lambda k: summary[k]["median"])
+            y = summary[slowest]["median"]
+            ax.axhline(y, color="black", linestyle="--", linewidth=0.8,
+                       zorder=4, label="slowest stage alone (%s)" % slowest)
+            ax.axhline(y * TARGET, color="grey", linestyle=":",
+                       linewidth=0.8, zorder=4,
+                       label="target: %.2f × slowest" % TARGET)
+            x += 1
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels)
+        ax.set_ylabel("time (s)")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
+        ax.yaxis.grid(True, linestyle=":", linewidth=0.5, zorder=0)
+        ax.set_title("%s image, Glance A → Glance B, %s DTN link" % (
+            size_label(self.source["size"]),
+            self.settings.get("rate") or "unlimited"))
+        ax.legend(frameon=False, fontsize=7, loc="upper center", ncol=2,
+                  bbox_to_anchor=(0.5, -0.2))
+        fig.savefig(path)
+        plt.close(fig)
+
+    def load(self, data):
+        self.loaded = data
+        self.settings = data["settings"]
+        self.source = data["source"]
+        self.samples = data["samples"]
+        self.failures = data.get("failures", [])
+
+
+# ---------------------------------------------------------------- main
+
+def _on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def redraw(args):
+    with open(args.from_json) as f:
+        data = json.load(f)
+    bench = Bench(args)
+    bench.load(data)
+    bench.save(final=True)
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.migration",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=workloads.parse_size, default="4G",
+                   help="image size (default 4G)")
+    p.add_argument("--repeat", type=int, default=2,
+                   help="repetitions (default 2); modes round-robin")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="default %s" % ",".join(MODES))
+    p.add_argument("--rate", default="1gbit",
+                   help="tc rate of the DTN link, or 'none'")
+    p.add_argument("--mtu", type=int, default=1500)
+    p.add_argument("--seed", type=int, default=workloads.DEFAULT_SEED)
+    p.add_argument("--data-dir", default="/var/tmp",
+                   help="where Glance stores and staging directories live "
+                        "(a disk with room for about 5 x --size)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per run (default max(900, size at "
+                        "5 MB/s))")
+    p.add_argument("--out", default="doc/source/benchmarks/migration")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the work directory (logs, stores)")
+    p.add_argument("--from-json", metavar="JSON",
+                   help="measure nothing: redraw from an earlier run")
+    args = p.parse_args(argv)
+    if args.from_json:
+        return redraw(args)
+    args.modes = [m for m in args.modes.split(",") if m]
+    for m in args.modes:
+        if m not in MODES:
+            p.error("unknown mode %r (known: %s)" % (m, ", ".join(MODES)))
+    if args.rate in ("none", ""):
+        args.rate = None
+    if args.timeout is None:
+        args.timeout = max(900.0, args.size / 5e6)
+    why = _clouds.check()
+    if why:
+        raise SystemExit("cannot run: %s" % why)
+    free = shutil.disk_usage(args.data_dir if os.path.isdir(args.data_dir)
+                             else os.path.dirname(args.data_dir)).free
+    if free < 5 * args.size:
+        raise SystemExit("%s has %.1f GB free; about 5 x %s are needed"
+                         % (args.data_dir, free / 1e9,
+                            workloads.format_size(args.size)))
+    print("command:", report.command_line(), flush=True)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    bench = Bench(args)
+    bench.settings = {
+        "size": args.size, "repeat": args.repeat, "modes": args.modes,
+        "rate": args.rate, "mtu": args.mtu,
+        "tbf_burst": netns.tbf_burst(args.rate, args.mtu)
+        if args.rate else None,
+        "data_dir": args.data_dir, "engine": ENGINE,
+        "link_region": _clouds.LINK_REGION,
+        "glance": report.tool_version([os.path.join(
+            devcloud.clouds_venv(), "bin", "python"), "-c",
+            "import importlib.metadata as m; print('glance', "
+            "m.version('glance'), 'keystone', m.version('keystone'))"])}
+    t0 = time.monotonic()
+    try:
+        bench.setup()
+        bench.run()
+    finally:
+        errors = bench.close()
+        if errors:
+            print("cleanup errors: %s" % "; ".join(errors), flush=True)
+    bench.settings["runtime_seconds"] = time.monotonic() - t0
+    bench.save(final=True)
+    print("runtime %.0f s; results in %s" % (
+        bench.settings["runtime_seconds"], args.out), flush=True)
+    if bench.failures:
+        print("FAILED runs: %d (see results.json)" % len(bench.failures),
+              flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""[engine] options of dtn-migrate-engine."""
+
+from oslo_config import cfg
+
+engine_group = cfg.OptGroup(
+    'engine', title='Migration engine options',
+    help='The dtn-migrate-engine runs on a cloud controller. It exports '
+         'images from this cloud\'s image service to its DTN and imports '
+         'the images its DTN receives from peers.')
+
+engine_opts = [
+    cfg.StrOpt(
+        'agent_host',
+        help='RPC server name ([DEFAULT] host) of this cloud\'s DTN agent. '
+             'Required.'),
+    cfg.StrOpt(
+        'persistence_connection',
+        default='sqlite:////var/lib/dtn-migrate/engine.sqlite',
+        secret=True,
+        help='SQLAlchemy URL of the TaskFlow persistence database: '
+             'mysql+pymysql://... or postgresql://... in production; '
+             'SQLite is the embedded default.'),
+    cfg.StrOpt(
+        'mode', default='pipelined', choices=['pipelined', 'serial'],
+        help='pipelined: export, staging, transfer and import overlap, '
+             'following the staged file\'s watermark. serial: each stage '
+             'waits for the previous one (the fork-and-wait baseline). A '
+             'request may override it.'),
+    cfg.IntOpt(
+        'max_concurrent_migrations', default=4, min=1,
+        help='Outgoing migrations run at once; more wait in a queue.'),
+    cfg.IntOpt(
+        'max_concurrent_imports', default=4, min=1,
+        help='Incoming imports run at once; more wait in a queue.'),
+    cfg.FloatOpt(
+        'poll_interval', default=1.0, min=0.05,
+        help='Seconds between polls of the DTN agents.'),
+    cfg.FloatOpt(
+        'progress_interval', default=5.0, min=0.5,
+        help='Seconds between dtn_migrate.migration.progress '
+             'notifications (and persisted progress).'),
+    cfg.IntOpt(
+        'stall_timeout', default=600, min=10,
+        help='A migration whose stage makes no progress for this many '
+             'seconds fails (and can be retried).'),
+    cfg.IntOpt(
+        'reconcile_interval', default=30, min=1,
+        help='Seconds between checks of this DTN\'s incoming transfers '
+             'for imports whose notification was lost.'),
+    cfg.IntOpt(
+        'rpc_timeout', default=60, min=1,
+        help='Timeout of RPC calls to the DTN agent.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(engine_group)
+    conf.register_opts(engine_opts, group=engine_group)
+
+
+def list_opts():
+    return {engine_group: engine_opts}

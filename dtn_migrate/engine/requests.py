@@ -1,0 +1,107 @@
+"""Validation of migration requests arriving over RPC.
+
+Everything that arrives from the bus is checked here, before anything is
+created: a malformed payload gets InvalidInput naming the problem.
+"""
+
+import uuid
+
+from dtn_migrate import exception
+
+MAX_IMAGES = 1000
+VISIBILITIES = ("public", "private", "shared", "community")
+MODES = ("pipelined", "serial")
+#: Option -> (type, default); ``mode`` defaults to ``[engine] mode``.
+OPTIONS = {
+    "keep_id": (bool, False),
+    "visibility": (str, None),
+    "target_project": (str, None),
+    "verify": (bool, True),
+    "mode": (str, None),
+    "force": (bool, False),
+    "transfer_options": (dict, None),
+}
+
+
+def _invalid(reason):
+    return exception.InvalidInput(reason=reason)
+
+
+def _text(value, what, limit=255):
+    if not isinstance(value, str) or not value or len(value) > limit or \
+            any(ord(c) < 32 for c in value):
+        raise _invalid("%s must be a non-empty printable string of at "
+                       "most %d characters" % (what, limit))
+    return value
+
+
+def peer(value):
+    return _text(value, "peer")
+
+
+def image_ids(images, selector):
+    """(list of image ids or None, selector or None); exactly one set."""
+    if (images is None) == (selector is None):
+        raise _invalid("give either images (a list of ids) or a selector")
+    if images is not None:
+        if not isinstance(images, list) or not images or \
+                len(images) > MAX_IMAGES:
+            raise _invalid("images must be a list of 1 to %d image ids"
+                           % MAX_IMAGES)
+        out = []
+        for image_id in images:
+            _text(image_id, "image id", 64)
+            if image_id not in out:
+                out.append(image_id)
+        return out, None
+    if not isinstance(selector, dict) or not selector or \
+            set(selector) - {"tag", "properties"}:
+        raise _invalid("selector must be a mapping with 'tag' and/or "
+                       "'properties'")
+    tag = selector.get("tag")
+    if tag is not None:
+        _text(tag, "selector tag")
+    props = selector.get("properties")
+    if props is not None:
+        if not isinstance(props, dict) or not props:
+            raise _invalid("selector properties must be a non-empty "
+                           "mapping")
+        for k, v in props.items():
+            _text(k, "selector property name")
+            _text(v, "selector property value")
+    return None, {"tag": tag, "properties": props}
+
+
+def options(value, default_mode):
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise _invalid("options must be a mapping")
+    unknown = set(value) - set(OPTIONS)
+    if unknown:
+        raise _invalid("unknown options: %s (allowed: %s)" % (
+            ", ".join(sorted(map(str, unknown))), ", ".join(sorted(OPTIONS))))
+    out = {}
+    for key, (kind, default) in OPTIONS.items():
+        v = value.get(key, default)
+        if v is not None and (not isinstance(v, kind) or
+                              (kind is not bool and isinstance(v, bool))):
+            raise _invalid("option %s must be %s" % (key, kind.__name__))
+        out[key] = v
+    out["mode"] = out["mode"] or default_mode
+    if out["mode"] not in MODES:
+        raise _invalid("mode must be one of %s" % ", ".join(MODES))
+    if out["visibility"] is not None and \
+            out["visibility"] not in VISIBILITIES:
+        raise _invalid("visibility must be one of %s"
+                       % ", ".join(VISIBILITIES))
+    if out["target_project"] is not None:
+        _text(out["target_project"], "target_project", 64)
+    return out
+
+
+def uuid_hex(value, what):
+    try:
+        return uuid.UUID(str(value)).hex
+    except ValueError:
+        raise _invalid("%s %r is not a UUID" % (what, value))

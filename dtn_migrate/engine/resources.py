@@ -1,0 +1,113 @@
+"""What the engine's tasks use: this cloud's image service, its DTN's
+export and agent, and the live state of running migrations.
+
+Tasks are rebuilt from code whenever a flow is loaded, so they hold a
+reference to these resources instead of persisting them.
+"""
+
+import threading
+import time
+
+from oslo_log import log as logging
+
+from dtn_migrate.agent import rpcapi as agent_rpcapi
+from dtn_migrate.conf import staging as staging_conf
+from dtn_migrate import exception
+from dtn_migrate.staging import factory
+
+LOG = logging.getLogger(__name__)
+
+#: Names of a migration's files, under the staging root of both DTNs.
+DESCRIPTOR = "image.json"
+DATA = "image.data"
+
+
+def staged_name(transfer_id, leaf):
+    return "%s/%s" % (transfer_id, leaf)
+
+
+class Live:
+    """In-memory state of a running migration: per-stage progress and
+    its cancel event.
+    """
+
+    def __init__(self, migration_id):
+        self.migration_id = migration_id
+        self.cancel = threading.Event()
+        self.stages = {}
+        self.lock = threading.Lock()
+        self.updated = time.time()
+
+    def stage(self, name, **info):
+        with self.lock:
+            self.stages.setdefault(name, {}).update(info)
+            self.updated = time.time()
+
+    def snapshot(self):
+        with self.lock:
+            return {k: dict(v) for k, v in self.stages.items()}
+
+
+class Resources:
+    def __init__(self, conf, images, agent=None, backend=None,
+                 transport=None):
+        self.conf = conf
+        self.images = images
+        self.agent = agent or agent_rpcapi.AgentAPI(
+            timeout=conf.engine.rpc_timeout, retry=None,
+            transport=transport)
+        self.agent_host = conf.engine.agent_host
+        if not self.agent_host:
+            raise exception.ConfigError(
+                reason="[engine] agent_host (this cloud's DTN agent) is "
+                       "not set")
+        self._backend = backend
+        self._backend_lock = threading.Lock()
+        self._staging_root = None
+        self.live = {}
+        self.live_lock = threading.Lock()
+
+    # Staging.
+    def backend(self):
+        with self._backend_lock:
+            if self._backend is None:
+                try:
+                    self._backend = factory.open_backend(self.conf.staging)
+                except ValueError as exc:
+                    raise exception.ConfigError(reason=str(exc))
+            return self._backend
+
+    def staging_root(self):
+        """The DTN agent's staging root (where the backend's names
+        start), asked once.
+        """
+        if self._staging_root is None:
+            self._staging_root = self.agent.ping(
+                {}, self.agent_host).get("staging_root")
+        return self._staging_root
+
+    def copy_options(self):
+        backend = self.backend()
+        margin = staging_conf.margin_bytes(
+            self.conf.staging.free_space_margin, backend.free_bytes())
+        opts = factory.copy_options(self.conf.staging, margin)
+        opts.stall_timeout = float(self.conf.engine.stall_timeout)
+        return opts
+
+    # Live state.
+    def live_for(self, migration_id):
+        with self.live_lock:
+            live = self.live.get(migration_id)
+            if live is None:
+                live = self.live[migration_id] = Live(migration_id)
+            return live
+
+    def forget(self, migration_id):
+        with self.live_lock:
+            self.live.pop(migration_id, None)
+
+    def close(self):
+        with self._backend_lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None

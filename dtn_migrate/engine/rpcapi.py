@@ -1,0 +1,70 @@
+"""Client side of the migration engine RPC API (topic dtn_migrate_engine).
+
+Requests go to any engine of the cloud (no server set); calls about one
+migration go to the engine that owns it when ``host`` is given.
+"""
+
+import oslo_messaging as messaging
+
+from dtn_migrate import rpc
+
+TOPIC = 'dtn_migrate_engine'
+
+
+class EngineAPI:
+    """Calls to this cloud's ``dtn-migrate-engine``.
+
+    API version history: see ``engine.manager.EngineManager``.
+    """
+
+    VERSION = '1.0'
+
+    def __init__(self, timeout=60, retry=None, transport=None):
+        target = messaging.Target(topic=TOPIC, version=self.VERSION)
+        self.client = rpc.get_client(target, version_cap=self.VERSION,
+                                     timeout=timeout, retry=retry,
+                                     transport=transport)
+
+    def _prepare(self, host=None):
+        return self.client.prepare(server=host) if host else self.client
+
+    def migrate(self, ctxt, peer, images=None, selector=None, options=None,
+                request_id=None):
+        """Start migrations of ``images`` (ids) or of the images matching
+        ``selector`` ({"tag": ...} and/or {"properties": {...}}) to peer
+        DTN ``peer``.  Returns the request with one migration per image.
+        """
+        return self.client.call(ctxt, 'migrate', peer=peer, images=images,
+                                selector=selector, options=options,
+                                request_id=request_id)
+
+    def migrate_cast(self, ctxt, peer, images=None, selector=None,
+                     options=None, request_id=None):
+        """Like :meth:`migrate`, without waiting (runbooks pass a
+        ``request_id`` to follow it).
+        """
+        self.client.cast(ctxt, 'migrate', peer=peer, images=images,
+                         selector=selector, options=options,
+                         request_id=request_id)
+
+    def get_migration(self, ctxt, migration_id):
+        return self.client.call(ctxt, 'get_migration',
+                                migration_id=migration_id)
+
+    def list_migrations(self, ctxt, request_id=None, direction=None):
+        return self.client.call(ctxt, 'list_migrations',
+                                request_id=request_id, direction=direction)
+
+    def cancel_migration(self, ctxt, migration_id):
+        return self.client.call(ctxt, 'cancel_migration',
+                                migration_id=migration_id)
+
+    def incoming_transfer(self, ctxt, transfer_id, peer, host=None):
+        """From this cloud's DTN agent: a peer DTN started sending
+        ``transfer_id``.  A cast: the agent never waits for the engine.
+        """
+        self._prepare(host).cast(ctxt, 'incoming_transfer',
+                                 transfer_id=transfer_id, peer=peer)
+
+    def ping(self, ctxt):
+        return self.client.call(ctxt, 'ping')

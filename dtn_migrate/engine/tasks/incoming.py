@@ -1,0 +1,273 @@
+"""Tasks of an incoming migration (the peer cloud's engine).
+
+The DTN agent tells the engine a transfer arrived; these tasks read the
+migration's descriptor from the DTN's export, create the image in this
+cloud's Glance, stream the staged data into it while it still arrives
+(pipelined) or once complete (serial), verify it and report back through
+the agent.
+"""
+
+import json
+import time
+
+from oslo_log import log as logging
+
+from dtn_migrate.engine import resources as res_mod
+from dtn_migrate.engine.tasks import base
+from dtn_migrate.engine.tasks import outgoing
+from dtn_migrate import exception
+from dtn_migrate.image import metadata
+from dtn_migrate.staging import copy
+from dtn_migrate.staging import watermark
+
+LOG = logging.getLogger(__name__)
+
+#: Image property marking an image this engine imported (its transfer).
+MARKER = "dtn_migrate_transfer_id"
+
+
+def incoming_file(res, transfer_id, name, size):
+    """Follower info of an incoming file: the agent's view while it
+    arrives; the staged file itself once the agent no longer knows the
+    transfer (restarted after it completed).
+    """
+    try:
+        return res.agent.get_watermark(base.CTXT, res.agent_host,
+                                       transfer_id, name)
+    except exception.TransferNotFound:
+        have = res.backend().size(name)
+        if size is not None and have == size:
+            return {"durable": size, "state": "done", "path": None}
+        return None
+
+
+def _validate(payload, transfer_id):
+    if not isinstance(payload, dict) or \
+            payload.get("version") != outgoing.DESCRIPTOR_VERSION:
+        raise exception.InvalidInput(reason="unsupported migration "
+                                            "descriptor")
+    if payload.get("transfer_id") != transfer_id:
+        raise exception.InvalidInput(reason="descriptor belongs to "
+                                            "another transfer")
+    image = payload.get("image")
+    if not isinstance(image, dict) or not isinstance(image.get("size"),
+                                                     int):
+        raise exception.InvalidInput(reason="descriptor has no image")
+    if not isinstance(payload.get("options"), dict):
+        raise exception.InvalidInput(reason="descriptor has no options")
+    if not isinstance(payload.get("attempt"), int):
+        raise exception.InvalidInput(reason="descriptor has no attempt")
+    return payload
+
+
+class ReadDescriptor(base.MigrationTask):
+    """Wait for ``image.json`` to arrive complete and read it."""
+
+    default_name = "read-descriptor"
+    default_provides = "incoming"
+
+    def execute(self, migration_id, transfer_id):
+        name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
+        clock = base.StallClock(migration_id, "descriptor",
+                                self.conf.engine.stall_timeout)
+        while True:
+            info = incoming_file(self.res, transfer_id, name, None)
+            if info and info.get("state") == "done":
+                break
+            if info is None and self.res.backend().size(name):
+                break           # agent restarted; file is complete
+            clock.see(info and info.get("durable"))
+            self.pause(migration_id)
+        data = self.res.backend().read_small(
+            name, limit=outgoing.MAX_DESCRIPTOR + 1)
+        try:
+            payload = json.loads(data)
+        except (TypeError, ValueError):
+            raise exception.InvalidInput(reason="descriptor is not JSON")
+        return _validate(payload, transfer_id)
+
+
+class CreateImage(base.MigrationTask):
+    """Create the image (no data yet) with the source's metadata; reuse
+    the one a previous run of this import created.
+    """
+
+    default_name = "create-image"
+    default_provides = "image_id"
+
+    def execute(self, migration_id, transfer_id, incoming):
+        images = self.res.images
+        desc, opts = incoming["image"], incoming["options"]
+        for image in images.find(MARKER, transfer_id):
+            if image.get("status") in ("queued", "active", "saving",
+                                       "uploading"):
+                LOG.info("import %s: reusing image %s (%s)", migration_id,
+                         image["id"], image["status"])
+                return image["id"]
+            images.delete(image["id"])
+        args = metadata.create_args(
+            desc, keep_id=bool(opts.get("keep_id")),
+            visibility=opts.get("visibility"),
+            owner=opts.get("target_project"),
+            extra_properties={MARKER: transfer_id})
+        image = images.create(args)
+        LOG.info("import %s: created image %s", migration_id, image["id"])
+        return image["id"]
+
+    def revert(self, transfer_id, result=None, *args, **kwargs):
+        ids = set()
+        if isinstance(result, str):
+            ids.add(result)
+        try:
+            ids.update(i["id"] for i in self.res.images.find(MARKER,
+                                                             transfer_id))
+        except exception.DtnMigrateException as exc:
+            LOG.warning("import of %s: could not look for images to "
+                        "remove: %s", transfer_id, exc)
+        for image_id in ids:
+            LOG.info("import of %s: deleting half-imported image %s",
+                     transfer_id, image_id)
+            try:
+                self.res.images.delete(image_id, unprotect=True)
+            except exception.DtnMigrateException as exc:
+                LOG.warning("could not delete image %s: %s", image_id, exc)
+
+
+class UploadImage(base.MigrationTask):
+    """Stream the staged data into the image, following the agent's
+    durable watermark while the file still arrives.
+    """
+
+    default_name = "upload-image"
+
+    def execute(self, migration_id, transfer_id, incoming, image_id):
+        images = self.res.images
+        live = self.live(migration_id)
+        if images.get(image_id).get("status") == "active":
+            return
+        desc, opts = incoming["image"], incoming["options"]
+        size = desc["size"]
+        name = res_mod.staged_name(transfer_id, res_mod.DATA)
+        root = self.res.staging_root()
+        reporter = Reporter(self.res, transfer_id, incoming["attempt"])
+        live.stage("import", state="waiting", size=size, done=0)
+
+        def info():
+            return incoming_file(self.res, transfer_id, name, size)
+
+        if opts.get("mode") == "serial":
+            clock = base.StallClock(migration_id, "transfer",
+                                    self.conf.engine.stall_timeout)
+            while True:
+                i = info()
+                if i and i.get("state") == "done":
+                    break
+                if i and i.get("state") in watermark.FAILED_STATES:
+                    raise exception.MigrationFailed(
+                        migration_id=migration_id,
+                        reason="the transfer of the data failed")
+                clock.see(i and i.get("durable"))
+                reporter.send("transferring", None)
+                self.pause(migration_id)
+            follow = None
+        else:
+            follow = watermark.sink_follower(info, root=root)
+
+        def progress(p):
+            live.stage("import", state="uploading", done=p.done,
+                       rate=p.rate)
+            reporter.send("uploading", p.done)
+
+        def open_stream():
+            return copy.open_staged(
+                self.res.backend(), name, size,
+                expected_sha512=desc["os_hash_value"], follow=follow,
+                options=self.res.copy_options(), cancel=live.cancel,
+                progress=progress)
+
+        try:
+            images.upload(image_id, open_stream, size)
+        except copy.Cancelled:
+            raise base.Cancelled(migration_id=migration_id)
+        live.stage("import", state="uploaded", done=size)
+
+
+class VerifyImage(base.MigrationTask):
+    """The image is active with the source's hash and metadata."""
+
+    default_name = "verify-image"
+    default_provides = "peer_image"
+
+    def execute(self, incoming, image_id):
+        desc, opts = incoming["image"], incoming["options"]
+        image = self.res.images.get(image_id)
+        if image.get("status") != "active":
+            raise exception.MigrationFailed(
+                migration_id=incoming["transfer_id"],
+                reason="image %s is %s after the upload"
+                       % (image_id, image.get("status")))
+        if image.get("os_hash_value") != desc["os_hash_value"]:
+            raise exception.ImageHashMismatch(
+                image_id=image_id, where="the imported image",
+                actual=image.get("os_hash_value"),
+                expected=desc["os_hash_value"])
+        differences = []
+        if opts.get("verify", True):
+            seen = {k: v for k, v in image.items() if k != MARKER}
+            differences = [str(d) for d in metadata.compare(desc, seen)]
+            if differences:
+                raise exception.MigrationFailed(
+                    migration_id=incoming["transfer_id"],
+                    reason="metadata of image %s differs: %s"
+                           % (image_id, "; ".join(differences)))
+        return {"image_id": image_id, "status": "active",
+                "os_hash_value": image["os_hash_value"],
+                "verified": bool(opts.get("verify", True)),
+                "differences": differences}
+
+
+class ReportImport(base.MigrationTask):
+    """Leave the result at this cloud's agent for the source to fetch."""
+
+    default_name = "report-import"
+
+    def execute(self, transfer_id, incoming, peer_image):
+        report = dict(peer_image, state="active",
+                      attempt=incoming["attempt"])
+        self.res.agent.set_import_report(base.CTXT, self.res.agent_host,
+                                         transfer_id, report)
+
+
+class CleanupIncoming(base.MigrationTask):
+    """Remove the received files once the image is in Glance."""
+
+    default_name = "cleanup-incoming"
+
+    def execute(self, transfer_id):
+        backend = self.res.backend()
+        for leaf in (res_mod.DATA, res_mod.DESCRIPTOR):
+            copy.cleanup(backend, res_mod.staged_name(transfer_id, leaf))
+
+
+class Reporter:
+    """Rate-limited progress reports to the agent."""
+
+    def __init__(self, res, transfer_id, attempt):
+        self.res = res
+        self.transfer_id = transfer_id
+        self.attempt = attempt
+        self.interval = res.conf.engine.progress_interval
+        self.last = 0.0
+
+    def send(self, state, done):
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        try:
+            self.res.agent.set_import_report(
+                base.CTXT, self.res.agent_host, self.transfer_id,
+                {"state": state, "bytes": done, "attempt": self.attempt})
+        except Exception as exc:  # noqa: B902 - progress is best effort
+            LOG.debug("progress report of %s failed: %s",
+                      self.transfer_id, exc)

@@ -1,0 +1,389 @@
+"""Two real clouds for migration tests.
+
+Each cloud has its own RabbitMQ vhost, a Glance under uwsgi (SQLite,
+file store), a DTN agent process, an engine process with its own
+persistence database, and a staging export: a directory of the agent's
+host, or an nfs-ganesha export that the engine reaches over NFSv3
+(libnfs) through a relay into the server's network namespace.  Only
+the agents' DTN link joins the clouds.
+"""
+
+import concurrent.futures
+import io
+import json
+import os
+import time
+import uuid
+
+import oslo_messaging as messaging
+from testtools import content
+
+from dtn_migrate.agent import rpcapi as agent_rpcapi
+from dtn_migrate import conf as dtn_conf
+from dtn_migrate import devcloud
+from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate import rpc
+from tests.functional import base
+from tests.functional import devcloud as devcloud_tests
+
+MiB = 1 << 20
+ENGINE = os.path.join(base.VENV_BIN, "dtn-migrate-engine")
+FINAL = ("complete", "failed", "cancelled")
+
+
+class Engine(base.ServiceProcess):
+    """One dtn-migrate-engine process."""
+
+    command = ENGINE
+
+    def __init__(self, workdir, name, transport_url, agent_host, glance,
+                 staging, persistence=None, extra=None):
+        self.name = name
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.conf = os.path.join(self.dir, "engine.conf")
+        self.log = os.path.join(self.dir, "engine.log")
+        self.persistence = persistence or "sqlite:///%s/engine.sqlite" \
+            % self.dir
+        sections = {
+            "DEFAULT": {"host": name, "transport_url": transport_url,
+                        "log_file": self.log, "debug": "true"},
+            "engine": {"agent_host": agent_host,
+                       "persistence_connection": self.persistence,
+                       "poll_interval": 0.2, "progress_interval": 1,
+                       "stall_timeout": 120, "reconcile_interval": 5},
+            "staging": dict(staging),
+            "glance": dict(glance),
+            "oslo_messaging_notifications": {"driver": "messagingv2",
+                                             "topics": "notifications"},
+        }
+        for section, values in (extra or {}).items():
+            sections.setdefault(section, {}).update(values)
+        base.write_conf(self.conf, sections)
+
+    def wait_ready(self, api, timeout=60):
+        return self.wait_ready_with(lambda: api.ping({}), timeout)
+
+
+class Bus:
+    """The test process's view of one cloud's vhost: engine and agent
+    clients and a notification listener.
+    """
+
+    def __init__(self, url):
+        # oslo.messaging's tracing options exist only on the global CONF.
+        conf = dtn_conf.CONF
+        if not base._rpc["parsed"]:
+            messaging.set_transport_defaults(
+                control_exchange=rpc.CONTROL_EXCHANGE)
+            conf([], project="dtn-migrate", default_config_files=[])
+            base._rpc["parsed"] = True
+        self.conf = conf
+        self.transport = messaging.get_rpc_transport(
+            conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
+        self.engine = engine_rpcapi.EngineAPI(timeout=30, retry=3,
+                                              transport=self.transport)
+        self.notifications = []
+        self._listener = None
+        self.url = url
+
+    def agent(self):
+        api = agent_rpcapi.AgentAPI.__new__(agent_rpcapi.AgentAPI)
+        target = messaging.Target(topic=agent_rpcapi.TOPIC,
+                                  version=agent_rpcapi.AgentAPI.VERSION)
+        api.client = rpc.get_client(target, timeout=30, retry=3,
+                                    transport=self.transport)
+        return api
+
+    def listen(self):
+        bus = self
+
+        class Endpoint:
+            def info(self, ctxt, publisher_id, event_type, payload,
+                     metadata):
+                bus.notifications.append((event_type, payload))
+
+            def error(self, ctxt, publisher_id, event_type, payload,
+                      metadata):
+                bus.notifications.append((event_type, payload))
+
+        ntransport = messaging.get_notification_transport(
+            self.conf, url=self.url)
+        self._listener = messaging.get_notification_listener(
+            ntransport, [messaging.Target(topic="notifications")],
+            [Endpoint()], executor="threading",
+            pool="dtnm-test-%s" % uuid.uuid4().hex[:6])
+        self._listener.start()
+        self._ntransport = ntransport
+
+    def events(self, migration_id=None):
+        return [e for e, p in self.notifications
+                if migration_id is None or
+                p.get("migration_id") == migration_id]
+
+    def close(self):
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener.wait()
+            self._ntransport.cleanup()
+        self.transport.cleanup()
+
+
+class Cloud:
+    """Everything of one cloud; ``start()`` brings it up."""
+
+    def __init__(self, case, name, peer_name, nfs=False, persistence=None,
+                 keystone=None, glance_proxy=False, transfer=None):
+        self.case = case
+        self.name = name
+        self.peer_name = peer_name
+        self.nfs = nfs
+        self.persistence = persistence
+        self.keystone = keystone
+        self.glance_proxy = glance_proxy
+        self.transfer = transfer
+        self.broker = case._brokers.pop(0) if getattr(
+            case, "_brokers", None) else base.Broker()
+        case.addCleanup(self.broker.delete)
+        self.bus = Bus(self.broker.url())
+        self.agent_name = "dtn-%s-%s" % (name, uuid.uuid4().hex[:4])
+        self.engine_name = "engine-%s-%s" % (name, uuid.uuid4().hex[:4])
+        self.port = base.free_port()
+
+    def start_glance(self):
+        self.glance = self.case.glance(name=self.name,
+                                       keystone=self.keystone)
+        self.glance_endpoint = self.glance.endpoint
+        self.proxy = None
+        if self.glance_proxy:
+            self.proxy = self.case.fault_proxy(self.glance.endpoint)
+            self.glance_endpoint = self.proxy.endpoint
+
+    def start_staging(self):
+        staging_dir = None
+        if self.nfs:
+            from tests.functional import ganesha
+            from tests.functional import relay
+            ok, why = ganesha.available()
+            if not ok:
+                self.case.skipTest(why)
+            self.ganesha = ganesha.Ganesha()
+            self.ganesha.start()
+            self.case.addCleanup(self.ganesha.close)
+            url, relays = relay.nfs_url(self.ganesha)
+            for r in relays:
+                self.case.addCleanup(r.close)
+            staging_dir = self.ganesha.local()
+            self.staging = {"backend": "libnfs", "url": url,
+                            "commit_interval_bytes": 16 * MiB,
+                            "free_space_margin": "0"}
+        else:
+            staging_dir = os.path.join(self.case.workdir, self.name,
+                                       "export")
+            os.makedirs(staging_dir, exist_ok=True)
+            self.staging = {"backend": "path", "path": staging_dir,
+                            "allow_local": "true", "mount_check": "off",
+                            "commit_interval_bytes": 16 * MiB,
+                            "free_space_margin": "0"}
+        self.staging_dir = staging_dir
+
+    def glance_auth(self):
+        if self.keystone is not None:
+            user = self.glance.default_user()
+            return {"auth_type": "password",
+                    "auth_url": self.keystone.auth_url,
+                    "username": user["username"],
+                    "password": user["password"],
+                    "project_name": devcloud.glance.DEFAULT_PROJECT,
+                    "user_domain_id": "default",
+                    "project_domain_id": "default",
+                    "region_name": self.glance.region,
+                    "valid_interfaces": "public",
+                    "cloud_name": self.name, "retry_max_delay": 5}
+        auth = {"auth_type": "dtn_migrate_devcloud",
+                "endpoint": self.glance_endpoint,
+                "project_id": devcloud.glance.DEFAULT_PROJECT,
+                "roles": "admin,member,reader",
+                "cloud_name": self.name, "retry_max_delay": 5}
+        return auth
+
+    def start_agent(self, peer):
+        self.agent = self.case.agent(
+            self.agent_name, {peer.agent_name: ("127.0.0.1", peer.port)},
+            port=self.port, transport_url=self.broker.url(),
+            staging=self.staging_dir, transfer=self.transfer or {})
+        self.agent.start()
+
+    def start_engine(self):
+        self.engine = Engine(self.case.workdir, self.engine_name,
+                             self.broker.url(), self.agent_name,
+                             self.glance_auth(), self.staging,
+                             self.persistence)
+        self.case.addCleanup(self.engine.stop)
+        self.case.addOnException(
+            lambda exc_info: self.case.addDetail(
+                "log-%s" % self.engine_name,
+                content.text_content(self.engine.tail(300))))
+        self.engine.start()
+
+    def wait_ready(self):
+        # A call sent before the server's queue exists is lost and waits
+        # its whole timeout: ping with a short one.
+        for server, topic, host in (
+                (self.agent, agent_rpcapi.TOPIC, self.agent_name),
+                (self.engine, engine_rpcapi.TOPIC, None)):
+            client = messaging.get_rpc_client(
+                self.bus.transport, messaging.Target(topic=topic),
+                timeout=2)
+            server.wait_ready_with(
+                lambda c=client, h=host: c.prepare(server=h).call({},
+                                                                  "ping"))
+
+    def restart_engine(self, kill=True):
+        if kill:
+            self.engine.kill9()
+        else:
+            self.engine.stop()
+        self.engine.start()
+        self.wait_ready()
+
+    def admin(self):
+        """A glanceclient with admin rights on this cloud's Glance."""
+        if self.keystone is not None:
+            return self.glance.client()
+        return self.glance.admin_client()
+
+
+def _in_parallel(calls):
+    """Run cleanups at once rather than one after another."""
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        for f in [pool.submit(call) for call in calls]:
+            f.result()
+
+
+class MigrationTestCase(devcloud_tests.DevcloudTestCase):
+    """Cloud ``a`` (source) and cloud ``b`` (peer)."""
+
+    timeout = 600
+
+    def setUp(self):
+        super().setUp()
+        ok, why = base.Broker.available()
+        if not ok:
+            self.skipTest(why)
+
+    def agent(self, name, peers, **kw):
+        a = base.Agent(self.workdir, name, self.key,
+                       kw.pop("transport_url"), peers, **kw)
+        self.addCleanup(a.stop)
+        self.addOnException(lambda exc_info, a=a: self.addDetail(
+            "log-%s" % a.name, content.text_content(a.tail(200))))
+        return a
+
+    def clouds(self, nfs=False, persistence=(None, None), keystone=None,
+               proxy_a=False, proxy_b=False, transfer=None):
+        self.key = os.urandom(32).hex()
+        keystone = keystone or (None, None)
+        # rabbitmqctl takes seconds per call: make both vhosts at once.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            self._brokers = list(pool.map(lambda _: base.Broker(), "ab"))
+        a = Cloud(self, "a", "b", nfs=nfs, persistence=persistence[0],
+                  keystone=keystone[0], glance_proxy=proxy_a,
+                  transfer=transfer)
+        b = Cloud(self, "b", "a", nfs=nfs, persistence=persistence[1],
+                  keystone=keystone[1], glance_proxy=proxy_b,
+                  transfer=transfer)
+        # Both buses close at once (the rabbit driver takes seconds to wind
+        # down), before their vhosts are deleted.
+        self.addCleanup(_in_parallel, [a.bus.close, b.bus.close])
+        for c in (a, b):
+            c.start_glance()
+            c.start_staging()
+        a.start_agent(b)
+        b.start_agent(a)
+        for c in (a, b):
+            c.start_engine()
+        for c in (a, b):
+            c.wait_ready()
+        self.addCleanup(_in_parallel, [a.engine.stop, b.engine.stop,
+                                       a.agent.stop, b.agent.stop])
+        a.bus.listen()
+        self.a, self.b = a, b
+        return a, b
+
+    # Images.
+    def upload(self, cloud, path=None, data=None, **fields):
+        client = cloud.admin()
+        fields.setdefault("disk_format", "raw")
+        fields.setdefault("container_format", "bare")
+        image = client.images.create(**fields)
+        if path is not None:
+            with open(path, "rb") as f:
+                client.images.upload(image["id"], f)
+        else:
+            client.images.upload(image["id"], io.BytesIO(data))
+        return dict(client.images.get(image["id"]))
+
+    # Migrations.
+    def migrate(self, images=None, selector=None, **options):
+        return self.a.bus.engine.migrate({}, self.b.agent_name,
+                                         images=images, selector=selector,
+                                         options=options or None)
+
+    def wait_request(self, request_id, timeout=None):
+        deadline = time.monotonic() + (timeout or self.timeout)
+        recs = []
+        while time.monotonic() < deadline:
+            try:
+                recs = self.a.bus.engine.list_migrations(
+                    {}, request_id=request_id)
+            except messaging.MessagingTimeout:
+                recs = []
+            if recs and all(r["state"] in FINAL for r in recs):
+                return recs
+            time.sleep(0.5)
+        self.fail("request %s not done in time: %s" % (
+            request_id, [(r["migration_id"], r["state"]) for r in recs]))
+
+    def wait_migration(self, migration_id, until=None, timeout=None):
+        deadline = time.monotonic() + (timeout or self.timeout)
+        rec = None
+        while time.monotonic() < deadline:
+            try:
+                rec = self.a.bus.engine.get_migration({}, migration_id)
+            except messaging.MessagingTimeout:
+                rec = None
+            if rec is not None:
+                if until is not None and until(rec):
+                    return rec
+                if until is None and rec["state"] in FINAL:
+                    return rec
+            time.sleep(0.1)
+        self.fail("migration %s not done in time; last %s"
+                  % (migration_id, json.dumps(rec)))
+
+    def mariadb(self, name):
+        """A fresh MariaDB database for one engine; dropped afterwards."""
+        try:
+            import pymysql
+            conn = pymysql.connect(host="127.0.0.1", user="root",
+                                   password="", autocommit=True)
+        except Exception as exc:  # noqa: B902 - any connection problem
+            self.skipTest("MariaDB is not reachable on 127.0.0.1:3306 as "
+                          "root: %s (tools/bootstrap.sh starts it)" % exc)
+        db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE %s" % db)
+
+        def drop():
+            with conn.cursor() as cur:
+                cur.execute("DROP DATABASE IF EXISTS %s" % db)
+            conn.close()
+        self.addCleanup(drop)
+        return "mysql+pymysql://root@127.0.0.1/%s" % db
+
+    def peer_image(self, source_image, transfer_id):
+        found = [dict(i) for i in self.b.admin().images.list(
+            filters={"dtn_migrate_transfer_id": transfer_id})]
+        self.assertEqual(1, len(found), found)
+        return found[0]

@@ -1,0 +1,38 @@
+"""A TCP relay into a network namespace, in the test process.
+
+The test clouds' controllers (engines) live in the root namespace, next
+to RabbitMQ and Glance, while nfs-ganesha runs in a lab namespace of its
+own.  A relay listens on 127.0.0.1 in the root namespace and connects
+each client to a port inside the server's namespace: the socket it
+dials is made by a thread that entered that namespace.
+"""
+
+import socket
+
+from tests.functional import ganesha
+from tests import relay as tcp_relay
+
+
+class Relay(tcp_relay.Relay):
+    """127.0.0.1:<port> here -> ``host:port`` inside namespace ``ns``."""
+
+    def __init__(self, ns, host, port):
+        self.ns = ns
+        super().__init__((host, port))
+
+    def _dial(self):
+        return ganesha.in_netns(self.ns, socket.create_connection,
+                                self.upstream, 10)
+
+
+def nfs_url(server, path=""):
+    """A libnfs URL reaching ``server`` (a started ganesha.Ganesha) from
+    the root namespace through two relays; returns (url, relays).
+    """
+    ns = server.lab.ns(server.ns)
+    relays = [Relay(ns, "127.0.0.1", server.nfsport),
+              Relay(ns, "127.0.0.1", server.mountport)]
+    url = server.url_for(server.ns, path)
+    base = url.split("?", 1)[0]
+    return ("%s?nfsport=%d&mountport=%d" % (base, relays[0].port,
+                                            relays[1].port), relays)

@@ -1,0 +1,203 @@
+"""Import reports and incoming-transfer notices between real agents.
+
+Status travels peer engine -> peer agent (set_import_report) -> DTN link
+(REPORT connection) -> source agent (get_peer_report); the receiving
+agent tells its own engine of each incoming session over its own bus.
+"""
+
+import json
+import os
+import threading
+import time
+import uuid
+
+import oslo_messaging as messaging
+
+from dtn_migrate import exception
+from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate import rpc
+from tests.functional import base
+
+MiB = base.MiB
+REPORT = {"state": "active", "image_id": "6c1e0a3e-img",
+          "os_hash_value": "ab" * 64}
+
+
+class FakeEngine:
+    """The engine's incoming_transfer endpoint, recording its calls."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self):
+        self.calls = []
+        self.cond = threading.Condition()
+
+    def incoming_transfer(self, ctxt, transfer_id, peer):
+        with self.cond:
+            self.calls.append((transfer_id, peer))
+            self.cond.notify_all()
+
+    def wait_for(self, transfer_id, timeout=30):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not any(t == transfer_id for t, _ in self.calls):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self.cond.wait(left)
+            return [c for c in self.calls if c[0] == transfer_id]
+
+
+class TestReports(base.FunctionalTestCase):
+
+    def send_image(self, src, dst):
+        """Move <migration>/image.json and image.data from src to dst."""
+        tid = uuid.uuid4().hex
+        with_dir = os.path.join(src.staging, tid)
+        os.makedirs(with_dir)
+        with open(os.path.join(with_dir, "image.json"), "w") as f:
+            json.dump({"name": "cirros", "disk_format": "qcow2"}, f)
+        base.make_file(os.path.join(with_dir, "image.data"), 3 * MiB + 7,
+                       seed=5)
+        self.start_transfer(src, dst, ["%s/image.json" % tid,
+                                       "%s/image.data" % tid],
+                            transfer_id=tid)
+        status = self.wait_for(src, tid)
+        self.assertEqual("complete", status["state"], status.get("error"))
+        self.assertSame(os.path.join(with_dir, "image.data"),
+                        os.path.join(dst.staging, tid, "image.data"))
+        return tid
+
+    def incoming(self, agent, tid, timeout=30):
+        """The agent's incoming record of ``tid`` (once it is written)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for entry in self.api.list_incoming({}, agent.name):
+                if entry["transfer_id"] == tid:
+                    return entry
+            time.sleep(0.05)
+        self.fail("%s has no incoming record of %s" % (agent.name, tid))
+
+    def assertRemote(self, exc_class, func, *args):
+        exc = self.assertRaises(exc_class, func, *args)
+        return str(exc)
+
+    def test_report_travels_back_to_the_source(self):
+        src, dst = self.pair()
+        self.assertEqual(dst.staging, self.api.ping({}, dst.name)[
+            "staging_root"])
+        tid = self.send_image(src, dst)
+        entry = self.incoming(dst, tid)
+        self.assertEqual(src.name, entry["peer"])
+        self.assertIsNone(entry["report_state"])
+        # Not imported yet: the peer has no report.
+        self.assertIsNone(self.api.get_peer_report({}, src.name, dst.name,
+                                                   tid))
+        self.api.set_import_report({}, dst.name, tid, REPORT)
+        self.assertEqual(REPORT, self.api.get_peer_report(
+            {}, src.name, dst.name, tid))
+        failed = {"state": "failed", "error": "glance said no"}
+        self.api.set_import_report({}, dst.name, tid, failed)
+        self.assertEqual(failed, self.api.get_peer_report(
+            {}, src.name, dst.name, tid))
+        self.assertEqual("failed",
+                         self.incoming(dst, tid)["report_state"])
+        # The source never received it: nothing to report there.
+        self.assertRemote(exception.TransferNotFound,
+                          self.api.set_import_report, {}, src.name, tid,
+                          REPORT)
+        self.assertRemote(exception.InvalidInput,
+                          self.api.set_import_report, {}, dst.name, tid,
+                          {"blob": "x" * (64 << 10)})
+
+    def test_report_survives_an_agent_restart(self):
+        src, dst = self.pair()
+        tid = self.send_image(src, dst)
+        self.incoming(dst, tid)
+        self.api.set_import_report({}, dst.name, tid, REPORT)
+        dst.stop()
+        dst.start()
+        dst.wait_ready(self.api)
+        self.assertEqual(REPORT, self.api.get_peer_report(
+            {}, src.name, dst.name, tid))
+
+    def test_no_report_for_a_transfer_never_received(self):
+        src, dst = self.pair()
+        self.assertIsNone(self.api.get_peer_report(
+            {}, src.name, dst.name, uuid.uuid4().hex))
+        self.assertRemote(exception.InvalidInput, self.api.get_peer_report,
+                          {}, src.name, dst.name, "../../etc/passwd")
+        self.assertRemote(exception.PeerNotFound, self.api.get_peer_report,
+                          {}, src.name, "nobody", uuid.uuid4().hex)
+
+    def test_wrong_key_or_no_peer_is_unreachable(self):
+        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
+                 for r in ("src", "dst", "liar", "gone")}
+        ports = {r: base.free_port() for r in names}
+        src = self.agent(names["src"], {
+            names[r]: ("127.0.0.1", ports[r]) for r in ("dst", "liar",
+                                                        "gone")},
+            port=ports["src"])
+        dst = self.agent(names["dst"], {names["src"]: ("127.0.0.1",
+                                                       ports["src"])},
+                         port=ports["dst"])
+        # Same peering, another key.
+        liar = self.agent(names["liar"], {names["src"]: ("127.0.0.1",
+                                                         ports["src"])},
+                          port=ports["liar"], key=os.urandom(32).hex())
+        for a in (src, dst, liar):
+            a.start()
+        for a in (src, dst, liar):
+            a.wait_ready(self.api)
+        tid = self.send_image(src, dst)
+        self.incoming(dst, tid)
+        self.api.set_import_report({}, dst.name, tid, REPORT)
+        message = self.assertRemote(
+            exception.PeerUnreachable, self.api.get_peer_report, {},
+            src.name, liar.name, tid)
+        self.assertIn("Peer DTN %s cannot be reached" % liar.name, message)
+        self.assertIn("authentication failed", message)
+        self.assertIn("wrong key", message)
+        message = self.assertRemote(
+            exception.PeerUnreachable, self.api.get_peer_report, {},
+            src.name, names["gone"], tid)
+        self.assertIn("cannot connect", message)
+        # The good peering still works.  The source dropped the liar
+        # before proving anything itself: no report lookup happened.
+        self.assertEqual(REPORT, self.api.get_peer_report(
+            {}, src.name, dst.name, tid))
+        self.assertNotIn("report of transfer", liar.log_text())
+        self.assertEqual([], self.api.list_incoming({}, liar.name))
+
+    def engine(self):
+        endpoint = FakeEngine()
+        server = rpc.get_server(messaging.Target(
+            topic=engine_rpcapi.TOPIC, server="engine-%s"
+            % uuid.uuid4().hex[:6]), [endpoint])
+        server.start()
+
+        def stop():
+            server.stop()
+            server.wait()
+        self.addCleanup(stop)
+        return endpoint
+
+    def test_engine_hears_of_incoming_transfers(self):
+        engine = self.engine()
+        src, dst = self.pair()
+        tid = self.send_image(src, dst)
+        calls = engine.wait_for(tid)
+        # One session, told by the receiving agent, naming the sender.
+        self.assertEqual([(tid, src.name)], calls)
+        time.sleep(1)
+        self.assertEqual([(tid, src.name)], engine.wait_for(tid, 0))
+        self.assertEqual(src.name, self.incoming(dst, tid)["peer"])
+
+    def test_engine_notice_can_be_turned_off(self):
+        engine = self.engine()
+        src, dst = self.pair(dst_kw={"extra": {
+            "agent": {"notify_engine": "false"}}})
+        tid = self.send_image(src, dst)
+        # The record is written before any notice would be sent.
+        self.incoming(dst, tid)
+        self.assertEqual([], engine.wait_for(tid, 2))

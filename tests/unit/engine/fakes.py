@@ -1,0 +1,237 @@
+"""In-memory Glance and a pair of DTN agents for engine unit tests.
+
+The fake agents copy staged files from one directory to the other,
+following the local copy's watermark side file like the real source
+does, and tell the peer engine about incoming transfers.
+"""
+
+import hashlib
+import os
+import threading
+import time
+import uuid
+
+from dtn_migrate import exception
+from dtn_migrate.transfer import dataset
+
+CORE = ("id", "name", "status", "size", "os_hash_algo", "os_hash_value",
+        "checksum", "disk_format", "container_format", "min_disk",
+        "min_ram", "visibility", "protected", "tags", "owner")
+
+
+class FakeImages:
+    def __init__(self, cloud="a"):
+        self.cloud = cloud
+        self.images = {}
+        self.data = {}
+        self.downloaded = 0
+        self.fail_uploads = 0
+        self.break_uploads = 0      # uploads that leave the image saving
+        self.lock = threading.Lock()
+
+    def add(self, data, **fields):
+        image_id = fields.pop("id", None) or str(uuid.uuid4())
+        image = {"id": image_id, "name": "img", "status": "active",
+                 "size": len(data), "os_hash_algo": "sha512",
+                 "os_hash_value": hashlib.sha512(data).hexdigest(),
+                 "checksum": hashlib.md5(data).hexdigest(),
+                 "disk_format": "raw", "container_format": "bare",
+                 "min_disk": 0, "min_ram": 0, "visibility": "shared",
+                 "protected": False, "tags": [], "owner": "p"}
+        image.update(fields)
+        self.images[image_id] = image
+        self.data[image_id] = data
+        return image
+
+    def get(self, image_id):
+        try:
+            return dict(self.images[image_id])
+        except KeyError:
+            raise exception.ImageNotFound(image_id=image_id,
+                                          cloud=self.cloud)
+
+    def select(self, tag=None, properties=None):
+        out = []
+        for image in self.images.values():
+            if image["status"] != "active":
+                continue
+            if tag and tag not in image["tags"]:
+                continue
+            if properties and any(image.get(k) != v
+                                  for k, v in properties.items()):
+                continue
+            out.append(dict(image))
+        return out
+
+    def download(self, image_id, offset=0):
+        data = self.data[image_id]
+        for i in range(offset, len(data), 65536):
+            chunk = data[i:i + 65536]
+            with self.lock:
+                self.downloaded += len(chunk)
+            yield chunk
+
+    def create(self, kwargs):
+        kwargs = dict(kwargs)
+        image_id = kwargs.pop("id", None) or str(uuid.uuid4())
+        if image_id in self.images:
+            raise exception.Conflict("image %s exists" % image_id)
+        image = {"id": image_id, "status": "queued", "size": None,
+                 "os_hash_value": None, "tags": [], "min_disk": 0,
+                 "min_ram": 0, "visibility": "shared", "protected": False}
+        image.update(kwargs)
+        image["tags"] = sorted(image.get("tags") or [])
+        self.images[image_id] = image
+        return dict(image)
+
+    def find(self, key, value):
+        return [dict(i) for i in self.images.values() if i.get(key) == value]
+
+    def delete(self, image_id, unprotect=False):
+        self.images.pop(image_id, None)
+        self.data.pop(image_id, None)
+
+    def upload(self, image_id, open_stream, size):
+        if self.break_uploads:
+            self.break_uploads -= 1
+            self.images[image_id]["status"] = "saving"
+            raise exception.ImageServiceUnavailable(cloud=self.cloud,
+                                                    reason="HTTP 409")
+        while True:
+            stream = open_stream()
+            parts = []
+            try:
+                for chunk in stream:
+                    parts.append(bytes(chunk))
+                    if self.fail_uploads:
+                        self.fail_uploads -= 1
+                        raise IOError("503")
+            except IOError:
+                continue
+            finally:
+                stream.close()      # as ImageService.upload does
+            break
+        data = b"".join(parts)
+        image = self.images[image_id]
+        image.update(status="active", size=len(data),
+                     os_hash_algo="sha512",
+                     os_hash_value=hashlib.sha512(data).hexdigest(),
+                     checksum=hashlib.md5(data).hexdigest())
+        self.data[image_id] = data
+
+
+class FakeAgents:
+    """Agents ``dtn-a`` (peer name ``a``) and ``dtn-b`` (``b``)."""
+
+    def __init__(self, roots, suffix=".watermark"):
+        self.roots = roots              # host -> staging root
+        self.names = {"dtn-a": "a", "dtn-b": "b"}
+        self.hosts = {v: k for k, v in self.names.items()}
+        self.engines = {}               # host -> Migrations
+        self.transfers = {}             # tid -> status
+        self.incoming = {}              # (host, tid) -> {name: info}
+        self.reports = {}               # (host, tid) -> report
+        self.suffix = suffix
+        self.lock = threading.Lock()
+        self.rate = None                # bytes/s, for slow transfers
+
+    def ping(self, ctxt, host):
+        peer = "b" if host == "dtn-a" else "a"
+        return {"host": host, "peers": [peer],
+                "staging_root": self.roots[host]}
+
+    def start_transfer(self, ctxt, host, peer, files, options=None,
+                       transfer_id=None):
+        with self.lock:
+            if transfer_id in self.transfers:
+                return dict(self.transfers[transfer_id])
+            self.transfers[transfer_id] = {"state": "running",
+                                           "bytes_done": 0,
+                                           "transfer_id": transfer_id}
+        threading.Thread(target=self._send, daemon=True,
+                         args=(host, self.hosts[peer], files,
+                               transfer_id)).start()
+        return dict(self.transfers[transfer_id])
+
+    def resume_transfer(self, ctxt, host, transfer_id):
+        return self.get_transfer(ctxt, host, transfer_id)
+
+    def cancel_transfer(self, ctxt, host, transfer_id):
+        return self.get_transfer(ctxt, host, transfer_id)
+
+    def get_transfer(self, ctxt, host, transfer_id):
+        with self.lock:
+            return dict(self.transfers[transfer_id])
+
+    def _send(self, src, dst, files, tid):
+        engine = self.engines.get(dst)
+        if engine is not None:
+            engine.incoming(tid, self.names[src])
+        done = 0
+        for f in files:
+            path = os.path.join(self.roots[src], f["path"])
+            out = os.path.join(self.roots[dst], f["name"])
+            part = out + ".part"
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            size = f.get("size", os.path.getsize(path))
+            key = (dst, tid)
+            with self.lock:
+                self.incoming.setdefault(key, {})[f["name"]] = {
+                    "durable": 0, "state": "open", "path": part}
+            sent = 0
+            with open(path, "rb") as fin, open(part, "wb") as fout:
+                while sent < size:
+                    if f.get("growing"):
+                        avail, failed = dataset.read_watermark_file(
+                            os.path.join(self.roots[src],
+                                         f["watermark_file"]))
+                    else:
+                        avail, failed = size, False
+                    if failed:
+                        self._set(tid, state="failed", error="source failed")
+                        return
+                    if avail <= sent:
+                        time.sleep(0.01)
+                        continue
+                    fin.seek(sent)
+                    n = min(avail - sent, 1 << 20)
+                    fout.write(fin.read(n))
+                    fout.flush()
+                    sent += n
+                    done += n
+                    if self.rate:
+                        time.sleep(n / self.rate)
+                    with self.lock:
+                        self.incoming[key][f["name"]]["durable"] = sent
+                        self.transfers[tid]["bytes_done"] = done
+            os.rename(part, out)
+            with self.lock:
+                self.incoming[key][f["name"]].update(state="done", path=out)
+        self._set(tid, state="complete")
+
+    def _set(self, tid, **kw):
+        with self.lock:
+            self.transfers[tid].update(kw)
+
+    def get_watermark(self, ctxt, host, transfer_id, name):
+        with self.lock:
+            info = self.incoming.get((host, transfer_id), {}).get(name)
+        if info is None:
+            raise exception.TransferNotFound(transfer_id=transfer_id)
+        return dict(info)
+
+    def set_import_report(self, ctxt, host, transfer_id, report):
+        with self.lock:
+            self.reports[(host, transfer_id)] = dict(report)
+
+    def get_peer_report(self, ctxt, host, peer, transfer_id):
+        with self.lock:
+            report = self.reports.get((self.hosts[peer], transfer_id))
+        return dict(report) if report else None
+
+    def list_incoming(self, ctxt, host):
+        with self.lock:
+            return [{"transfer_id": tid, "peer": "a" if host == "dtn-b"
+                     else "b", "report_state": (self.reports.get(
+                         (h, tid)) or {}).get("state")}
+                    for (h, tid) in self.incoming if h == host]

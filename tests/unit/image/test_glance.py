@@ -1,0 +1,289 @@
+"""ImageService without a Glance: retries, ranges, upload bodies, config."""
+
+import email.utils
+import io
+import os
+import tempfile
+import time
+from unittest import mock
+
+import fixtures
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
+from oslo_config import cfg
+import requests
+import testtools
+
+from dtn_migrate.conf import glance as glance_conf
+from dtn_migrate import exception
+from dtn_migrate.image import glance
+
+IMAGE_ID = '11111111-2222-3333-4444-555555555555'
+
+
+class FakeResponse:
+    def __init__(self, status, body=b'', headers=None, cut=None):
+        self.status_code = status
+        self.body = body
+        self.headers = requests.structures.CaseInsensitiveDict(headers or {})
+        self.cut = cut
+        self.closed = False
+
+    @property
+    def text(self):
+        return self.body.decode()
+
+    def iter_content(self, size):
+        for i in range(0, len(self.body), size):
+            if self.cut is not None and i >= self.cut:
+                raise requests.exceptions.ChunkedEncodingError('cut')
+            yield self.body[i:i + size]
+
+    def close(self):
+        self.closed = True
+
+
+class ServiceTestCase(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.sleeps = []
+        self.useFixture(fixtures.MockPatch('time.sleep',
+                                           self.sleeps.append))
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='dtn_migrate.image.glance'))
+        self.session = mock.Mock(spec=ks_session.Session)
+        self.svc = glance.ImageService(self.session, cloud_name='east',
+                                       retries=3, retry_max_delay=4,
+                                       chunk_size=4)
+        self.svc._http = mock.Mock()
+        self.status = []
+        self.svc.get = mock.Mock(side_effect=self._get)
+
+    def _get(self, image_id):
+        status = self.status.pop(0) if self.status else 'active'
+        return {'id': image_id, 'status': status, 'size': 10}
+
+
+class TestDelays(ServiceTestCase):
+    def test_retry_after_forms(self):
+        def resp(value):
+            return FakeResponse(503, headers={'Retry-After': value})
+        self.assertEqual(7.0, glance._retry_after(resp('7')))
+        later = email.utils.formatdate(time.time() + 60, usegmt=True)
+        self.assertAlmostEqual(60, glance._retry_after(resp(later)),
+                               delta=2)
+        self.assertIsNone(glance._retry_after(resp('soon')))
+        self.assertIsNone(glance._retry_after(FakeResponse(503)))
+
+    def test_exponential_with_jitter_capped(self):
+        for attempt, cap in ((1, 0.5), (2, 1), (3, 2), (4, 4), (9, 4)):
+            for _ in range(20):
+                delay = self.svc._delay(attempt)
+                self.assertTrue(cap / 2 <= delay <= cap, (attempt, delay))
+
+    def test_retry_after_is_honoured_up_to_the_cap(self):
+        self.assertEqual(2, self.svc._delay(1, retry_after=2))
+        self.assertEqual(4, self.svc._delay(1, retry_after=3600))
+
+
+class TestBody(testtools.TestCase):
+    def test_exact_size_from_iterable_or_file(self):
+        body = glance._Body(iter([b'ab', b'', b'cd']), 4, 2)
+        self.assertEqual(4, len(body))
+        self.assertEqual(b'abcd', b''.join(body))
+        body = glance._Body(io.BytesIO(b'abcdef'), 6, 4)
+        self.assertEqual([b'abcd', b'ef'], list(body))
+
+    def test_short_and_long_streams_abort(self):
+        for data in ([b'abc'], [b'abcd', b'e']):
+            body = glance._Body(iter(data), 4, 2)
+            self.assertRaises(exception.InvalidInput, b''.join, body)
+            self.assertIsInstance(body.error, exception.InvalidInput)
+
+    def test_stream_errors_are_kept(self):
+        def broken():
+            yield b'ab'
+            raise OSError('disk read error')
+        body = glance._Body(broken(), 4, 2)
+        self.assertRaises(OSError, b''.join, body)
+        self.assertIsInstance(body.error, OSError)
+
+
+class TestUpload(ServiceTestCase):
+    def upload(self, *answers):
+        self.svc._http.put.side_effect = list(answers)
+        opened = []
+
+        def open_stream():
+            opened.append(1)
+            return iter([b'0123456789'])
+        result = self.svc.upload(IMAGE_ID, open_stream, 10)
+        return result, len(opened)
+
+    def test_retries_503_and_429_then_succeeds(self):
+        self.status = ['queued', 'queued', 'active']
+        result, opened = self.upload(
+            FakeResponse(503), FakeResponse(429, headers={'Retry-After': '3'}),
+            FakeResponse(204))
+        self.assertEqual('active', result['status'])
+        self.assertEqual(3, opened)
+        self.assertEqual(3, self.sleeps[1])
+        self.assertIn('HTTP 503', self.log.output)
+        self.assertIn('HTTP 429', self.log.output)
+        self.assertIn('retry 2 of 3 in 3.0 s', self.log.output)
+        kwargs = self.svc._http.put.call_args.kwargs
+        self.assertFalse(kwargs['allow_reauth'])
+        self.assertEqual('10', kwargs['headers']['x-openstack-image-size'])
+
+    def test_connection_reset_then_active_stops(self):
+        self.status = ['active']
+        result, opened = self.upload(ks_exc.ConnectFailure('reset'))
+        self.assertEqual(('active', 1), (result['status'], opened))
+        self.assertEqual([], self.sleeps)
+
+    def test_saving_is_waited_for(self):
+        self.status = ['saving', 'active']
+        result, opened = self.upload(FakeResponse(409), FakeResponse(204))
+        self.assertEqual(2, opened)
+        self.assertEqual(1, len(self.sleeps))
+
+    def test_killed_image_gives_up(self):
+        self.status = ['killed']
+        e = self.assertRaises(exception.ImageServiceUnavailable, self.upload,
+                              FakeResponse(503))
+        self.assertIn('killed', str(e))
+        self.assertIn('east', str(e))
+
+    def test_gives_up_after_retries(self):
+        self.status = ['queued'] * 4
+        e = self.assertRaises(exception.ImageServiceUnavailable, self.upload,
+                              *[FakeResponse(503)] * 4)
+        self.assertIn('gave up after 3 retries', str(e))
+        self.assertEqual(3, len(self.sleeps))
+
+    def test_401_authenticates_again_once(self):
+        self.session.invalidate.return_value = True
+        result, opened = self.upload(FakeResponse(401), FakeResponse(204))
+        self.assertEqual(2, opened)
+        self.assertEqual(1, self.session.invalidate.call_count)
+        self.assertRaises(exception.ImageServiceAuthFailed, self.upload,
+                          FakeResponse(401), FakeResponse(401))
+
+    def test_401_without_renewable_auth_fails(self):
+        self.session.invalidate.return_value = False
+        e = self.assertRaises(exception.ImageServiceAuthFailed, self.upload,
+                              FakeResponse(401, b'no'))
+        self.assertIn('east', str(e))
+
+    def test_stream_error_is_not_retried(self):
+        def put(url, data, **kwargs):
+            b''.join(data)
+        self.svc._http.put.side_effect = put
+        self.assertRaises(exception.InvalidInput, self.svc.upload, IMAGE_ID,
+                          lambda: iter([b'short']), 10)
+        self.assertEqual([], self.sleeps)
+
+    def test_other_errors_map(self):
+        self.assertRaises(exception.ImageNotFound, self.upload,
+                          FakeResponse(404))
+        self.assertRaises(exception.ImageServiceUnavailable, self.upload,
+                          FakeResponse(413, b'quota'))
+
+
+class TestDownload(ServiceTestCase):
+    DATA = bytes(range(10))
+
+    def ranged(self, start, cut=None):
+        return FakeResponse(206, self.DATA[start:], {
+            'Content-Range': 'bytes %d-9/10' % start}, cut=cut)
+
+    def download(self, offset, *answers):
+        self.svc._http.get.side_effect = list(answers)
+        return b''.join(self.svc.download(IMAGE_ID, offset))
+
+    def test_whole_image(self):
+        data = self.download(0, FakeResponse(200, self.DATA, {
+            'Content-Length': '10'}))
+        self.assertEqual(self.DATA, data)
+        headers = self.svc._http.get.call_args.kwargs['headers']
+        self.assertEqual({}, headers)
+
+    def test_from_an_offset(self):
+        self.assertEqual(self.DATA[3:], self.download(3, self.ranged(3)))
+        headers = self.svc._http.get.call_args.kwargs['headers']
+        self.assertEqual({'Range': 'bytes=3-'}, headers)
+
+    def test_resumes_after_a_cut(self):
+        data = self.download(0, FakeResponse(200, self.DATA, {
+            'Content-Length': '10'}, cut=4), self.ranged(4))
+        self.assertEqual(self.DATA, data)
+        self.assertEqual({'Range': 'bytes=4-'},
+                         self.svc._http.get.call_args.kwargs['headers'])
+        self.assertIn('at byte 4', self.log.output)
+
+    def test_retries_503_before_data(self):
+        data = self.download(2, FakeResponse(503), self.ranged(2))
+        self.assertEqual(self.DATA[2:], data)
+        self.assertEqual(1, len(self.sleeps))
+
+    def test_wrong_ranges_are_refused(self):
+        wrong = FakeResponse(206, b'', {'Content-Range': 'bytes 0-9/10'})
+        self.assertRaises(exception.ImageServiceUnavailable, self.download,
+                          3, wrong)
+        self.assertRaises(exception.ImageServiceUnavailable, self.download,
+                          3, FakeResponse(200, self.DATA))
+
+    def test_offset_at_the_end_is_empty(self):
+        self.assertEqual(b'', self.download(10, FakeResponse(416)))
+        self.assertRaises(exception.InvalidInput, self.download, 11,
+                          FakeResponse(416))
+
+    def test_errors_map(self):
+        self.assertRaises(exception.ImageNotFound, self.download, 0,
+                          FakeResponse(404))
+        self.assertRaises(exception.ImageServiceAuthFailed, self.download,
+                          0, FakeResponse(403))
+        self.status = ['queued']
+        self.assertRaises(exception.ImageNotActive, self.download, 0,
+                          FakeResponse(204))
+
+
+class TestFromConf(testtools.TestCase):
+    def conf(self, text):
+        conf = cfg.ConfigOpts()
+        glance_conf.register_opts(conf)
+        fd, path = tempfile.mkstemp(suffix='.conf')
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        conf(['--config-file', path], default_config_files=[])
+        return conf
+
+    def test_options_reach_the_service(self):
+        svc = glance.ImageService.from_conf(self.conf(
+            '[glance]\nauth_type = password\n'
+            'auth_url = http://ks.example/v3\nusername = u\n'
+            'password = p\nproject_name = x\ncloud_name = west\n'
+            'retries = 2\nretry_max_delay = 5\nchunk_size = 65536\n'
+            'region_name = RegionB\nvalid_interfaces = internal\n'
+            'timeout = 12\n'))
+        self.assertEqual(('west', 2, 5.0, 65536),
+                         (svc.cloud_name, svc.retries, svc.retry_max_delay,
+                          svc.chunk_size))
+        self.assertEqual('RegionB', svc._http.region_name)
+        self.assertEqual(['internal'], svc._http.interface)
+        self.assertEqual('image', svc._http.service_type)
+        self.assertEqual(12, svc.session.timeout)
+        self.assertEqual('http://ks.example/v3', svc.session.auth.auth_url)
+        http = svc.client.http_client
+        self.assertEqual((2, 2, [429, 502, 503, 504]),
+                         (http.connect_retries, http.status_code_retries,
+                          http.retriable_status_codes))
+
+    def test_configuration_errors(self):
+        for text in ('[glance]\n', '[glance]\nauth_type = nonesuch\n',
+                     '[glance]\nauth_type = dtn_migrate_devcloud\n'
+                     'project_id = p\n'):
+            self.assertRaises(exception.ConfigError,
+                              glance.ImageService.from_conf,
+                              self.conf(text))
