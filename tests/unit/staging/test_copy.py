@@ -639,8 +639,10 @@ class TestStageCommits(StagingTestCase):
             seen.append(committed)
             durable = mem.files["img"].durable if committed else b""
             self.assertEqual(data[:committed], bytes(durable[:committed]))
-        copy.stage(mem, "img", chunked(data, 10000), len(data),
-                   observer=observer, options=options(writers=3))
+        # A paced source: the watcher sees the prefix grow in steps
+        # however fast or loaded the machine is.
+        copy.stage(mem, "img", slow(chunked(data, 32 * KiB), 0.004),
+                   len(data), observer=observer, options=options(writers=3))
         self.assertEqual(seen, sorted(seen))
         self.assertEqual(len(data), seen[-1])
         self.assertTrue(all(c < len(data) for c in seen[:-1]))
