@@ -33,10 +33,10 @@ LOG = logging.getLogger(__name__)
 
 OUTGOING = "outgoing"
 INCOMING = "incoming"
-ACTIVE_STATES = ("queued", "running")
-FINAL_STATES = ("complete", "failed", "cancelled")
+ACTIVE_STATES = requests.ACTIVE_STATES
+FINAL_STATES = requests.FINAL_STATES
 _INCOMING_NS = uuid.UUID("8f0d3b8e-2f36-4c55-9d52-6d7c1b7f3a11")
-STAGES = ("export", "transfer", "import")
+STAGES = requests.STAGES
 
 
 def incoming_id(transfer_id):

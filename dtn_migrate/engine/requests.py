@@ -11,6 +11,10 @@ from dtn_migrate import exception
 MAX_IMAGES = 1000
 VISIBILITIES = ("public", "private", "shared", "community")
 MODES = ("pipelined", "serial")
+#: Migration states, and the stages an outgoing migration reports.
+ACTIVE_STATES = ("queued", "running")
+FINAL_STATES = ("complete", "failed", "cancelled")
+STAGES = ("export", "transfer", "import")
 #: Option -> (type, default); ``mode`` defaults to ``[engine] mode``.
 OPTIONS = {
     "keep_id": (bool, False),
