@@ -30,15 +30,8 @@ from oslo_config import cfg  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi  # noqa: E402
-from dtn_migrate.conf import agent as agent_conf  # noqa: E402
-from dtn_migrate.conf import default as default_conf  # noqa: E402
-from dtn_migrate.conf import engine as engine_conf  # noqa: E402
-from dtn_migrate.conf import glance as glance_conf  # noqa: E402
+from dtn_migrate import conf as dtn_conf  # noqa: E402
 from dtn_migrate.conf import peer as peer_conf  # noqa: E402
-from dtn_migrate.conf import rdma as rdma_conf  # noqa: E402
-from dtn_migrate.conf import staging as staging_conf  # noqa: E402
-from dtn_migrate.conf import tls as tls_conf  # noqa: E402
-from dtn_migrate.conf import transfer as transfer_conf  # noqa: E402
 from dtn_migrate import devcloud  # noqa: E402
 from dtn_migrate.devcloud import _base  # noqa: E402
 from dtn_migrate.engine import rpcapi as engine_rpcapi  # noqa: E402
@@ -144,10 +137,7 @@ def bus_conf(path, exchange):
 def service_conf(path):
     """A ConfigOpts of its own for one in-process service, from PATH."""
     conf = cfg.ConfigOpts()
-    for module in (default_conf, agent_conf, transfer_conf, tls_conf,
-                   rdma_conf, peer_conf, staging_conf, engine_conf,
-                   glance_conf):
-        module.register_opts(conf)
+    dtn_conf.register_opts(conf)
     conf([], project="dtn-migrate", default_config_files=[path])
     peer_conf.register_opts(conf)
     return conf

@@ -29,13 +29,13 @@ backend.init_backend(backend.BackendType.THREADING)
 import oslo_messaging as messaging  # noqa: E402
 
 from dtn_migrate.cmd import _democlouds  # noqa: E402
+from dtn_migrate.cmd import _progress  # noqa: E402
 from dtn_migrate import devcloud  # noqa: E402
+from dtn_migrate.engine import requests  # noqa: E402
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
-STAGES = ("export", "transfer", "import")
-FINAL = ("complete", "failed", "cancelled")
 # What the demo sets on the source image and checks on the peer's.
 TAGS = ["demo", "dr"]
 MIN_RAM = 512
@@ -63,37 +63,6 @@ def _data_dir(size):
     except OSError:
         pass
     return tempfile.gettempdir()
-
-
-def progress_line(rec, seen, width=24):
-    """``[#####.....]  42%  export 100%  transfer 26% 310 MiB/s  ...``;
-    SEEN ({} at first) keeps the percentages from going back (the peer's
-    last report carries no byte count).
-    """
-    def pct(key, value):
-        seen[key] = max(seen.get(key, 0), min(100, int(value)))
-        return seen[key]
-
-    complete = rec.get("state") == "complete"
-    total = pct("total", 100 if complete else 100 * (rec.get("progress")
-                                                     or 0))
-    filled = width * total // 100
-    parts = ["[%s%s] %3d%%" % ("#" * filled, "." * (width - filled), total)]
-    stages = rec.get("stages") or {}
-    for name in STAGES:
-        st = stages.get(name) or {}
-        size = st.get("size") or rec.get("size")
-        if complete or st.get("state") in ("complete", "active"):
-            done = pct(name, 100)
-        elif size:
-            done = pct(name, 100 * (st.get("done") or 0) / size)
-        else:
-            done = seen.get(name, 0)
-        text = "%s %d%%" % (name, done)
-        if done < 100 and st.get("rate"):
-            text += " %s/s" % _human(st["rate"])
-        parts.append(text)
-    return "  ".join(parts)
 
 
 class _Background(threading.Thread):
@@ -125,7 +94,6 @@ class Demo:
         self.workdir = None
         self.clouds = None
         self.image = self.vhosts = None
-        self.tty = sys.stdout.isatty()
 
     def say(self, text=""):
         print(text, flush=True)
@@ -210,9 +178,8 @@ class Demo:
     def follow(self, api, migration_id, timeout):
         """Poll the migration until it ends, drawing the progress."""
         deadline = time.monotonic() + timeout
-        shown = -1
+        progress = _progress.Progress(sys.stdout, label=False)
         misses = 0
-        seen = {}
         while True:
             self.clouds.services.check()
             try:
@@ -224,21 +191,10 @@ class Demo:
                     raise _democlouds.DemoError(
                         "engine a stopped answering on its bus")
                 continue
-            line = progress_line(rec, seen)
-            if self.tty:
-                cols = shutil.get_terminal_size((100, 24)).columns
-                sys.stdout.write("\r\033[K" + line[:cols - 1])
-                sys.stdout.flush()
-            elif seen["total"] // 10 != shown or rec["state"] in FINAL:
-                shown = seen["total"] // 10
-                self.say(line)
-            if rec["state"] in FINAL:
-                if self.tty:
-                    sys.stdout.write("\n")
+            progress.draw([rec])
+            if rec["state"] in requests.FINAL_STATES:
                 return rec
             if time.monotonic() > deadline:
-                if self.tty:
-                    sys.stdout.write("\n")
                 raise _democlouds.DemoError(
                     "migration %s not done after %d s (state %s)" % (
                         migration_id, timeout, rec["state"]))

@@ -41,7 +41,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import shutil
 import signal
 import socket
 import sys
@@ -54,6 +53,7 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 
 from dtn_migrate.agent import rpcapi
+from dtn_migrate.cmd import _progress
 from dtn_migrate import config
 from dtn_migrate.engine import requests as engine_requests
 from dtn_migrate.engine import rpcapi as engine_rpcapi
@@ -69,7 +69,6 @@ EXIT = {"complete": 0, "failed": 1, "cancelled": 3}
 NFS_EXIT = {"ok": 0, "deviations": 1, "not_nfs": 3}
 ERROR_EXIT = 2
 TIMEOUT_EXIT = 4
-STAGES = ("export", "transfer", "import")
 POLL_INTERVAL = 1.0
 #: Seconds an RPC call may take beyond its timeout before it is given up.
 BUS_GRACE = 10
@@ -245,22 +244,26 @@ class NfsCommands:
         return NFS_EXIT[result["status"]]
 
 
-def _first_line(text):
-    lines = str(text or "").strip().splitlines()
-    return lines[0] if lines else ""
-
-
 def _message(exc):
     """One line for ``exc`` (a remote exception's str() ends with the
     engine's traceback; its ``message`` does not).
     """
-    return _first_line(getattr(exc, "message", None) or exc) or \
+    return _progress.first_line(getattr(exc, "message", None) or exc) or \
         type(exc).__name__
 
 
 def _error(text):
     print("error: %s" % text, file=sys.stderr)
     return ERROR_EXIT
+
+
+def _silence(exc):
+    """Why an engine call ended in ``exc``, a MessagingTimeout (no
+    answer) or a BusTimeout (no bus).
+    """
+    if isinstance(exc, BusTimeout):
+        return NO_BUS % (CONF.command.rpc_timeout + BUS_GRACE)
+    return NO_ANSWER % CONF.command.rpc_timeout
 
 
 def _engine_errors(func):
@@ -271,13 +274,12 @@ def _engine_errors(func):
             return func(*args, **kwargs)
         except exception.DtnMigrateException as exc:
             return _error(_message(exc))
-        except messaging.MessagingTimeout:
-            return _error(NO_ANSWER % CONF.command.rpc_timeout)
-        except BusTimeout:
-            return _error(NO_BUS % (CONF.command.rpc_timeout + BUS_GRACE))
+        except (messaging.MessagingTimeout, BusTimeout) as exc:
+            return _error(_silence(exc))
         except messaging.RemoteError as exc:
             return _error("the migration engine failed: %s: %s"
-                          % (exc.exc_type, _first_line(exc.value)))
+                          % (exc.exc_type,
+                             _progress.first_line(exc.value)))
         except messaging.MessagingException as exc:
             return _error("message bus: %s" % _message(exc))
         except KeyboardInterrupt:
@@ -292,112 +294,6 @@ def _engine_api():
                     timeout)
 
 
-def _duration(seconds):
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return "%d:%02d:%02d" % (hours, minutes, secs)
-    return "%02d:%02d" % (minutes, secs)
-
-
-def _rate_eta(stages, size):
-    """(rate, ETA) of the unfinished stage due last, or (None, None)."""
-    rate = eta = None
-    for name in STAGES:
-        st = stages.get(name) or {}
-        total, done = st.get("size") or size, st.get("done") or 0
-        if not st.get("rate") or not total or done >= total:
-            continue
-        left = st.get("eta")
-        if left is None:
-            left = (total - done) / st["rate"]
-        if eta is None or left > eta:
-            rate, eta = st["rate"], left
-    return rate, eta
-
-
-def migration_line(record, width=20):
-    """One progress line for a migration record."""
-    name = record.get("image_name") or record.get("image_id") or \
-        record.get("migration_id") or "?"
-    state = record.get("state") or "?"
-    frac = min(1.0, max(0.0, float(record.get("progress") or 0)))
-    filled = int(frac * width)
-    parts = ["%-28.28s %-9s [%s%s] %5.1f%%" % (
-        name, state, "#" * filled, "." * (width - filled), 100 * frac)]
-    stages = record.get("stages") or {}
-    size = record.get("size")
-    for stage in STAGES:
-        st = stages.get(stage)
-        if st is not None:
-            total = st.get("size") or size
-            parts.append("%s %s/%s" % (
-                stage, transfer_cli.human(st.get("done") or 0),
-                transfer_cli.human(total) if total else "?"))
-    if state in EXIT:
-        if record.get("error"):
-            parts.append("- %s" % _first_line(record["error"]))
-    else:
-        rate, eta = _rate_eta(stages, size)
-        if rate:
-            parts.append("%s/s" % transfer_cli.human(rate))
-        if eta is not None:
-            parts.append("ETA %s" % _duration(eta))
-    if record.get("reused"):
-        parts.append("(reused)")
-    return " ".join(parts)
-
-
-def _summary(records):
-    counts = {}
-    for record in records:
-        state = record.get("state") or "?"
-        counts[state] = counts.get(state, 0) + 1
-    return "%d migrations: %s" % (len(records), ", ".join(
-        "%d %s" % (n, state) for state, n in sorted(counts.items())))
-
-
-class _Progress:
-    """Progress lines on ``stream``: redrawn in place on a terminal,
-    else a migration's line whenever its state or tenth changes.
-    """
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.drawn = 0
-        self.seen = {}
-
-    def draw(self, records):
-        if self.tty:
-            text = self._redraw(records)
-        else:
-            text = ""
-            for record in records:
-                key = (record.get("state"),
-                       int(10 * float(record.get("progress") or 0)))
-                if self.seen.get(record.get("migration_id")) != key:
-                    self.seen[record.get("migration_id")] = key
-                    text += migration_line(record) + "\n"
-        if text:
-            self.stream.write(text)
-            self.stream.flush()
-
-    def _redraw(self, records):
-        columns, rows = shutil.get_terminal_size((100, 24))
-        shown = list(records)
-        if len(shown) > rows - 2:
-            shown = sorted(shown, key=lambda r: r.get("state") in EXIT)
-            shown = shown[:max(1, rows - 3)]
-        lines = [migration_line(r) for r in shown]
-        if len(shown) < len(records):
-            lines.append(_summary(records))
-        text = "\x1b[%dA" % self.drawn if self.drawn else ""
-        self.drawn = len(lines)
-        return text + "".join("\r\x1b[K%s\n" % line[:columns - 1]
-                              for line in lines) + "\x1b[J"
-
-
 def _follow(api, records, request_id=None, timeout=None):
     """Poll the migrations of ``records`` until all are final or
     ``timeout`` seconds pass; returns (latest records, timed out).
@@ -405,11 +301,12 @@ def _follow(api, records, request_id=None, timeout=None):
     ids = [r["migration_id"] for r in records]
     reused = {r["migration_id"] for r in records if r.get("reused")}
     current = {r["migration_id"]: r for r in records}
-    progress = _Progress(sys.stderr)
+    progress = _progress.Progress(sys.stderr)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         progress.draw([current[i] for i in ids])
-        pending = [i for i in ids if current[i].get("state") not in EXIT]
+        pending = [i for i in ids if current[i].get("state")
+                   not in engine_requests.FINAL_STATES]
         if not pending:
             return [current[i] for i in ids], False
         left = None if deadline is None else deadline - time.monotonic()
@@ -444,7 +341,8 @@ def _wait_and_print(api, records, request_id, timeout, again):
     final, timed_out = _follow(api, records, request_id, timeout)
     _print(final if request_id else final[0])
     if timed_out:
-        left = [r for r in final if r.get("state") not in EXIT]
+        left = [r for r in final
+                if r.get("state") not in engine_requests.FINAL_STATES]
         print("timeout: %d of %d migrations unfinished after %g s; they "
               "go on (dtn-migrate-manage %s)"
               % (len(left), len(final), timeout, again), file=sys.stderr)
@@ -480,9 +378,9 @@ class MigrationCommands:
                                   selector=selector,
                                   options=options or None,
                                   request_id=request_id)
-        except messaging.MessagingTimeout:
+        except (messaging.MessagingTimeout, BusTimeout) as exc:
             return _error(
-                NO_ANSWER % c.rpc_timeout + "; if it got the request, "
+                _silence(exc) + "; if the engine got the request, "
                 "'dtn-migrate-manage migration list --request-id %s' shows "
                 "it, and rerunning with --request-id %s is safe"
                 % (request_id, request_id))

@@ -440,8 +440,8 @@ class TestMigrateFollow(MigrationTestCase):
         self.assertEqual(6, len(lines), err)
         self.assertTrue(lines[0].startswith("name-m1"))
         self.assertIn(" running ", lines[2])
-        self.assertIn("transfer 1.0 GiB/2.0 GiB", lines[2])
-        self.assertIn("100.0 MiB/s ETA 00:10", lines[2])
+        self.assertIn(" 50.0% of 2.0 GiB export 100% transfer 50% "
+                      "100.0 MiB/s ETA 00:10", lines[2])
         self.assertIn("100.0%", lines[4])
         self.assertEqual([manage.POLL_INTERVAL] * 2, self.time.sleeps)
 
@@ -524,6 +524,18 @@ class TestEngineErrors(MigrationTestCase):
         err = self.refused(messaging.MessagingTimeout(), "migration",
                            "list", "--rpc-timeout", "5")
         self.assertEqual("error: " + manage.NO_ANSWER % 5 + "\n", err)
+
+    def test_unreachable_bus_while_migrating(self):
+        # The request may have gone out: its id is what the operator
+        # needs to find it, or to send it again safely.
+        err = self.refused(manage.BusTimeout(), "migrate", "--peer",
+                           "west", "--tag", "gold", "--request-id", RID,
+                           "--rpc-timeout", "5")
+        self.assertEqual(
+            "error: " + manage.NO_BUS % 15 + "; if the engine got the "
+            "request, 'dtn-migrate-manage migration list --request-id %s' "
+            "shows it, and rerunning with --request-id %s is safe\n"
+            % (RID, RID), err)
 
     def test_engine_bug(self):
         err = self.refused(messaging.RemoteError("ValueError", "boom\nmore"))
@@ -627,77 +639,7 @@ class TestMigrationCommands(MigrationTestCase):
             self.assertIn("give a migration ID or --request-id", err)
 
 
-class TestProgress(testtools.TestCase):
-    def test_running(self):
-        line = manage.migration_line(rec("m1", "running", 0.5, {
-            "export": {"done": 2 * GiB, "size": 2 * GiB, "rate": 1},
-            "transfer": {"done": GiB, "rate": 50 * MiB},
-            "import": {"done": 0}}))
-        self.assertEqual(
-            "name-m1                      running   [##########..........]"
-            "  50.0% export 2.0 GiB/2.0 GiB transfer 1.0 GiB/2.0 GiB "
-            "import 0 B/2.0 GiB 50.0 MiB/s ETA 00:20", line)
-
-    def test_eta_of_the_stage_due_last(self):
-        stages = {"export": {"done": 0, "size": 100, "rate": 1,
-                             "eta": 4000},
-                  "transfer": {"done": 50, "size": 100, "rate": 10}}
-        self.assertEqual((1, 4000), manage._rate_eta(stages, None))
-        self.assertIn("1 B/s ETA 1:06:40", manage.migration_line(
-            rec("m1", "running", stages=stages)))
-        self.assertEqual((None, None), manage._rate_eta({}, 100))
-
-    def test_queued_and_final(self):
-        line = manage.migration_line(rec("m1", "queued", image_name=None,
-                                         image_id=None, size=None,
-                                         reused=True))
-        self.assertTrue(line.startswith("m1 "))
-        self.assertTrue(line.endswith("   0.0% (reused)"), line)
-        line = manage.migration_line(rec(
-            "m1", "failed", 0.3, {"transfer": {"done": 1, "rate": 5}},
-            error="boom\ntraceback"))
-        self.assertTrue(line.endswith("transfer 1 B/2.0 GiB - boom"), line)
-
-    def test_log_stream(self):
-        out = io.StringIO()
-        progress = manage._Progress(out)
-        for p in (0.0, 0.05, 0.12, 0.15):
-            progress.draw([rec("m1", "running", p), rec("m2", "queued")])
-        progress.draw([rec("m1", "complete", 1.0), rec("m2", "queued")])
-        # A line when a migration's state or tenth changes.
-        self.assertEqual([("name-m1", "running", "0.0%"),
-                          ("name-m2", "queued", "0.0%"),
-                          ("name-m1", "running", "12.0%"),
-                          ("name-m1", "complete", "100.0%")],
-                         [tuple(line.split()[i] for i in (0, 1, 3))
-                          for line in out.getvalue().splitlines()])
-
-    def test_terminal(self):
-        out = io.StringIO()
-        out.isatty = lambda: True
-        progress = manage._Progress(out)
-        records = [rec("m%d" % i, "complete", 1.0) for i in range(4)] + \
-            [rec("m4", "queued"), rec("m9", "running", 0.5)]
-        with mock.patch.object(manage.shutil, "get_terminal_size",
-                               return_value=(40, 5)):
-            progress.draw(records[-1:])
-            progress.draw(records)
-        first, second, rest = out.getvalue().split("\x1b[J")
-        line = manage.migration_line
-        self.assertEqual("\r\x1b[K%s\n" % line(records[-1])[:39], first)
-        # Redrawn in place; as many lines as fit, unfinished ones first.
-        self.assertEqual("\x1b[1A" + "".join(
-            "\r\x1b[K%s\n" % text[:39] for text in (
-                line(records[4]), line(records[5]),
-                "6 migrations: 4 complete, 1 queued, 1 running")),
-            second)
-        self.assertEqual("", rest)
-
-    def test_duration(self):
-        self.assertEqual(["00:00", "01:05", "59:59", "1:00:00"],
-                         [manage._duration(s) for s in (0, 65.9, 3599,
-                                                        3600)])
-
+class TestDeadline(testtools.TestCase):
     def test_deadline(self):
         # oslo.messaging retries connecting forever while the broker is
         # down, whatever the call's retry: every call has a deadline.
