@@ -14,12 +14,21 @@ from dtn_migrate.conf import transfer
 
 CONF = cfg.CONF
 
-default.register_opts(CONF)
-agent.register_opts(CONF)
-transfer.register_opts(CONF)
-tls.register_opts(CONF)
-rdma.register_opts(CONF)
-peer.register_opts(CONF)
-staging.register_opts(CONF)
-engine.register_opts(CONF)
-glance.register_opts(CONF)
+#: The option modules, in the order of the sample configuration; each
+#: has register_opts(conf) and list_opts().
+MODULES = (default, agent, transfer, tls, rdma, peer, staging, engine,
+           glance)
+
+
+def register_opts(conf):
+    """Register every option group on ``conf``, before it is parsed.
+
+    The [peer:<name>] groups are known only once [agent] peers is read:
+    after parsing ``conf``, call ``peer.register_opts(conf)``.
+    """
+    for module in MODULES:
+        if module is not peer:
+            module.register_opts(conf)
+
+
+register_opts(CONF)

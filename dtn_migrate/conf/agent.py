@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 agent_group = cfg.OptGroup(
     'agent', title='DTN agent options',
     help='The dtn-migrate-agent runs on a Data Transfer Node. It receives '
@@ -43,12 +45,18 @@ agent_opts = [
         help='Tell this cloud\'s dtn-migrate-engine (RPC cast '
              'incoming_transfer) when a peer DTN starts sending a '
              'transfer. Failures are logged; transfers never wait for it.'),
+    cfg.IntOpt(
+        'incoming_retention_days', default=7, min=0,
+        help='Days the record of a received transfer is kept once its '
+             'import report is final (active or failed) and the transfer '
+             'is idle; 0 keeps records for ever. While it exists, only '
+             'the peer that sent the transfer may send it again or read '
+             'its report.'),
 ]
 
 
 def register_opts(conf):
-    conf.register_group(agent_group)
-    conf.register_opts(agent_opts, group=agent_group)
+    utils.register(conf, agent_group, agent_opts)
 
 
 def list_opts():

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 engine_group = cfg.OptGroup(
     'engine', title='Migration engine options',
     help='The dtn-migrate-engine runs on a cloud controller. It exports '
@@ -54,8 +56,7 @@ engine_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(engine_group)
-    conf.register_opts(engine_opts, group=engine_group)
+    utils.register(conf, engine_group, engine_opts)
 
 
 def list_opts():

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 rdma_group = cfg.OptGroup(
     'rdma', title='RDMA data plane',
     help='Used when [transfer] transport is auto or rdma and pyverbs finds '
@@ -18,8 +20,7 @@ rdma_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(rdma_group)
-    conf.register_opts(rdma_opts, group=rdma_group)
+    utils.register(conf, rdma_group, rdma_opts)
 
 
 def list_opts():

@@ -4,6 +4,8 @@ import re
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 MiB = 1 << 20
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -120,9 +122,16 @@ staging_opts = [
              'before staging starts.'),
     cfg.BoolOpt(
         'keep_failed', default=True,
-        help='Keep the partial copy and its watermark after a failure, so '
-             'that a retry resumes from the watermark. Off, they are '
-             'removed at once.'),
+        help='Keep the staged files (the partial copy, its watermark and '
+             'the descriptor) of a failed or cancelled outgoing migration, '
+             'so that a new request for the same image and peer resumes '
+             'from the watermark. Off, the engine removes them as soon as '
+             'the migration fails, and a retry exports the image again. '
+             'Either way the staged files of a failed migration are '
+             'removed once a new request migrates the image under another '
+             'transfer (its data or options changed, or force). Files a '
+             'peer DTN received are not affected: they stay until their '
+             'import succeeds.'),
     cfg.StrOpt(
         'watermark_suffix', default='.watermark',
         regex=r'^[^/\0]+$',
@@ -134,8 +143,7 @@ staging_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(staging_group)
-    conf.register_opts(staging_opts, group=staging_group)
+    utils.register(conf, staging_group, staging_opts)
 
 
 def list_opts():

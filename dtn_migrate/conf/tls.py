@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 tls_group = cfg.OptGroup(
     'tls', title='TLS for peer connections',
     help='TLS encrypts transfers on links outside a Science DMZ. The sink '
@@ -21,8 +23,7 @@ tls_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(tls_group)
-    conf.register_opts(tls_opts, group=tls_group)
+    utils.register(conf, tls_group, tls_opts)
 
 
 def list_opts():

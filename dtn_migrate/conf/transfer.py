@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from dtn_migrate.conf import utils
+
 from dtn_migrate.transfer import config as engine
 
 MiB = 1 << 20
@@ -95,8 +97,7 @@ transfer_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(transfer_group)
-    conf.register_opts(transfer_opts, group=transfer_group)
+    utils.register(conf, transfer_group, transfer_opts)
 
 
 def engine_config(conf):

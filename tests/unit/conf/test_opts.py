@@ -1,8 +1,12 @@
 """Option groups: listing for the sample config, peers, engine config."""
 
+import os
+import tempfile
+
 from oslo_config import cfg
 import testtools
 
+from dtn_migrate import conf as dtn_conf
 from dtn_migrate.conf import agent
 from dtn_migrate.conf import opts
 from dtn_migrate.conf import peer
@@ -65,3 +69,28 @@ class TestOpts(testtools.TestCase):
         self.assertEqual(47100, conf["peer:east"].port)
         self.assertIsNone(conf["peer:west"].address)
         self.assertRaises(cfg.NoSuchOptError, lambda: conf["peer:north"])
+
+    def test_register_opts_registers_every_group(self):
+        conf = cfg.ConfigOpts()
+        dtn_conf.register_opts(conf)
+        with tempfile.NamedTemporaryFile("w", suffix=".conf",
+                                         delete=False) as f:
+            f.write("[agent]\npeers = east\n[peer:east]\nport = 1234\n")
+        self.addCleanup(os.unlink, f.name)
+        conf([], default_config_files=[f.name])
+        for group, group_opts in opts.list_opts():
+            name = group if isinstance(group, str) else group.name
+            if name == peer.SAMPLE_GROUP:
+                continue
+            names = {o.dest for o in group_opts}
+            if name == "DEFAULT":
+                self.assertLessEqual(names, set(conf))
+            else:
+                # [glance] lists the auth plugin's options too.
+                self.assertTrue(set(conf[name]))
+                self.assertLessEqual(set(conf[name]), names)
+        self.assertEqual(["east"], conf.agent.peers)
+        # The peers' groups come once [agent] peers is read.
+        self.assertRaises(cfg.NoSuchOptError, lambda: conf["peer:east"])
+        peer.register_opts(conf)
+        self.assertEqual(1234, conf["peer:east"].port)
