@@ -5,9 +5,10 @@ import json
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
-from dtn_migrate.agent import reports
+from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import report
 
 LOG = logging.getLogger(__name__)
@@ -22,9 +23,12 @@ class AgentManager:
     * 1.0 - Initial version.
     * 1.1 - Import reports: set_import_report, get_peer_report,
       list_incoming; ping also returns staging_root.
+    * 1.2 - get_peer_report takes the attempt the caller waits for and
+      tells the peer of it; list_incoming entries give wanted_attempt;
+      set_import_report returns the record without its report.
     """
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, host, outgoing, sink, incoming=None):
         self.host = host
@@ -62,7 +66,7 @@ class AgentManager:
         """Transfers this DTN receives (one, with its files, or all)."""
         if transfer_id is None:
             return self.sink.status()
-        status = self.sink.status(self.outgoing._check_id(transfer_id))
+        status = self.sink.status(ids.check_id(transfer_id))
         if status is None:
             raise exception.TransferNotFound(transfer_id=transfer_id)
         return status
@@ -70,8 +74,7 @@ class AgentManager:
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def get_watermark(self, ctxt, transfer_id, name):
         """Durable contiguous prefix of an incoming file and its path."""
-        info = self.sink.watermark(self.outgoing._check_id(transfer_id),
-                                   name)
+        info = self.sink.watermark(ids.check_id(transfer_id), name)
         if info is None:
             raise exception.TransferNotFound(transfer_id=transfer_id)
         return info
@@ -80,28 +83,46 @@ class AgentManager:
     def set_import_report(self, ctxt, transfer_id, report):
         """Store this cloud's import report (a JSON mapping of at most
         64 KiB) of a transfer received from a peer; that peer reads it
-        with get_peer_report.  Returns the incoming record.
+        with get_peer_report.  Only final states ("active", "failed")
+        are stored durably.  Returns the incoming record, without the
+        report.
         """
-        return self._incoming().set_report(transfer_id, report)
+        tid = ids.check_id(transfer_id)
+        live = self.sink.status(tid, with_files=False)
+        return self._incoming().set_report(tid, report,
+                                           live and live.get("peer"))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def get_peer_report(self, ctxt, peer, transfer_id):
+    def get_peer_report(self, ctxt, peer, transfer_id, attempt=1):
         """Fetch from peer DTN ``peer`` the import report of a transfer
-        this DTN sent it: the report mapping, or None if there is none
-        (yet).  Raises PeerUnreachable if the peer cannot be reached or
-        authenticated.
+        this DTN sent it, telling it the ``attempt`` the caller waits
+        for: the report mapping, or None if there is none (yet).  Raises
+        PeerUnreachable if the peer cannot be reached or authenticated.
         """
-        tid = reports.check_id(transfer_id)
+        tid = ids.check_id(transfer_id)
         if not isinstance(peer, str) or not peer:
             raise exception.InvalidInput(reason="peer must be a peer DTN "
                                                 "name")
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or \
+                not 1 <= attempt <= protocol.MAX_ATTEMPT:
+            raise exception.InvalidInput(
+                reason="attempt must be an integer from 1 to %d"
+                       % protocol.MAX_ATTEMPT)
         target = self.outgoing.peers.source_peer(peer)
         try:
             raw = report.query_report(target, tid, self.outgoing.local_name,
-                                      self.outgoing.cfg)
+                                      self.outgoing.cfg, attempt=attempt)
         except errors.AuthenticationError as exc:
             raise exception.PeerUnreachable(
                 peer=peer, reason="authentication failed: %s" % exc)
+        except errors.PeerError as exc:
+            if exc.code != errors.Code.AUTH:
+                raise exception.PeerUnreachable(peer=peer, reason=str(exc))
+            raise exception.PeerUnreachable(
+                peer=peer, reason="authentication failed: the peer refused "
+                                  "this agent (check the peering's key "
+                                  "and TLS settings on both sides): %s"
+                                  % exc)
         except (ConnectionError, OSError, errors.TransferError) as exc:
             raise exception.PeerUnreachable(peer=peer, reason=str(exc))
         if raw is None:
@@ -120,20 +141,19 @@ class AgentManager:
     def list_incoming(self, ctxt):
         """Transfers received (persisted across restarts), each merged
         with the sink's live status when it has one; reports are left
-        out (see ``report_time``).
+        out (see ``report_state``, ``report_time``), and so are records
+        expired (``[agent] incoming_retention_days``).
         """
         live = {s["transfer_id"]: s for s in self.sink.status()}
+        active = {t for t, s in live.items() if s.get("active")}
         out = []
-        for rec in self._incoming().list():
+        for rec in self._incoming().list(active):
             entry = dict(live.pop(rec["transfer_id"], {"active": False}))
             entry.update(rec)
-            stored = entry.pop("report", None)
-            entry["report_state"] = stored.get("state") if isinstance(
-                stored, dict) else None
-            entry.setdefault("report_time", None)
             out.append(entry)
         for status in live.values():
-            out.append(dict(status, report_state=None, report_time=None))
+            out.append(dict(status, report_state=None, report_time=None,
+                            wanted_attempt=None))
         return out
 
     @messaging.expected_exceptions(exception.DtnMigrateException)

@@ -1,38 +1,42 @@
 """Transfers this DTN received, and the import reports of its cloud.
 
-One JSON file per transfer, ``<state_dir>/incoming/<transfer id>.json``:
-the peer that sent it, when it was first and last seen and, once this
-cloud's engine has imported it, the import report.  The report is read
-back over the DTN link (REPORT connection) only by that same peer.
+Per transfer, in ``<state_dir>/incoming/``:
+
+* ``<transfer id>.json``, the record: the peer that sent the transfer
+  (its owner: no other peer may send it or read its report), when it
+  was first and last seen, the attempt that peer last asked a report for
+  (``wanted_attempt``), and the state, attempt and time of the last
+  final report;
+* ``<transfer id>.report``, that final report ("active" or "failed") as
+  sent over the DTN link.
+
+Progress reports are kept in memory only (an agent restart forgets them
+until the next one).  A record whose report is final is removed
+``retention`` seconds after the transfer was last seen or reported,
+unless the transfer is active again.
 """
 
+import collections
+import dataclasses
 import json
 import os
 import re
 import threading
 import time
-import uuid
 
 from oslo_log import log as logging
 
+from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import protocol
 
 LOG = logging.getLogger(__name__)
 
-_FILE = re.compile(r"^[0-9a-f]{32}\.json$")
-
-
-def check_id(transfer_id):
-    """The transfer id as 32 lower-case hex digits, or InvalidInput."""
-    if isinstance(transfer_id, str):
-        try:
-            return uuid.UUID(transfer_id).hex
-        except ValueError:
-            pass
-    raise exception.InvalidInput(
-        reason="transfer id %r is not a UUID" % (transfer_id,))
+FINAL_STATES = ("active", "failed")
+# Final reports kept encoded in memory, most recently used.
+CACHED_REPORTS = 64
+_FILE = re.compile(r"^([0-9a-f]{32})\.(json|report)$")
 
 
 def encode_report(report):
@@ -52,16 +56,76 @@ def encode_report(report):
     return raw
 
 
+def _attempt(report):
+    value = report.get("attempt")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return 0
+
+
+@dataclasses.dataclass
+class Stored:
+    """A report as sent: its state and attempt, and its bytes."""
+
+    state: str
+    attempt: int
+    raw: bytes
+
+    @classmethod
+    def of(cls, report, raw):
+        return cls(report.get("state"), _attempt(report), raw)
+
+    def for_attempt(self, attempt):
+        """The bytes to answer a peer waiting for ``attempt``: a report
+        that did not fail stands for every later attempt too.
+        """
+        if attempt <= self.attempt or self.state == "failed":
+            return self.raw
+        report = json.loads(self.raw)
+        report["attempt"] = attempt
+        try:
+            return encode_report(report)
+        except exception.InvalidInput:      # grew past the limit
+            return self.raw
+
+
+def _write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class IncomingStore:
     """Persistent records of incoming transfers."""
 
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, retention=None):
+        """``retention``: seconds a record with a final report is kept
+        (None or 0: for ever).
+        """
         self.dir = os.path.join(state_dir, "incoming")
         os.makedirs(self.dir, exist_ok=True)
+        self.retention = retention or None
         self.lock = threading.Lock()
+        self._progress = {}                      # tid -> (Stored, time)
+        self._final = collections.OrderedDict()  # tid -> Stored
 
-    def _path(self, tid):
-        return os.path.join(self.dir, tid + ".json")
+    def _path(self, tid, kind="json"):
+        return os.path.join(self.dir, "%s.%s" % (tid, kind))
 
     def _load(self, tid):
         try:
@@ -72,14 +136,59 @@ class IncomingStore:
         except (OSError, ValueError) as exc:
             LOG.error("incoming transfer %s: unreadable record: %s", tid, exc)
             return None
-        return rec if isinstance(rec, dict) else None
+        if not isinstance(rec, dict):
+            return None
+        rec["transfer_id"] = tid
+        if "report" in rec:
+            self._upgrade(tid, rec)
+        return rec
+
+    def _upgrade(self, tid, rec):
+        """Move the report out of a record of an earlier release."""
+        report = rec.pop("report")
+        if isinstance(report, dict) and report.get("state") in FINAL_STATES:
+            try:
+                self._save_final(tid, rec, report, encode_report(report))
+                return
+            except exception.InvalidInput:
+                pass
+        self._save(rec)
 
     def _save(self, rec):
         dataset.write_json_atomic(self._path(rec["transfer_id"]), rec)
 
+    def _save_final(self, tid, rec, report, raw):
+        _write_atomic(self._path(tid, "report"), raw)
+        rec.update(report_state=report.get("state"),
+                   report_attempt=_attempt(report),
+                   report_time=rec.get("report_time") or time.time())
+        self._save(rec)
+        self._cache(tid, Stored.of(report, raw))
+
+    def _cache(self, tid, stored):
+        self._final[tid] = stored
+        self._final.move_to_end(tid)
+        while len(self._final) > CACHED_REPORTS:
+            self._final.popitem(last=False)
+
+    def _entry(self, rec):
+        """What callers see of a record (lock held): no report body, the
+        state of the latest report, progress included.
+        """
+        entry = dict(rec)
+        entry.pop("report_attempt", None)
+        entry.setdefault("report_state", None)
+        entry.setdefault("report_time", None)
+        entry.setdefault("wanted_attempt", None)
+        progress = self._progress.get(rec["transfer_id"])
+        if progress is not None:
+            entry["report_state"] = progress[0].state
+            entry["report_time"] = progress[1]
+        return entry
+
     def note(self, transfer_id, peer):
-        """A control session of ``transfer_id`` from ``peer`` began."""
-        tid = check_id(transfer_id)
+        """A control session of ``transfer_id`` from ``peer`` begins."""
+        tid = ids.check_id(transfer_id)
         now = time.time()
         with self.lock:
             rec = self._load(tid)
@@ -87,67 +196,156 @@ class IncomingStore:
                 rec = {"transfer_id": tid, "peer": peer, "first_seen": now,
                        "sessions": 0}
             elif rec.get("peer") != peer:
-                # The sink refuses this while it remembers the transfer;
-                # after a restart the first sender still owns it.
+                # The sink refuses this (see owner); the first sender
+                # keeps the transfer.
                 LOG.warning("incoming transfer %s: session from %s, but it "
                             "was sent by %s; record unchanged", tid, peer,
                             rec.get("peer"))
-                return dict(rec)
+                return self._entry(rec)
             rec["last_seen"] = now
             rec["sessions"] = rec.get("sessions", 0) + 1
             self._save(rec)
-            return dict(rec)
+            return self._entry(rec)
 
-    def set_report(self, transfer_id, report):
-        """Store this cloud's import report of a received transfer."""
-        tid = check_id(transfer_id)
-        encode_report(report)
+    def owner(self, transfer_hex):
+        """The peer that sent ``transfer_hex``, or None if unknown."""
+        try:
+            tid = ids.check_id(transfer_hex)
+        except exception.InvalidInput:
+            return None
+        with self.lock:
+            rec = self._load(tid)
+        return rec.get("peer") if rec is not None else None
+
+    def set_report(self, transfer_id, report, peer=None):
+        """Store this cloud's import report of a received transfer: a
+        final one durably, progress in memory.  Without a record (its
+        session is too recent), one is made for ``peer`` if given, the
+        sender the sink knows.  Returns the record, without the report.
+        """
+        tid = ids.check_id(transfer_id)
+        raw = encode_report(report)
+        stored = Stored.of(report, raw)
+        now = time.time()
         with self.lock:
             rec = self._load(tid)
             if rec is None:
-                raise exception.TransferNotFound(transfer_id=tid)
-            rec["report"] = report
-            rec["report_time"] = time.time()
+                if not peer:
+                    raise exception.TransferNotFound(transfer_id=tid)
+                rec = {"transfer_id": tid, "peer": peer, "first_seen": now,
+                       "last_seen": now, "sessions": 0}
+                self._save(rec)
+            if stored.state in FINAL_STATES:
+                self._progress.pop(tid, None)
+                rec["report_time"] = now
+                self._save_final(tid, rec, report, raw)
+            else:
+                self._progress[tid] = (stored, now)
+            return self._entry(rec)
+
+    def want_attempt(self, transfer_hex, peer, attempt):
+        """``peer`` waits for a report of ``attempt``: remember it durably
+        if it is later than any before.  Returns True if it is.
+        """
+        tid = ids.check_id(transfer_hex)
+        with self.lock:
+            rec = self._load(tid)
+            if rec is None or rec.get("peer") != peer or \
+                    attempt <= (rec.get("wanted_attempt") or 0):
+                return False
+            rec["wanted_attempt"] = attempt
             self._save(rec)
-            return dict(rec)
+            return True
 
     def get(self, transfer_id):
-        """The record of a transfer, or None."""
-        tid = check_id(transfer_id)
+        """The record of a transfer (without its report), or None."""
+        tid = ids.check_id(transfer_id)
         with self.lock:
-            return self._load(tid)
+            rec = self._load(tid)
+            return self._entry(rec) if rec is not None else None
 
-    def list(self):
-        """Every record, oldest first."""
+    def list(self, active=()):
+        """Every record (without reports), oldest first.  Records expired
+        (see ``retention``) are removed on the way, unless their transfer
+        id is in ``active``.
+        """
         try:
-            names = [n for n in os.listdir(self.dir) if _FILE.match(n)]
+            names = os.listdir(self.dir)
         except FileNotFoundError:
             return []
+        tids = {m.group(1) for m in map(_FILE.match, names) if m}
+        now = time.time()
         out = []
-        with self.lock:
-            for name in names:
-                rec = self._load(name[:-5])
-                if rec is not None:
-                    rec["transfer_id"] = name[:-5]
-                    out.append(rec)
+        for tid in tids:
+            # One record at a time: sessions being recorded wait little.
+            with self.lock:
+                rec = self._load(tid)
+                if rec is None:
+                    continue
+                if tid not in active and self._expired(rec, now):
+                    self._remove(tid)
+                    continue
+                out.append(self._entry(rec))
         out.sort(key=lambda r: (r.get("first_seen", 0), r["transfer_id"]))
         return out
 
-    def report_for(self, transfer_hex, peer):
-        """Report bytes for a REPORT connection from ``peer``: only the
-        peer that sent the transfer gets it.
+    def _expired(self, rec, now):
+        if self.retention is None or \
+                rec.get("report_state") not in FINAL_STATES or \
+                rec["transfer_id"] in self._progress:
+            return False
+        seen = max(rec.get("report_time") or 0, rec.get("last_seen") or 0)
+        return now - seen > self.retention
+
+    def _remove(self, tid):
+        LOG.info("incoming transfer %s: record expired, removed", tid)
+        self._final.pop(tid, None)
+        _unlink(self._path(tid))
+        _unlink(self._path(tid, "report"))
+
+    def report_for(self, transfer_hex, peer, attempt=0):
+        """Report bytes for a REPORT connection from ``peer``, waiting for
+        ``attempt``: only the peer that sent the transfer gets it.
         """
         try:
-            rec = self.get(transfer_hex)
+            tid = ids.check_id(transfer_hex)
         except exception.InvalidInput:
             return None
-        if rec is None:
+        with self.lock:
+            rec = self._load(tid)
+            if rec is None:
+                return None
+            if rec.get("peer") != peer:
+                LOG.warning("peer %s asked for the import report of "
+                            "transfer %s, which %s sent; refused", peer,
+                            tid, rec.get("peer"))
+                return None
+            stored = self._latest(tid, rec)
+        return stored.for_attempt(attempt) if stored is not None else None
+
+    def _latest(self, tid, rec):
+        """The latest report of a transfer (lock held), or None."""
+        progress = self._progress.get(tid)
+        if progress is not None:
+            return progress[0]
+        if rec.get("report_state") not in FINAL_STATES:
             return None
-        if rec.get("peer") != peer:
-            LOG.warning("peer %s asked for the import report of transfer "
-                        "%s, which %s sent; refused", peer, transfer_hex,
-                        rec.get("peer"))
+        stored = self._final.get(tid)
+        if stored is not None:
+            self._final.move_to_end(tid)
+            return stored
+        try:
+            with open(self._path(tid, "report"), "rb") as f:
+                raw = f.read(protocol.MAX_REPORT + 1)
+            report = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            LOG.error("incoming transfer %s: unreadable report: %s", tid,
+                      exc)
             return None
-        if "report" not in rec:
+        if not isinstance(report, dict) or len(raw) > protocol.MAX_REPORT:
+            LOG.error("incoming transfer %s: report file is not a report",
+                      tid)
             return None
-        return encode_report(rec["report"])
+        stored = Stored.of(report, raw)
+        self._cache(tid, stored)
+        return stored

@@ -13,7 +13,7 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
@@ -54,15 +54,21 @@ class AgentAPI:
                           transfer_id=transfer_id, name=name)
 
     def ping(self, ctxt, host):
-        return self._call(ctxt, host, 'ping')
+        # 1.1: the reply names the staging root, which engines rely on.
+        return self._call(ctxt, host, 'ping', version='1.1')
 
     def set_import_report(self, ctxt, host, transfer_id, report):
         return self._call(ctxt, host, 'set_import_report', version='1.1',
                           transfer_id=transfer_id, report=report)
 
-    def get_peer_report(self, ctxt, host, peer, transfer_id):
-        return self._call(ctxt, host, 'get_peer_report', version='1.1',
-                          peer=peer, transfer_id=transfer_id)
+    def get_peer_report(self, ctxt, host, peer, transfer_id, attempt=1):
+        """The import report ``peer`` holds of ``transfer_id``, telling
+        it that the caller waits for ``attempt``.
+        """
+        return self._call(ctxt, host, 'get_peer_report', version='1.2',
+                          peer=peer, transfer_id=transfer_id,
+                          attempt=attempt)
 
     def list_incoming(self, ctxt, host):
-        return self._call(ctxt, host, 'list_incoming', version='1.1')
+        # 1.2: entries give wanted_attempt.
+        return self._call(ctxt, host, 'list_incoming', version='1.2')

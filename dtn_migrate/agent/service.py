@@ -47,13 +47,16 @@ class AgentService(service.Service):
         self.rdma = probe_rdma(conf, self.cfg)
         self.outgoing = transfers.OutgoingTransfers(
             conf, self.host, self.cfg, self.peers, self.rdma)
-        self.incoming = reports.IncomingStore(self.outgoing.state_dir)
+        self.incoming = reports.IncomingStore(
+            self.outgoing.state_dir,
+            retention=conf.agent.incoming_retention_days * 86400)
         self.sink = sink.SinkServer(
             conf.agent.staging_root, self.cfg, self.host, self.peers.key,
             host=conf.agent.listen_address, port=conf.agent.listen_port,
             tls_context=peers.server_tls_context(conf),
             require_tls=self.peers.require_tls, rdma_device=self.rdma,
-            reports=self.incoming.report_for, on_incoming=self.on_incoming)
+            reports=self.report_for, on_incoming=self.on_incoming,
+            owner=self.incoming.owner, on_session=self.on_session)
         self.manager = manager.AgentManager(self.host, self.outgoing,
                                             self.sink, self.incoming)
         self.engine = None
@@ -73,30 +76,52 @@ class AgentService(service.Service):
         if self.conf.agent.auto_resume:
             self.outgoing.resume_interrupted()
 
+    def on_session(self, transfer_id, peer, epoch):
+        """A peer begins a session of ``transfer_id`` (called by the sink
+        before it acknowledges it): record it, so that the transfer is
+        known, and owned by ``peer``, before any byte arrives.
+        """
+        self.incoming.note(transfer_id, peer)
+
     def on_incoming(self, transfer_id, peer, epoch):
         """A peer began a session of ``transfer_id`` (called by the sink
-        on its notification thread): record it and tell this cloud's
-        engine.  Never raises.
+        on its notification thread): tell this cloud's engine.
+        """
+        if self.conf.agent.notify_engine:
+            self._tell_engine(transfer_id, peer, "session %d" % epoch)
+
+    def report_for(self, transfer_id, peer, attempt):
+        """The sink's report lookup.  A peer waiting for a later attempt
+        than before is remembered, and the engine told (later, on the
+        sink's notification thread) so that it imports again.
         """
         try:
-            self.incoming.note(transfer_id, peer)
-        except Exception:  # noqa: B902 - logged; the transfer goes on
-            LOG.exception("could not record incoming transfer %s from %s",
-                          transfer_id, peer)
-        if not self.conf.agent.notify_engine:
-            return
+            wanted = attempt and self.incoming.want_attempt(
+                transfer_id, peer, attempt)
+        except Exception:  # noqa: B902 - the report is still answered
+            LOG.exception("could not record that %s waits for attempt %d "
+                          "of transfer %s", peer, attempt, transfer_id)
+            wanted = False
+        if wanted and self.conf.agent.notify_engine:
+            self.sink.defer(self._tell_engine, transfer_id, peer,
+                            "attempt %d" % attempt, attempt)
+        return self.incoming.report_for(transfer_id, peer, attempt)
+
+    def _tell_engine(self, transfer_id, peer, why, attempt=None):
+        """Cast incoming_transfer to this cloud's engine.  Never raises."""
+        kwargs = {} if attempt is None else {"attempt": attempt}
         try:
             if self.engine is None:
                 # Bounded retries: a down broker must not hold the
                 # notifications back for ever.
                 self.engine = engine_rpcapi.EngineAPI(
                     timeout=10, retry=2, transport=self.transport)
-            self.engine.incoming_transfer({}, transfer_id, peer)
-            LOG.debug("engine told of incoming transfer %s from %s "
-                      "(session %d)", transfer_id, peer, epoch)
+            self.engine.incoming_transfer({}, transfer_id, peer, **kwargs)
+            LOG.debug("engine told of incoming transfer %s from %s (%s)",
+                      transfer_id, peer, why)
         except Exception as exc:  # noqa: B902 - the engine can ask later
             LOG.warning("could not tell the engine of incoming transfer %s "
-                        "from %s: %s", transfer_id, peer, exc)
+                        "from %s (%s): %s", transfer_id, peer, why, exc)
 
     def stop(self, graceful=True):
         if self._stopped.is_set():

@@ -12,10 +12,10 @@ import dataclasses
 import json
 import os
 import threading
-import uuid
 
 from oslo_log import log as logging
 
+from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
@@ -65,10 +65,7 @@ class OutgoingTransfers:
         self.peers.source_peer(peer)          # PeerNotFound early
         opts = self._options(options)
         if transfer_id is not None:
-            try:
-                transfer_id = uuid.UUID(str(transfer_id)).hex
-            except ValueError:
-                raise _invalid("transfer_id %r is not a UUID" % transfer_id)
+            transfer_id = ids.check_id(transfer_id)
             existing = self._load_manifest(transfer_id)
             if existing is not None:
                 return self._same_request(existing, peer, files, opts)
@@ -91,7 +88,7 @@ class OutgoingTransfers:
         return self.get(manifest.transfer_id)
 
     def get(self, transfer_id):
-        transfer_id = self._check_id(transfer_id)
+        transfer_id = ids.check_id(transfer_id)
         with self.lock:
             transfer = self.running.get(transfer_id)
             thread = self.threads.get(transfer_id)
@@ -123,7 +120,7 @@ class OutgoingTransfers:
         return out
 
     def cancel(self, transfer_id):
-        transfer_id = self._check_id(transfer_id)
+        transfer_id = ids.check_id(transfer_id)
         with self.lock:
             transfer = self.running.get(transfer_id)
         if transfer is not None:
@@ -139,7 +136,7 @@ class OutgoingTransfers:
         return self.get(transfer_id)
 
     def resume(self, transfer_id):
-        transfer_id = self._check_id(transfer_id)
+        transfer_id = ids.check_id(transfer_id)
         with self.lock:
             if transfer_id in self.threads:     # running or queued
                 return self.get(transfer_id)
@@ -318,13 +315,6 @@ class OutgoingTransfers:
         return self.get(manifest.transfer_id)
 
     # Persistence.
-    @staticmethod
-    def _check_id(transfer_id):
-        try:
-            return uuid.UUID(str(transfer_id)).hex
-        except ValueError:
-            raise _invalid("transfer id %r is not a UUID" % (transfer_id,))
-
     def _dir(self, transfer_id):
         return os.path.join(self.state_dir, transfer_id)
 

@@ -15,9 +15,11 @@ class EngineManager:
     API version history:
 
     * 1.0 - Initial version.
+    * 1.1 - incoming_transfer takes ``attempt``: the import attempt the
+      source waits for.
     """
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, host, migrations):
         self.host = host
@@ -60,9 +62,11 @@ class EngineManager:
         return self.migrations.cancel(migration_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def incoming_transfer(self, ctxt, transfer_id, peer):
-        """Cast by this cloud's DTN agent when a peer starts sending."""
-        return self.migrations.incoming(transfer_id, peer)
+    def incoming_transfer(self, ctxt, transfer_id, peer, attempt=None):
+        """Cast by this cloud's DTN agent when a peer starts sending, and
+        when the source asks for the report of a later import attempt.
+        """
+        return self.migrations.incoming(transfer_id, peer, attempt)
 
     def ping(self, ctxt):
         return {"host": self.host}

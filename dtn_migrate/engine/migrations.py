@@ -9,7 +9,7 @@ starts finds the flows a previous run left unfinished and runs them
 again: their tasks are idempotent and skip what is done.
 """
 
-import json
+import functools
 import queue
 import threading
 import time
@@ -24,7 +24,6 @@ from taskflow import states as tf_states
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine.flows import outgoing as outgoing_flow
 from dtn_migrate.engine import requests
-from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
@@ -37,6 +36,8 @@ ACTIVE_STATES = requests.ACTIVE_STATES
 FINAL_STATES = requests.FINAL_STATES
 _INCOMING_NS = uuid.UUID("8f0d3b8e-2f36-4c55-9d52-6d7c1b7f3a11")
 STAGES = requests.STAGES
+#: Failures of a stage that only follow another stage's.
+_SECONDARY = (base.Cancelled, base.StageFailed)
 
 
 def incoming_id(transfer_id):
@@ -52,16 +53,18 @@ def _reason(exc):
     """The message an operator should see for a flow's failure."""
     if isinstance(exc, tf_exc.WrappedFailure):
         for failure in exc:
-            if not failure.check(base.Cancelled):
+            if not failure.check(*_SECONDARY):
                 return failure.exception_str
         return exc[0].exception_str
     return str(exc) or exc.__class__.__name__
 
 
 def _cancelled(exc):
-    if isinstance(exc, tf_exc.WrappedFailure):
-        return all(f.check(base.Cancelled) for f in exc)
-    return isinstance(exc, base.Cancelled)
+    failures = list(exc) if isinstance(exc, tf_exc.WrappedFailure) else None
+    if failures is None:
+        return isinstance(exc, base.Cancelled)
+    return all(f.check(*_SECONDARY) for f in failures) and \
+        any(f.check(base.Cancelled) for f in failures)
 
 
 class _Pool:
@@ -83,8 +86,6 @@ class _Pool:
     def _loop(self):
         while True:
             item = self.queue.get()
-            if item is None:
-                return
             try:
                 self.work(item)
             except Exception:  # noqa: B902 - a worker must survive
@@ -99,14 +100,14 @@ class Migrations:
         self.notifier = notifier
         self.lock = threading.RLock()
         self.pending = set()            # ids queued or running here
-        self.engines = {}               # id -> running taskflow engine
+        self.running = {}               # id -> (flow detail, storage)
+        self.wanted = {}                # import id -> attempt asked for
         self.pools = {
             OUTGOING: _Pool("migration", conf.engine.max_concurrent_migrations,
                             self._run),
             INCOMING: _Pool("import", conf.engine.max_concurrent_imports,
                             self._run),
         }
-        self._stop = threading.Event()
 
     # Requests.
     def request(self, peer, images=None, selector=None, options=None,
@@ -117,51 +118,53 @@ class Migrations:
         opts = requests.options(options, self.conf.engine.mode)
         request_id = requests.uuid_hex(request_id, "request_id") \
             if request_id else uuid.uuid4().hex
-        info = self.res.agent.ping(base.CTXT, self.res.agent_host)
-        if peer not in info.get("peers", ()):
-            raise exception.PeerNotFound(
-                peer=peer, known=", ".join(info.get("peers", ())) or "none")
+        self.res.check_peer(peer)
         if selector is not None:
             found = self.res.images.select(**selector)
             if not found:
                 raise exception.InvalidInput(
                     reason="no active image matches the selector %s"
                            % selector)
-            ids = [i["id"] for i in found]
-        found = []
-        for image_id in ids:            # all checked before any starts
-            image = self.res.images.get(image_id)
+        else:
+            found = [self.res.images.get(image_id) for image_id in ids]
+        for image in found:             # all checked before any starts
             metadata.check_migratable(image)
-            found.append(image)
-        out = []
+        out, stale = [], []
         with self.lock:
             latest = self._latest_outgoing()
             for image in found:
-                out.append(self._outgoing(
+                record, replaced = self._outgoing(
                     request_id, peer, image, opts,
-                    latest.get((image["id"], peer))))
+                    latest.get((image["id"], peer)))
+                out.append(record)
+                if replaced:
+                    stale.append(replaced)
+        for transfer_id in stale:
+            self._remove_staged(transfer_id, "it is migrated again under "
+                                             "another transfer")
         return {"request_id": request_id, "peer": peer,
                 "migrations": out}
 
     def _outgoing(self, request_id, peer, image, opts, prior):
-        if prior is not None:
-            meta = prior.meta
-            same = meta.get("os_hash_value") == image["os_hash_value"]
-            if meta["state"] in ACTIVE_STATES or (
-                    meta["state"] == "complete" and same and
-                    not opts["force"]):
-                LOG.info("image %s to %s: migration %s exists (%s)",
-                         image["id"], peer, meta["migration_id"],
-                         meta["state"])
-                return dict(self._record(prior), reused=True)
+        """(record, transfer id whose staged files nothing will resume)."""
+        same = prior is not None and \
+            prior.get("os_hash_value") == image["os_hash_value"]
+        if prior is not None and (prior["state"] in ACTIVE_STATES or (
+                prior["state"] == "complete" and same and
+                not opts["force"])):
+            LOG.info("image %s to %s: migration %s exists (%s)",
+                     image["id"], peer, prior["migration_id"],
+                     prior["state"])
+            return dict(self._record(prior), reused=True), None
         migration_id = uuid.uuid4().hex
-        transfer_id, attempt = migration_id, 1
-        if prior is not None and prior.meta["state"] in (
-                "failed", "cancelled") and same and \
-                _comparable(prior.meta["options"]) == _comparable(opts):
-            # Resume the previous attempt's staged and sent data.
-            transfer_id = prior.meta["transfer_id"]
-            attempt = prior.meta.get("attempt", 1) + 1
+        transfer_id, attempt, replaced = migration_id, 1, None
+        if prior is not None and prior["state"] in ("failed", "cancelled"):
+            if same and _comparable(prior["options"]) == _comparable(opts):
+                # Resume the previous attempt's staged and sent data.
+                transfer_id = prior["transfer_id"]
+                attempt = prior.get("attempt", 1) + 1
+            else:
+                replaced = prior["transfer_id"]
         meta = {
             "migration_id": migration_id, "direction": OUTGOING,
             "request_id": request_id, "image_id": image["id"],
@@ -178,39 +181,54 @@ class Migrations:
                  "attempt %d)", migration_id, image["id"], peer,
                  opts["mode"], transfer_id, attempt)
         self._submit(migration_id, OUTGOING)
-        return self.get(migration_id)
+        return self.get(migration_id), replaced
 
     def _latest_outgoing(self):
-        """{(image id, peer): latest outgoing migration's flow detail}."""
+        """{(image id, peer): latest outgoing migration's record}."""
         latest = {}
-        for _book, detail in self.store.all():
-            meta = detail.meta
+        for meta in self.store.records():
             if meta.get("direction") != OUTGOING:
                 continue
             key = (meta.get("image_id"), meta.get("peer"))
             best = latest.get(key)
-            if best is None or meta["created_at"] > best.meta["created_at"]:
-                latest[key] = detail
+            if best is None or meta["created_at"] > best["created_at"]:
+                latest[key] = meta
         return latest
 
-    def _latest(self, image_id, peer):
-        return self._latest_outgoing().get((image_id, peer))
+    def _remove_staged(self, transfer_id, why):
+        LOG.info("removing the staged files of transfer %s: %s",
+                 transfer_id, why)
+        try:
+            self.res.remove_staged(transfer_id)
+        except Exception as exc:  # noqa: B902 - only space is lost
+            LOG.warning("could not remove the staged files of transfer "
+                        "%s: %s", transfer_id, exc)
 
-    def incoming(self, transfer_id, peer):
-        """The agent says ``transfer_id`` arrives from ``peer``: import it
-        unless this engine already does or did.
+    def incoming(self, transfer_id, peer, attempt=None):
+        """The agent says ``transfer_id`` arrives from ``peer``, and the
+        source waits for the report of import attempt ``attempt`` (None:
+        not known): import it unless this engine already does or did.
+
+        A failed or cancelled import is imported again when a later
+        attempt is asked for; a complete one never is, and a running one
+        is left alone (its agent answers the source for it).
         """
         transfer_id = requests.uuid_hex(transfer_id, "transfer_id")
         peer = requests.peer(peer)
+        attempt = requests.attempt(attempt)
         migration_id = incoming_id(transfer_id)
         with self.lock:
             if migration_id in self.pending:
+                if attempt:
+                    self.wanted[migration_id] = max(
+                        attempt, self.wanted.get(migration_id, 0))
                 return self.get(migration_id)
-            loaded = self.store.load(migration_id)
-            if loaded is None:
+            meta = self.store.record(migration_id)
+            if meta is None:
                 meta = {"migration_id": migration_id, "direction": INCOMING,
                         "transfer_id": transfer_id, "peer": peer,
-                        "state": "queued", "error": None, "attempt": 0,
+                        "state": "queued", "error": None,
+                        "attempt": attempt or 1,
                         "created_at": _now(), "updated_at": _now(),
                         "finished_at": None, "stages": {},
                         "image_id": None, "peer_image": None}
@@ -218,33 +236,30 @@ class Migrations:
                 LOG.info("import %s of transfer %s from %s queued",
                          migration_id, transfer_id, peer)
             else:
-                book, detail = loaded
-                state = detail.meta["state"]
+                state, current = meta["state"], meta.get("attempt") or 1
                 if state == "complete":
-                    return self._record(detail)
+                    return self._record(meta)
                 if state in ("failed", "cancelled"):
-                    seen = self._peek_attempt(transfer_id)
-                    if seen is None or seen <= detail.meta.get("attempt",
-                                                               0):
-                        return self._record(detail)
-                    meta = dict(detail.meta, state="queued", error=None,
-                                updated_at=_now(), finished_at=None)
-                    self.store.new_attempt(book, meta)
+                    if not attempt or attempt <= current:
+                        return self._record(meta)
+                    book, _detail = self.store.load(migration_id, lazy=True)
+                    self.store.new_attempt(book, dict(
+                        meta, state="queued", error=None, attempt=attempt,
+                        updated_at=_now(), started_at=None,
+                        finished_at=None, stages={}))
                     LOG.info("import %s: attempt %d of transfer %s",
-                             migration_id, seen, transfer_id)
+                             migration_id, attempt, transfer_id)
+                elif attempt and attempt > current:
+                    # Left queued or running by a previous run of the
+                    # engine: it runs again with this attempt.
+                    self.wanted[migration_id] = attempt
             self._submit(migration_id, INCOMING)
         return self.get(migration_id)
 
-    def _peek_attempt(self, transfer_id):
-        name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
-        try:
-            data = self.res.backend().read_small(name, limit=1 << 17)
-            return int(json.loads(data)["attempt"]) if data else None
-        except Exception:  # noqa: B902 - not there (yet) or unreadable
-            return None
-
     def reconcile(self):
-        """Import incoming transfers whose notification was lost."""
+        """Import incoming transfers whose notification was lost, and
+        those whose source now waits for a later attempt.
+        """
         try:
             incoming = self.res.agent.list_incoming(base.CTXT,
                                                     self.res.agent_host)
@@ -256,27 +271,26 @@ class Migrations:
             if not tid or not peer or item.get("report_state") == "active":
                 continue
             try:
-                self.incoming(tid, peer)
+                self.incoming(tid, peer, item.get("wanted_attempt"))
             except exception.DtnMigrateException as exc:
                 LOG.warning("incoming transfer %s: %s", tid, exc)
 
     # Queries.
     def get(self, migration_id):
         migration_id = requests.uuid_hex(migration_id, "migration id")
-        loaded = self.store.load(migration_id, lazy=True)
-        if loaded is None:
+        meta = self.store.record(migration_id)
+        if meta is None:
             raise exception.MigrationNotFound(migration_id=migration_id)
-        return self._record(loaded[1])
+        return self._record(meta)
 
     def list(self, request_id=None, direction=None):
         out = []
-        for _book, detail in self.store.all():
-            meta = detail.meta
+        for meta in self.store.records():
             if request_id and meta.get("request_id") != request_id:
                 continue
             if direction and meta.get("direction") != direction:
                 continue
-            out.append(self._record(detail))
+            out.append(self._record(meta))
         out.sort(key=lambda r: r.get("created_at") or "")
         return out
 
@@ -285,10 +299,13 @@ class Migrations:
         migration_id = record["migration_id"]
         if record["state"] in FINAL_STATES:
             return record
-        self.res.live_for(migration_id).cancel.set()
         with self.lock:
-            running = migration_id in self.engines
+            running = migration_id in self.running
+            pending = migration_id in self.pending
+            if pending:
+                self.res.live_for(migration_id).cancel.set()
         if not running:
+            # Queued, or left unfinished by a previous run of the engine.
             loaded = self.store.load(migration_id, lazy=True)
             if loaded is not None:
                 self._finish(loaded[1], "cancelled", "cancelled before it "
@@ -296,8 +313,8 @@ class Migrations:
         LOG.info("migration %s: cancel requested", migration_id)
         return self.get(migration_id)
 
-    def _record(self, detail):
-        rec = {k: v for k, v in detail.meta.items()}
+    def _record(self, meta):
+        rec = dict(meta)
         live = self.res.live.get(rec["migration_id"])
         stages = dict(rec.get("stages") or {})
         if live is not None:
@@ -320,8 +337,7 @@ class Migrations:
     def resume_unfinished(self):
         """Queue the flows a previous run of the engine left running."""
         resumed = []
-        for _book, detail in self.store.all():
-            meta = detail.meta
+        for meta in self.store.records():
             if meta.get("state") in ACTIVE_STATES:
                 with self.lock:
                     if meta["migration_id"] in self.pending:
@@ -337,8 +353,7 @@ class Migrations:
         self.pending.add(migration_id)
         self.pools[direction].submit(migration_id)
 
-    def _store_for(self, detail):
-        meta = detail.meta
+    def _store_for(self, meta):
         if meta["direction"] == OUTGOING:
             return {"migration_id": meta["migration_id"],
                     "image_id": meta["image_id"], "peer": meta["peer"],
@@ -346,7 +361,8 @@ class Migrations:
                     "options": meta["options"],
                     "attempt": meta.get("attempt", 1)}
         return {"migration_id": meta["migration_id"],
-                "transfer_id": meta["transfer_id"], "peer": meta["peer"]}
+                "transfer_id": meta["transfer_id"], "peer": meta["peer"],
+                "attempt": meta.get("attempt") or 1}
 
     def _run(self, migration_id):
         try:
@@ -354,87 +370,121 @@ class Migrations:
         finally:
             with self.lock:
                 self.pending.discard(migration_id)
-                self.engines.pop(migration_id, None)
+                self.running.pop(migration_id, None)
+                again = self.wanted.pop(migration_id, None)
             self.res.forget(migration_id)
+        if again:
+            # The source asked for a later attempt while this one ran.
+            meta = self.store.record(migration_id)
+            self.incoming(meta["transfer_id"], meta["peer"], again)
 
     def _run_flow(self, migration_id):
-        book, detail = self.store.load(migration_id)
+        loaded = self.store.load(migration_id)
+        if loaded is None:
+            LOG.warning("migration %s is not in the database", migration_id)
+            return
+        book, detail = loaded
         meta = detail.meta
         if meta["state"] not in ACTIVE_STATES:
             return
         live = self.res.live_for(migration_id)
         if live.cancel.is_set():
             return self._finish(detail, "cancelled", "cancelled")
+        changes = {}
         if meta["direction"] == OUTGOING:
             flow = outgoing_flow.get_flow(self.res, meta["mode"])
         else:
             flow = incoming_flow.get_flow(self.res)
+            with self.lock:
+                wanted = self.wanted.pop(migration_id, 0)
+            if wanted > (meta.get("attempt") or 1):
+                changes["attempt"] = wanted
+        store = self._store_for(dict(meta, **changes))
         engine = taskflow.engines.load(
-            flow, store=self._store_for(detail), flow_detail=detail,
-            book=book, backend=self.store.backend, engine="parallel",
+            flow, store=store, flow_detail=detail, book=book,
+            backend=self.store.backend, engine="parallel",
             executor="threaded", max_workers=4)
+        storage = engine.storage
         with self.lock:
-            self.engines[migration_id] = engine
+            self.running[migration_id] = (detail, storage)
         resumed = meta["state"] == "running"
-        self.store.save_meta(detail, state="running", updated_at=_now(),
-                             started_at=meta.get("started_at") or _now())
-        self._notify("start", dict(self._record(detail), resumed=resumed))
+        self.store.save_meta(detail, storage, state="running",
+                             updated_at=_now(),
+                             started_at=meta.get("started_at") or _now(),
+                             **changes)
+        self._notify("start", dict(self.get(migration_id), resumed=resumed))
+        finish = functools.partial(self._finish, detail, storage=storage)
         try:
             engine.run()
         except Exception as exc:  # noqa: B902 - recorded and notified
+            extra = self._import_result(detail, storage)
             if _cancelled(exc):
-                self._finish(detail, "cancelled", "cancelled by request")
+                finish("cancelled", "cancelled by request", **extra)
             else:
                 LOG.error("%s migration %s failed: %s", meta["direction"],
                           migration_id, _reason(exc))
-                self._finish(detail, "failed", _reason(exc))
+                finish("failed", _reason(exc), **extra)
             return
-        if engine.storage.get_flow_state() != tf_states.SUCCESS:
-            return self._finish(detail, "failed", "flow ended %s"
-                                % engine.storage.get_flow_state())
+        if storage.get_flow_state() != tf_states.SUCCESS:
+            return finish("failed", "flow ended %s"
+                          % storage.get_flow_state(),
+                          **self._import_result(detail, storage))
         result = {}
         for key in ("peer_image", "image_id"):
             try:
-                result[key] = engine.storage.fetch(key)
+                result[key] = storage.fetch(key)
             except tf_exc.NotFound:
                 pass
-        if meta["direction"] == INCOMING:
-            incoming = engine.storage.fetch("incoming")
-            result.update(attempt=incoming["attempt"],
-                          image_id=result.get("image_id"),
-                          source_image_id=incoming["image"].get("id"),
-                          size=incoming["image"].get("size"),
-                          os_hash_value=incoming["image"].get(
-                              "os_hash_value"))
-        self._finish(detail, "complete", None, **result)
+        result.update(self._import_result(detail, storage))
+        finish("complete", None, **result)
 
-    def _finish(self, detail, state, error, **extra):
-        live = self.res.live.get(detail.meta["migration_id"])
-        stages = live.snapshot() if live else detail.meta.get("stages")
-        self.store.save_meta(detail, state=state, error=error,
+    def _import_result(self, detail, storage):
+        """What an import's record keeps of its descriptor: the attempt
+        (that its reports carry) and the source image.
+        """
+        if detail.meta["direction"] != INCOMING:
+            return {}
+        try:
+            incoming = storage.fetch("incoming")
+        except tf_exc.NotFound:
+            return {}
+        if not isinstance(incoming, dict):
+            return {}               # the descriptor could not be read
+        image = incoming["image"]
+        return {"attempt": incoming["attempt"],
+                "source_image_id": image.get("id"),
+                "size": image.get("size"),
+                "os_hash_value": image.get("os_hash_value")}
+
+    def _finish(self, detail, state, error, storage=None, **extra):
+        meta = detail.meta
+        live = self.res.live.get(meta["migration_id"])
+        stages = live.snapshot() if live else meta.get("stages")
+        self.store.save_meta(detail, storage, state=state, error=error,
                              updated_at=_now(), finished_at=_now(),
                              stages=stages, **extra)
-        record = self._record(detail)
-        if detail.meta["direction"] == INCOMING and state != "complete":
-            self._report_failure(detail)
+        meta = detail.meta
+        if state != "complete":
+            if meta["direction"] == INCOMING:
+                self._report_failure(meta)
+            elif not self.conf.staging.keep_failed:
+                self._remove_staged(meta["transfer_id"], "the migration "
+                                    "is %s ([staging] keep_failed = "
+                                    "false)" % state)
+        record = self.get(meta["migration_id"])
         if state == "complete":
-            LOG.info("%s migration %s complete", detail.meta["direction"],
-                     detail.meta["migration_id"])
+            LOG.info("%s migration %s complete", meta["direction"],
+                     meta["migration_id"])
             self._notify("end", record)
         else:
             self._notify("error", record)
 
-    def _report_failure(self, detail):
-        meta = detail.meta
-        attempt = meta.get("attempt") or self._peek_attempt(
-            meta["transfer_id"]) or 0
-        if not meta.get("attempt") and attempt:
-            self.store.save_meta(detail, attempt=attempt)
+    def _report_failure(self, meta):
         try:
             self.res.agent.set_import_report(
                 base.CTXT, self.res.agent_host, meta["transfer_id"],
                 {"state": "failed", "error": meta.get("error"),
-                 "attempt": attempt})
+                 "attempt": meta.get("attempt") or 1})
         except Exception as exc:  # noqa: B902 - the source times out
             LOG.warning("could not report the failed import of %s: %s",
                         meta["transfer_id"], exc)
@@ -443,16 +493,14 @@ class Migrations:
     def report_progress(self):
         """Persist and notify the progress of running migrations."""
         with self.lock:
-            running = list(self.engines)
-        for migration_id in running:
-            loaded = self.store.load(migration_id, lazy=True)
+            running = list(self.running.items())
+        for migration_id, (detail, storage) in running:
             live = self.res.live.get(migration_id)
-            if loaded is None or live is None:
+            if live is None:
                 continue
-            detail = loaded[1]
-            self.store.save_meta(detail, stages=live.snapshot(),
+            self.store.save_meta(detail, storage, stages=live.snapshot(),
                                  updated_at=_now())
-            self._notify("progress", self._record(detail))
+            self._notify("progress", self.get(migration_id))
 
     def _notify(self, event, payload):
         if self.notifier is None:

@@ -4,17 +4,28 @@ One logbook per migration (its uuid is the migration id); each run of the
 migration's flow is a flow detail of that logbook, whose ``meta`` holds
 the migration record (request, image, peer, progress, result).  The
 engine keeps nothing else, so everything it knows survives kill -9.
+
+The engine is the only writer of its database, so the latest record of
+every migration is also kept in memory: read once when the engine
+starts, then updated with every write.  Listing migrations, finding the
+previous migration of an image and resuming read that index instead of
+the database.
 """
 
 import contextlib
+import copy
 import os
 import threading
 
 from oslo_log import log as logging
+from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends
 from taskflow.persistence import models
 
 LOG = logging.getLogger(__name__)
+
+#: Keys TaskFlow keeps in a flow detail's meta beside the record.
+_TASKFLOW_KEYS = ("injected", "progress", "progress_details")
 
 
 def _ensure_sqlite_dir(connection):
@@ -35,6 +46,8 @@ class Store:
         self.lock = threading.RLock()
         with self.connection() as conn:
             conn.upgrade()
+        self._index = {}        # migration id -> (run number, record)
+        self._scan()
 
     @contextlib.contextmanager
     def connection(self):
@@ -43,6 +56,24 @@ class Store:
             yield conn
         finally:
             conn.close()
+
+    def _scan(self):
+        """Index the latest record of every migration in the database."""
+        with self.lock, self.connection() as conn:
+            for book in list(conn.get_logbooks(lazy=True)):
+                for detail in conn.get_flows_for_book(book.uuid, lazy=True):
+                    self._note(detail)
+        LOG.debug("%d migrations in the database", len(self._index))
+
+    def _note(self, detail):
+        """Index ``detail``'s record unless a later run is indexed."""
+        migration_id, number = _split_id(detail.uuid)
+        record = {k: v for k, v in detail.meta.items()
+                  if k not in _TASKFLOW_KEYS}
+        with self.lock:
+            known = self._index.get(migration_id)
+            if known is None or known[0] <= number:
+                self._index[migration_id] = (number, copy.deepcopy(record))
 
     def create(self, migration_id, meta):
         """A new logbook with one flow detail carrying ``meta``."""
@@ -59,41 +90,56 @@ class Store:
         book.add(detail)
         with self.lock, self.connection() as conn:
             conn.save_logbook(book)
+            self._note(detail)
         return detail
 
     def load(self, migration_id, lazy=False):
         """(logbook, latest flow detail) or None; ``lazy`` leaves out the
-        tasks' details (enough for the migration record).
+        tasks' details (enough for the migration record).  Database
+        errors are raised.
         """
         with self.lock, self.connection() as conn:
             try:
                 book = conn.get_logbook(migration_id, lazy=True)
                 details = list(conn.get_flows_for_book(migration_id,
                                                        lazy=lazy))
-            except Exception:  # noqa: B902 - taskflow NotFound and kin
+            except tf_exc.NotFound:
                 return None
         for detail in details:
             book.add(detail)
-        return book, latest(book)
+        detail = latest(book)
+        if detail is not None:
+            self._note(detail)
+        return book, detail
 
-    def save_meta(self, detail, **changes):
-        with self.lock, self.connection() as conn:
-            fresh = conn.get_flow_details(detail.uuid, lazy=True)
-            fresh.meta.update(changes)
-            conn.update_flow_details(fresh)
-        detail.meta.update(changes)
+    def save_meta(self, detail, storage=None, **changes):
+        """Update the record of ``detail``.  ``storage``: the TaskFlow
+        storage of the engine running it, which then saves it (with the
+        flow's own state, which must not be written back stale).
+        """
+        if storage is not None:
+            # Also updates ``detail``: it is the storage's flow detail.
+            storage.update_flow_metadata(changes)
+        else:
+            with self.lock, self.connection() as conn:
+                fresh = conn.get_flow_details(detail.uuid, lazy=True)
+                fresh.meta.update(changes)
+                conn.update_flow_details(fresh)
+            detail.meta.update(changes)
+        self._note(detail)
 
-    def all(self):
-        """Every (logbook, latest flow detail), without tasks' details."""
-        out = []
-        with self.lock, self.connection() as conn:
-            for book in list(conn.get_logbooks(lazy=True)):
-                for detail in conn.get_flows_for_book(book.uuid, lazy=True):
-                    book.add(detail)
-                detail = latest(book)
-                if detail is not None:
-                    out.append((book, detail))
-        return out
+    def record(self, migration_id):
+        """The latest record of a migration, or None.  Records are
+        shared: change a copy, not them.
+        """
+        with self.lock:
+            known = self._index.get(migration_id)
+            return None if known is None else dict(known[1])
+
+    def records(self):
+        """The latest record of every migration (see :meth:`record`)."""
+        with self.lock:
+            return [dict(r) for _n, r in self._index.values()]
 
     def close(self):
         self.backend.close()
@@ -101,6 +147,11 @@ class Store:
 
 def _detail_id(migration_id, number):
     return "%s-%d" % (migration_id, number)
+
+
+def _split_id(detail_id):
+    migration_id, number = detail_id.rsplit("-", 1)
+    return migration_id, int(number)
 
 
 def latest(book):

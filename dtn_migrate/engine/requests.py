@@ -9,6 +9,7 @@ import uuid
 from dtn_migrate import exception
 
 MAX_IMAGES = 1000
+MAX_ATTEMPT = 1 << 20
 VISIBILITIES = ("public", "private", "shared", "community")
 MODES = ("pipelined", "serial")
 #: Migration states, and the stages an outgoing migration reports.
@@ -109,3 +110,14 @@ def uuid_hex(value, what):
         return uuid.UUID(str(value)).hex
     except ValueError:
         raise _invalid("%s %r is not a UUID" % (what, value))
+
+
+def attempt(value):
+    """An attempt number (1, 2, ...) or None."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or \
+            not 1 <= value <= MAX_ATTEMPT:
+        raise _invalid("attempt must be an integer from 1 to %d, not %r"
+                       % (MAX_ATTEMPT, value))
+    return value

@@ -13,6 +13,7 @@ from oslo_log import log as logging
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate import exception
+from dtn_migrate.staging import copy
 from dtn_migrate.staging import factory
 
 LOG = logging.getLogger(__name__)
@@ -31,8 +32,7 @@ class Live:
     its cancel event.
     """
 
-    def __init__(self, migration_id):
-        self.migration_id = migration_id
+    def __init__(self):
         self.cancel = threading.Event()
         self.stages = {}
         self.lock = threading.Lock()
@@ -88,18 +88,41 @@ class Resources:
 
     def copy_options(self):
         backend = self.backend()
+        total = backend.total_bytes()
+        if total is None:
+            # A backend that cannot tell its size: the free space bounds
+            # it from below, so the margin is smaller than asked.
+            total = backend.free_bytes()
         margin = staging_conf.margin_bytes(
-            self.conf.staging.free_space_margin, backend.free_bytes())
+            self.conf.staging.free_space_margin, total)
         opts = factory.copy_options(self.conf.staging, margin)
         opts.stall_timeout = float(self.conf.engine.stall_timeout)
         return opts
+
+    def remove_staged(self, transfer_id):
+        """Remove a migration's files (and their watermarks) from this
+        DTN's export; missing files are not an error.
+        """
+        backend = self.backend()
+        for leaf in (DATA, DESCRIPTOR):
+            copy.cleanup(backend, staged_name(transfer_id, leaf),
+                         self.conf.staging.watermark_suffix)
+
+    # This cloud's DTN agent.
+    def check_peer(self, peer):
+        """The DTN agent answers and knows peer DTN ``peer``."""
+        info = self.agent.ping({}, self.agent_host)
+        peers = info.get("peers") or ()
+        if peer not in peers:
+            raise exception.PeerNotFound(peer=peer,
+                                         known=", ".join(peers) or "none")
 
     # Live state.
     def live_for(self, migration_id):
         with self.live_lock:
             live = self.live.get(migration_id)
             if live is None:
-                live = self.live[migration_id] = Live(migration_id)
+                live = self.live[migration_id] = Live()
             return live
 
     def forget(self, migration_id):

@@ -1,7 +1,7 @@
 """Client side of the migration engine RPC API (topic dtn_migrate_engine).
 
-Requests go to any engine of the cloud (no server set); calls about one
-migration go to the engine that owns it when ``host`` is given.
+Every call goes to any engine of the cloud on the topic (no server is
+named): a cloud runs one engine, with its own database.
 """
 
 import oslo_messaging as messaging
@@ -17,16 +17,13 @@ class EngineAPI:
     API version history: see ``engine.manager.EngineManager``.
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     def __init__(self, timeout=60, retry=None, transport=None):
-        target = messaging.Target(topic=TOPIC, version=self.VERSION)
+        target = messaging.Target(topic=TOPIC, version='1.0')
         self.client = rpc.get_client(target, version_cap=self.VERSION,
                                      timeout=timeout, retry=retry,
                                      transport=transport)
-
-    def _prepare(self, host=None):
-        return self.client.prepare(server=host) if host else self.client
 
     def migrate(self, ctxt, peer, images=None, selector=None, options=None,
                 request_id=None):
@@ -59,12 +56,18 @@ class EngineAPI:
         return self.client.call(ctxt, 'cancel_migration',
                                 migration_id=migration_id)
 
-    def incoming_transfer(self, ctxt, transfer_id, peer, host=None):
-        """From this cloud's DTN agent: a peer DTN started sending
-        ``transfer_id``.  A cast: the agent never waits for the engine.
+    def incoming_transfer(self, ctxt, transfer_id, peer, attempt=None):
+        """From this cloud's DTN agent: a peer DTN sends ``transfer_id``,
+        and (``attempt``, 1.1) its source waits for the report of that
+        import attempt.  A cast: the agent never waits for the engine.
         """
-        self._prepare(host).cast(ctxt, 'incoming_transfer',
-                                 transfer_id=transfer_id, peer=peer)
+        if attempt is None:
+            self.client.cast(ctxt, 'incoming_transfer',
+                             transfer_id=transfer_id, peer=peer)
+        else:
+            self.client.prepare(version='1.1').cast(
+                ctxt, 'incoming_transfer', transfer_id=transfer_id,
+                peer=peer, attempt=attempt)
 
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

@@ -53,24 +53,15 @@ class EngineService(service.Service):
         LOG.info("dtn-migrate-engine %s ready (agent %s); %d migrations "
                  "resumed", self.host, self.conf.engine.agent_host,
                  len(resumed))
-        self._every(self.conf.engine.progress_interval,
-                    self.migrations.report_progress, "progress")
-        self._every(self.conf.engine.reconcile_interval,
-                    self.migrations.reconcile, "reconcile", first=1.0)
-
-    def _every(self, interval, func, name, first=None):
-        def loop():
-            if self._stopped.wait(first if first is not None else interval):
-                return
-            while True:
-                try:
-                    func()
-                except Exception:  # noqa: B902 - keep the loop alive
-                    LOG.exception("periodic %s failed", name)
-                if self._stopped.wait(interval):
-                    return
-        threading.Thread(target=loop, name="engine-%s" % name,
-                         daemon=True).start()
+        # Timers of the service's thread group (a failed run is logged
+        # and the timer goes on).
+        interval = self.conf.engine.progress_interval
+        self.tg.add_timer_args(interval, self.migrations.report_progress,
+                               initial_delay=interval,
+                               stop_on_exception=False)
+        self.tg.add_timer_args(self.conf.engine.reconcile_interval,
+                               self.migrations.reconcile, initial_delay=1.0,
+                               stop_on_exception=False)
 
     def stop(self, graceful=True):
         """Stop serving; running flows stay 'running' in the database and
@@ -80,10 +71,14 @@ class EngineService(service.Service):
             return
         LOG.info("dtn-migrate-engine %s stopping", self.host)
         self._stopped.set()
+        # A timer's run may wait for the agent (rpc_timeout): not joined.
+        self.tg.stop_timers()
         if self.rpcserver is not None:
             self.rpcserver.stop()
             self.rpcserver.wait()
         super().stop(graceful)
+        self.resources.close()
+        self.store.close()
 
     def wait(self):
         self._stopped.wait()

@@ -79,6 +79,11 @@ class _Body:
     bytes or a file), sent with a Content-Length.  A stream that gives
     more or fewer bytes aborts the request; its own errors are kept in
     ``error`` so they are not taken for network failures.
+
+    An iterable stream is iterated, even if it also has ``read``: its
+    pieces go out as they are, without being cut again.  Files (which
+    iterate by lines: anything with ``readline``) are read in
+    ``chunk_size`` pieces.
     """
 
     def __init__(self, stream, size, chunk_size):
@@ -93,7 +98,7 @@ class _Body:
 
     def __iter__(self):
         stream = self.stream
-        if hasattr(stream, 'read'):
+        if hasattr(stream, 'readline') or not hasattr(stream, '__iter__'):
             stream = iter(lambda: self.stream.read(self.chunk_size), b'')
         try:
             for chunk in stream:

@@ -169,6 +169,12 @@ class Backend(abc.ABC):
     def free_bytes(self):
         """Bytes an unprivileged writer may still use on the export."""
 
+    def total_bytes(self):
+        """Size of the export's file system in bytes, or None when the
+        backend cannot tell.
+        """
+        return None
+
     def write_small(self, name, data):
         """Atomically replace ``name`` with ``data`` (write, commit,
         rename), for watermarks and markers.

@@ -42,8 +42,6 @@ from dtn_migrate.staging import watermark
 LOG = logging.getLogger(__name__)
 
 MiB = 1 << 20
-#: Opens of a followed file that may find it renamed meanwhile.
-RENAME_ATTEMPTS = 5
 
 
 class Cancelled(base.StagingError):
@@ -361,22 +359,37 @@ class _ReadHandle:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read(self, offset, length):
-        """Exactly ``length`` bytes at ``offset``."""
-        attempts = RENAME_ATTEMPTS if self.follows else 1
-        for attempt in range(1, attempts + 1):
+        """Exactly ``length`` bytes at ``offset``.
+
+        A followed file is renamed once complete (the sink installs its
+        partial copy), and its follower may give the new name only some
+        time later: a followed file not found is looked for again, under
+        the name the follower gives, for up to ``stall_timeout`` seconds.
+        """
+        deadline = None
+        delay = self.opts.poll_initial
+        while True:
             try:
                 return _retrying(self.opts, self.stop,
                                  lambda: self._pread(offset, length),
                                  self._reopen,
                                  "reading %s at %d" % (self.name, offset),
                                  self.on_retry)
-            except base.NotFound:
-                # A followed file is renamed once complete (the sink's
-                # partial copy): ask its name again and reopen.
-                if attempt == attempts:
+            except base.NotFound as exc:
+                if not self.follows:
                     raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.opts.stall_timeout
+                elif now >= deadline:
+                    raise _restate(exc, "staged %s not found under the "
+                                        "name its follower gives for "
+                                        "%.0f s: %s"
+                                   % (self.name, self.opts.stall_timeout,
+                                      exc))
                 self.close()
-                _clean_wait(self.stop, self.opts.poll_initial * attempt)
+                _clean_wait(self.stop, min(delay, deadline - now))
+                delay = min(delay * 2, self.opts.poll_max)
 
 
 def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
@@ -864,8 +877,10 @@ class _Availability:
 
 def _read_ahead(stream):
     """Body of one reader thread of a remote copy."""
+    follows = stream.avail.follow is not None
     handle = _ReadHandle(stream.backend, stream.name, stream.opts,
-                         stream.stop, stream.avail.refresh,
+                         stream.stop,
+                         stream.avail.refresh if follows else None,
                          stream.note_retry)
     try:
         while True:

@@ -1085,15 +1085,25 @@ class LibnfsBackend(backend.Backend):
 
         self._meta_op(op, what)
 
-    def free_bytes(self):
+    def _statvfs(self):
+        what = "statvfs on %s" % self.where
+
         def op():
             sv = NfsStatvfs64()
             self._meta.call(self.lib.nfs_statvfs64,
                             self._path(None).encode(), ctypes.byref(sv),
-                            what="statvfs on %s" % self.where)
-            return sv.f_bavail * (sv.f_frsize or sv.f_bsize)
+                            what=what)
+            return sv
 
-        return self._meta_op(op, "statvfs on %s" % self.where)
+        return self._meta_op(op, what)
+
+    def free_bytes(self):
+        sv = self._statvfs()
+        return sv.f_bavail * (sv.f_frsize or sv.f_bsize)
+
+    def total_bytes(self):
+        sv = self._statvfs()
+        return sv.f_blocks * (sv.f_frsize or sv.f_bsize)
 
     def reconnect(self):
         """Drop the name connection; the next call mounts again."""

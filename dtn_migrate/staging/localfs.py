@@ -119,3 +119,7 @@ class LocalBackend(backend.Backend):
     def free_bytes(self):
         st = os.statvfs(self.root)
         return st.f_bavail * st.f_frsize
+
+    def total_bytes(self):
+        st = os.statvfs(self.root)
+        return st.f_blocks * st.f_frsize

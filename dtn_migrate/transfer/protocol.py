@@ -26,6 +26,11 @@ Message types 0-6 keep the numbering of FT-LADS (Kasu et al. 2019,
 Listing 1); the others are this protocol's additions for authentication,
 flow control, errors and import reports.  See doc/source/protocol.rst for
 the sequence.
+
+On a REPORT connection the CONNECT's ``epoch`` carries the attempt of the
+transfer the asker waits for a report of (0: unspecified, at most
+MAX_ATTEMPT): a retried migration keeps its transfer id, and this is how
+the sink's side learns that the source waits for a new attempt.
 """
 
 import dataclasses
@@ -53,6 +58,7 @@ MAX_FILE_SIZE = 1 << 50
 MAX_STREAMS = 64
 MAX_OBJECTS = (1 << 32) - 1
 MAX_REPORT = 64 << 10
+MAX_ATTEMPT = (1 << 31) - 1     # REPORT connection: CONNECT epoch
 NO_FILE = 0xFFFFFFFF
 
 
@@ -241,8 +247,9 @@ class Connect(Message):
     each of its ``streams`` data connections, which carry the ``epoch``
     returned by the control connection's CONNECT_ACK.  ``rdma`` is the
     source's RDMA endpoint for this stream (empty without RDMA).  A
-    REPORT connection (one stream, epoch 0, no RDMA) only fetches the
-    sink's REPORT for ``transfer_id``.
+    REPORT connection (one stream, no RDMA) only fetches the sink's
+    REPORT for ``transfer_id``; its ``epoch`` is the attempt the asker
+    waits for (0: unspecified).
     """
 
     version_min: int
@@ -261,8 +268,10 @@ class Connect(Message):
     def validate(self):
         _check(self.role in set(Role), "unknown role")
         if self.role == Role.REPORT:
-            _check(self.streams == 1 and self.epoch == 0 and not self.rdma,
-                   "a REPORT connection has one stream, epoch 0, no RDMA")
+            _check(self.streams == 1 and not self.rdma,
+                   "a REPORT connection has one stream and no RDMA")
+            _check(self.epoch <= MAX_ATTEMPT,
+                   "REPORT attempt beyond %d" % MAX_ATTEMPT)
         _check(1 <= self.streams <= MAX_STREAMS, "stream count out of range")
         _check(self.stream < self.streams, "stream index out of range")
         _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,

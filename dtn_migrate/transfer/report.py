@@ -2,15 +2,16 @@
 
 The report of a transfer is stored at the sink by its own cloud and
 pulled by the sending side over an authenticated connection, so that
-status crosses clouds only on the DTN-to-DTN link.
+status crosses clouds only on the DTN-to-DTN link.  The asker names the
+attempt it waits for (CONNECT ``epoch``), so that the sink's side learns
+of a retried migration.
 """
 
 import os
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer import source
 
 
 def _transfer_bytes(transfer_id):
@@ -24,25 +25,27 @@ def _transfer_bytes(transfer_id):
     return transfer_id
 
 
-def query_report(peer, transfer_id, local_name, cfg, timeout=None):
-    """Ask ``peer`` (a ``source.Peer``) for its report of ``transfer_id``.
+def query_report(peer, transfer_id, local_name, cfg, timeout=None,
+                 attempt=0):
+    """Ask ``peer`` (a ``source.Peer``) for its report of ``transfer_id``,
+    telling it the ``attempt`` this side waits for (0: unspecified).
 
     Returns the report bytes, or None when the peer holds none for this
     agent.  Raises ConnectionError when the peer cannot be reached,
     errors.AuthenticationError on a wrong key or certificate, and
     errors.PeerError / errors.ProtocolError when it refuses or answers
-    nonsense (a sink without REPORT support refuses the role).
+    nonsense (a sink without REPORT support refuses the role, one that
+    predates attempts a non-zero attempt).
     """
     tid = _transfer_bytes(transfer_id)
-    timeout = cfg.connect_timeout if timeout is None else timeout
-    conn = stream.connect(peer.host, peer.port, timeout, 0,
-                          cfg.tcp_user_timeout, peer.tls_context,
-                          peer.server_hostname)
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or \
+            not 0 <= attempt <= P.MAX_ATTEMPT:
+        raise ValueError("attempt must be an integer from 0 to %d"
+                         % P.MAX_ATTEMPT)
+    conn, _ack = source.open_connection(peer, P.Connect(
+        P.VERSION, P.VERSION, P.Role.REPORT, 0, P.Caps.NONE, tid, attempt,
+        cfg.object_size, 1, os.urandom(32), local_name), cfg, timeout)
     try:
-        conn.settimeout(timeout)
-        handshake.client(conn, P.Connect(
-            P.VERSION, P.VERSION, P.Role.REPORT, 0, P.Caps.NONE, tid, 0,
-            cfg.object_size, 1, os.urandom(32), local_name), peer.key)
         msg = conn.recv(expect=(P.MsgType.REPORT, P.MsgType.ERROR))
     finally:
         conn.close()

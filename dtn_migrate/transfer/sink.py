@@ -15,10 +15,13 @@ hash matches the source's, the copy is renamed to its final name.
 Malformed input closes only the connection that carried it; sessions of
 other transfers, the partial copies and the source's log are untouched.
 
-A REPORT connection only fetches the import report the sink's side
-stored for a transfer (``reports``); it creates no session or record.
-``on_incoming`` hears of every acknowledged control session, on a
-thread of its own so that it can never stall or break a transfer.
+A transfer belongs to the peer that first sent it: ``owner`` looks up
+who that was across restarts, and any other peer is refused.  A REPORT
+connection only fetches the import report the sink's side stored for a
+transfer (``reports``), given only to that owner; it creates no session
+or record.  ``on_session`` records every control session before it is
+acknowledged; ``on_incoming`` hears of it afterwards, on a thread of its
+own so that it can never stall or break a transfer.
 """
 
 import concurrent.futures
@@ -180,10 +183,20 @@ class SinkServer:
 
     def __init__(self, root, cfg, name, lookup_key, host="0.0.0.0", port=0,
                  tls_context=None, require_tls=None, rdma_device=None,
-                 reports=None, on_incoming=None):
-        """``reports(transfer_hex, peer)`` gives the report bytes a REPORT
-        connection receives (or None); ``on_incoming(transfer_hex, peer,
-        epoch)`` is called after each control session is acknowledged.
+                 reports=None, on_incoming=None, owner=None,
+                 on_session=None):
+        """Callbacks, all optional:
+
+        * ``owner(transfer_hex)``: the peer that sent the transfer, as
+          recorded across restarts (None if unknown);
+        * ``reports(transfer_hex, peer, attempt)``: the report bytes a
+          REPORT connection receives (or None); ``attempt`` is the one
+          the asker waits for (0: unspecified);
+        * ``on_session(transfer_hex, peer, epoch)``: before a control
+          session is acknowledged (an error is logged, the session goes
+          on);
+        * ``on_incoming(transfer_hex, peer, epoch)``: after, on the
+          notification thread.
         """
         self.root = paths.StagingRoot(root) if isinstance(root, str) else root
         self.cfg = cfg
@@ -215,10 +228,12 @@ class SinkServer:
             min(2, cfg.io_threads), thread_name_prefix="sink-hash")
         self.reports = reports
         self.on_incoming = on_incoming
+        self.owner = owner
+        self.on_session = on_session
         # One thread, in order: a slow or hung callback delays only the
         # notifications after it, never a session.
         self.notify = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="sink-notify") if on_incoming else None
+            1, thread_name_prefix="sink-notify")
 
     # Lifecycle.
     def start(self):
@@ -255,8 +270,7 @@ class SinkServer:
             s.close("agent stopping")
         self.io.shutdown(wait=True)
         self.hash_io.shutdown(wait=True)
-        if self.notify is not None:
-            self.notify.shutdown(wait=False)
+        self.notify.shutdown(wait=False)
 
     def pool_for(self, object_size):
         if self.pool is not None and object_size <= self.pool.size:
@@ -345,15 +359,39 @@ class SinkServer:
         finally:
             conn.close()
 
+    def _owner(self, tid):
+        """The peer that sent transfer ``tid``: the one of this run, or
+        the recorded one.  Raises ProtocolError if it cannot be known.
+        """
+        with self.lock:
+            rec = self.records.get(tid)
+        if rec is not None:
+            return rec.peer
+        if self.owner is None:
+            return None
+        try:
+            return self.owner(tid)
+        except Exception:  # noqa: B902 - refused rather than guessed
+            LOG.exception("sink %s: owner lookup of transfer %s failed",
+                          self.name, tid)
+            raise errors.ProtocolError("cannot tell who owns transfer %s"
+                                       % tid, code=errors.Code.INTERNAL)
+
+    @staticmethod
+    def _check_owner(tid, peer, owner):
+        if owner is not None and owner != peer:
+            raise errors.ProtocolError(
+                "transfer %s belongs to another peer" % tid,
+                code=errors.Code.AUTH)
+
     def _control(self, conn, connect):
         tid = connect.transfer_id.hex()
         key = (connect.peer, tid)
+        self._check_owner(tid, connect.peer, self._owner(tid))
         with self.lock:
             rec = self.records.get(tid)
-            if rec is not None and rec.peer != connect.peer:
-                raise errors.ProtocolError(
-                    "transfer %s belongs to another peer" % tid,
-                    code=errors.Code.AUTH)
+            # Checked again: another peer's session may have begun.
+            self._check_owner(tid, connect.peer, rec and rec.peer)
             old = self.sessions.get(key)
         if old is not None:
             LOG.info("sink %s: transfer %s reconnected; closing its "
@@ -376,6 +414,13 @@ class SinkServer:
                 plane = tcp.TcpSinkPlane()
             session = SinkSession(self, connect, conn, rec.epoch, plane, rec)
             self.sessions[key] = session
+        if self.on_session is not None:
+            try:
+                self.on_session(tid, connect.peer, session.epoch)
+            except Exception:  # noqa: B902 - the transfer goes on
+                LOG.exception("sink %s: session callback failed for "
+                              "transfer %s from %s", self.name, tid,
+                              connect.peer)
         conn.send(P.ConnectAck(rec.epoch, connect.object_size,
                                connect.streams, P.MAX_OBJECTS,
                                plane.kind, self.name))
@@ -387,19 +432,24 @@ class SinkServer:
         session.run_control()
 
     def _notify_incoming(self, tid, peer, epoch):
-        if self.notify is None:
-            return
+        if self.on_incoming is not None:
+            self.defer(self.on_incoming, tid, peer, epoch)
+
+    def defer(self, func, *args):
+        """Call ``func(*args)`` on the notification thread, after the
+        calls deferred before it; its errors are logged.
+        """
         try:
-            self.notify.submit(self._call_on_incoming, tid, peer, epoch)
+            self.notify.submit(self._call_quietly, func, args)
         except RuntimeError:     # executor shut down: agent stopping
             pass
 
-    def _call_on_incoming(self, tid, peer, epoch):
+    def _call_quietly(self, func, args):
         try:
-            self.on_incoming(tid, peer, epoch)
+            func(*args)
         except Exception:  # noqa: B902 - a callback never breaks the sink
-            LOG.exception("sink %s: incoming-transfer callback failed for "
-                          "transfer %s from %s", self.name, tid, peer)
+            LOG.exception("sink %s: notification %s%r failed", self.name,
+                          getattr(func, "__name__", func), args)
 
     def _report(self, conn, connect):
         """Answer a REPORT connection with the transfer's report, if
@@ -407,15 +457,14 @@ class SinkServer:
         """
         tid = connect.transfer_id.hex()
         body = None
-        with self.lock:
-            rec = self.records.get(tid)
-        if rec is not None and rec.peer != connect.peer:
+        owner = self._owner(tid)
+        if owner is not None and owner != connect.peer:
             LOG.warning("sink %s: %s asked for the report of transfer %s, "
                         "which %s sent; refused", self.name, connect.peer,
-                        tid, rec.peer)
+                        tid, owner)
         elif self.reports is not None:
             try:
-                body = self.reports(tid, connect.peer)
+                body = self.reports(tid, connect.peer, connect.epoch)
             except Exception:  # noqa: B902 - answered as "no report"
                 LOG.exception("sink %s: report lookup for transfer %s "
                               "failed", self.name, tid)
@@ -1054,6 +1103,9 @@ class SinkSession:
                 f.state = "open"
             self._fail(f, exc, getattr(exc, "code", None))
             return
+        # Readers following the file find it under its new name at once;
+        # it is reported complete only once its entry is durable.
+        self.record.set_file(f.name, path=final)
         # Its directory entry becomes durable with the next sync batch
         # (one directory fsync for all files installed meanwhile); only
         # then is the file reported complete.

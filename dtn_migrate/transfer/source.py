@@ -77,6 +77,26 @@ class Peer:
         return "<Peer %s %s:%d>" % (self.name, self.host, self.port)
 
 
+def open_connection(peer, connect, cfg, timeout=None, buffer_bytes=0):
+    """Connect to ``peer`` and authenticate with ``connect`` (a Connect).
+
+    Returns (connection, the sink's ConnectAck); the connection keeps
+    ``timeout`` (default: ``cfg.connect_timeout``) and is closed if the
+    handshake fails.
+    """
+    timeout = cfg.connect_timeout if timeout is None else timeout
+    conn = stream.connect(peer.host, peer.port, timeout, buffer_bytes,
+                          cfg.tcp_user_timeout, peer.tls_context,
+                          peer.server_hostname)
+    try:
+        conn.settimeout(timeout)
+        ack = handshake.client(conn, connect, peer.key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, ack
+
+
 class SourceFile:
     def __init__(self, file_id, spec, object_size, done):
         self.file_id = file_id
@@ -561,20 +581,11 @@ class _Attempt:
                          "RDMA device")
 
         def open_conn(role, index, epoch, rdma=b""):
-            conn = stream.connect(
-                t.peer.host, t.peer.port, cfg.connect_timeout,
-                cfg.socket_buffer_bytes, cfg.tcp_user_timeout,
-                t.peer.tls_context, t.peer.server_hostname)
-            conn.settimeout(cfg.connect_timeout)
-            try:
-                ack = handshake.client(conn, P.Connect(
-                    P.VERSION, P.VERSION, role, index, caps,
-                    t.manifest.id_bytes, epoch, t.object_size,
-                    cfg.streams, os.urandom(32), t.local_name, rdma),
-                    t.peer.key)
-            except BaseException:
-                conn.close()
-                raise
+            conn, ack = open_connection(t.peer, P.Connect(
+                P.VERSION, P.VERSION, role, index, caps,
+                t.manifest.id_bytes, epoch, t.object_size, cfg.streams,
+                os.urandom(32), t.local_name, rdma), cfg,
+                buffer_bytes=cfg.socket_buffer_bytes)
             conn.settimeout(None)
             return conn, ack
 

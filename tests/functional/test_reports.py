@@ -2,7 +2,9 @@
 
 Status travels peer engine -> peer agent (set_import_report) -> DTN link
 (REPORT connection) -> source agent (get_peer_report); the receiving
-agent tells its own engine of each incoming session over its own bus.
+agent tells its own engine of each incoming session over its own bus,
+and of each later attempt the source waits for (the REPORT connection
+carries it).
 """
 
 import json
@@ -20,32 +22,36 @@ from tests.functional import base
 
 MiB = base.MiB
 REPORT = {"state": "active", "image_id": "6c1e0a3e-img",
-          "os_hash_value": "ab" * 64}
+          "os_hash_value": "ab" * 64, "attempt": 1}
 
 
 class FakeEngine:
-    """The engine's incoming_transfer endpoint, recording its calls."""
+    """The engine's incoming_transfer endpoint, recording its calls:
+    (transfer id, peer) for a session, (transfer id, peer, attempt) for
+    an attempt the source waits for.
+    """
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version=engine_rpcapi.EngineAPI.VERSION)
 
     def __init__(self):
         self.calls = []
         self.cond = threading.Condition()
 
-    def incoming_transfer(self, ctxt, transfer_id, peer):
+    def incoming_transfer(self, ctxt, transfer_id, peer, attempt=None):
         with self.cond:
-            self.calls.append((transfer_id, peer))
+            self.calls.append((transfer_id, peer) if attempt is None
+                              else (transfer_id, peer, attempt))
             self.cond.notify_all()
 
-    def wait_for(self, transfer_id, timeout=30):
+    def wait_for(self, transfer_id, timeout=30, count=1):
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not any(t == transfer_id for t, _ in self.calls):
+            while True:
+                calls = [c for c in self.calls if c[0] == transfer_id]
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    return []
+                if len(calls) >= count or left <= 0:
+                    return calls
                 self.cond.wait(left)
-            return [c for c in self.calls if c[0] == transfer_id]
 
 
 class TestReports(base.FunctionalTestCase):
@@ -201,3 +207,45 @@ class TestReports(base.FunctionalTestCase):
         # The record is written before any notice would be sent.
         self.incoming(dst, tid)
         self.assertEqual([], engine.wait_for(tid, 2))
+
+    def test_attempt_round_trip(self):
+        # A retried migration keeps its transfer id: the source tells
+        # the peer over the REPORT connection which attempt it waits for,
+        # the peer remembers it and has its engine import again.
+        engine = self.engine()
+        src, dst = self.pair()
+        tid = self.send_image(src, dst)
+        self.assertEqual([(tid, src.name)], engine.wait_for(tid))
+        self.assertIsNone(self.incoming(dst, tid)["wanted_attempt"])
+        failed = {"state": "failed", "error": "glance said no",
+                  "attempt": 1}
+        self.api.set_import_report({}, dst.name, tid, failed)
+        self.assertEqual(failed, self.api.get_peer_report(
+            {}, src.name, dst.name, tid, 1))
+        # Attempt 2: the failed report stays attempt 1's.
+        self.assertEqual(failed, self.api.get_peer_report(
+            {}, src.name, dst.name, tid, 2))
+        self.assertEqual([(tid, src.name), (tid, src.name, 1),
+                          (tid, src.name, 2)],
+                         engine.wait_for(tid, count=3))
+        self.assertEqual(2, self.incoming(dst, tid)["wanted_attempt"])
+        # Asked again, or for an earlier attempt: nothing new to tell.
+        self.api.get_peer_report({}, src.name, dst.name, tid, 2)
+        self.api.get_peer_report({}, src.name, dst.name, tid, 1)
+        self.assertEqual(3, len(engine.wait_for(tid, timeout=1, count=4)))
+        # The new attempt reports; remembered across a restart.
+        self.api.set_import_report({}, dst.name, tid,
+                                   dict(REPORT, attempt=2))
+        dst.stop()
+        dst.start()
+        dst.wait_ready(self.api)
+        self.assertEqual(2, self.incoming(dst, tid)["wanted_attempt"])
+        self.assertEqual(dict(REPORT, attempt=2), self.api.get_peer_report(
+            {}, src.name, dst.name, tid, 2))
+        # A success stands for a later attempt too.
+        self.assertEqual(dict(REPORT, attempt=3), self.api.get_peer_report(
+            {}, src.name, dst.name, tid, 3))
+        self.assertEqual((tid, src.name, 3),
+                         engine.wait_for(tid, count=4)[-1])
+        self.assertRemote(exception.InvalidInput, self.api.get_peer_report,
+                          {}, src.name, dst.name, tid, 0)

@@ -8,8 +8,11 @@
 The bracketed part runs up to ``IMPORT_ATTEMPTS`` times: a failure
 reverts it -- create-image's revert deletes the half-imported image,
 which may be stuck in ``saving`` after an interrupted upload -- and it
-starts again from the received file.  The received files stay on the DTN
-until the image is verified.
+starts again from the received file.  Failures that would only repeat
+(wrong data or metadata, a refused request, a cancel) are not retried.
+The received files stay on the DTN until the image is verified.  Once
+it is, nothing deletes it: report-import retries with backoff, and
+cleanup-incoming only logs what it could not remove.
 """
 
 from taskflow.patterns import linear_flow
@@ -17,16 +20,22 @@ from taskflow import retry
 
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import incoming as tasks
+from dtn_migrate import exception
+from dtn_migrate.staging import copy
 
 NAME = "incoming-migration"
 IMPORT_ATTEMPTS = 3
+#: Failures that another attempt would meet again.
+FINAL_FAILURES = (base.Cancelled, exception.ImageHashMismatch,
+                  base.MetadataMismatch, exception.InvalidInput,
+                  copy.ChecksumMismatch)
 
 
 class ImportRetry(retry.Times):
-    """Try the import again, unless it was cancelled."""
+    """Try the import again, unless it failed for good."""
 
     def on_failure(self, history, *args, **kwargs):
-        if history.caused_by(base.Cancelled):
+        if any(history.caused_by(cls, index=-1) for cls in FINAL_FAILURES):
             return retry.REVERT
         return super().on_failure(history, *args, **kwargs)
 

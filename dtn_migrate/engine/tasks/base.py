@@ -2,6 +2,7 @@
 
 import time
 
+import oslo_messaging as messaging
 from oslo_log import log as logging
 from taskflow import task
 
@@ -12,6 +13,11 @@ LOG = logging.getLogger(__name__)
 #: RPC context of the engine's own calls to its agent.
 CTXT = {}
 
+#: What a restarting agent or broker makes an RPC call raise: a polling
+#: task logs it and polls again, and its stall clock decides.
+TRANSIENT_RPC = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
+                 messaging.ClientSendError)
+
 
 class Cancelled(exception.DtnMigrateException):
     msg_fmt = "Migration %(migration_id)s was cancelled."
@@ -20,6 +26,19 @@ class Cancelled(exception.DtnMigrateException):
 class Stalled(exception.DtnMigrateException):
     msg_fmt = ("Migration %(migration_id)s: %(stage)s made no progress "
                "for %(seconds)d s.")
+
+
+class StageFailed(exception.DtnMigrateException):
+    """A stage gave up because another stage of the migration failed
+    (the other stage's failure is the one to report).
+    """
+
+    msg_fmt = "Migration %(migration_id)s: %(stage)s stopped: %(reason)s."
+
+
+class MetadataMismatch(exception.DtnMigrateException):
+    msg_fmt = ("Image %(image_id)s: its metadata at the peer differs: "
+               "%(differences)s.")
 
 
 class MigrationTask(task.Task):
@@ -51,6 +70,31 @@ class MigrationTask(task.Task):
             else seconds
         if self.live(migration_id).cancel.wait(seconds):
             raise Cancelled(migration_id=migration_id)
+
+    def poll(self, migration_id, what, call, *args, **kwargs):
+        """``call(*args, **kwargs)``, or ``(False, None)`` after a
+        transient RPC failure (logged); else ``(True, result)``.
+        """
+        try:
+            return True, call(*args, **kwargs)
+        except TRANSIENT_RPC as exc:
+            LOG.warning("migration %s: %s: %s; polling again",
+                        migration_id, what, exc.__class__.__name__)
+            return False, None
+
+
+class RemoveStaged(MigrationTask):
+    """Remove a migration's files from this DTN's export, best effort:
+    the image is already where it belongs, so a failure here is logged
+    and left for the operator rather than undoing the migration.
+    """
+
+    def execute(self, transfer_id):
+        try:
+            self.res.remove_staged(transfer_id)
+        except Exception as exc:  # noqa: B902 - the migration is done
+            LOG.warning("could not remove the staged files of transfer "
+                        "%s: %s", transfer_id, exc)
 
 
 class StallClock:

@@ -8,6 +8,7 @@ the agent.
 """
 
 import json
+import threading
 import time
 
 from oslo_log import log as logging
@@ -24,16 +25,25 @@ LOG = logging.getLogger(__name__)
 
 #: Image property marking an image this engine imported (its transfer).
 MARKER = "dtn_migrate_transfer_id"
+#: Tasks of one import attempt (retried together; see flows.incoming).
+ATTEMPT_TASKS = frozenset(("create-image", "upload-image", "verify-image"))
+#: Longest wait between two tries of the final report.
+MAX_REPORT_DELAY = 30.0
 
 
 def incoming_file(res, transfer_id, name, size):
     """Follower info of an incoming file: the agent's view while it
     arrives; the staged file itself once the agent no longer knows the
-    transfer (restarted after it completed).
+    transfer (restarted after it completed).  None when nothing is known
+    (yet), the agent not answering included.
     """
     try:
         return res.agent.get_watermark(base.CTXT, res.agent_host,
                                        transfer_id, name)
+    except base.TRANSIENT_RPC as exc:
+        LOG.warning("transfer %s: no watermark of %s from the agent (%s)",
+                    transfer_id, name, exc.__class__.__name__)
+        return None
     except exception.TransferNotFound:
         have = res.backend().size(name)
         if size is not None and have == size:
@@ -61,12 +71,18 @@ def _validate(payload, transfer_id):
 
 
 class ReadDescriptor(base.MigrationTask):
-    """Wait for ``image.json`` to arrive complete and read it."""
+    """Wait for ``image.json`` to arrive complete and read it.
+
+    The import's attempt is the larger of the descriptor's and the one
+    the source asked its report for (``attempt``, through the agents):
+    a retried migration reuses a transfer that already arrived, with the
+    first attempt's descriptor.
+    """
 
     default_name = "read-descriptor"
     default_provides = "incoming"
 
-    def execute(self, migration_id, transfer_id):
+    def execute(self, migration_id, transfer_id, attempt):
         name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
         clock = base.StallClock(migration_id, "descriptor",
                                 self.conf.engine.stall_timeout)
@@ -84,7 +100,9 @@ class ReadDescriptor(base.MigrationTask):
             payload = json.loads(data)
         except (TypeError, ValueError):
             raise exception.InvalidInput(reason="descriptor is not JSON")
-        return _validate(payload, transfer_id)
+        payload = _validate(payload, transfer_id)
+        payload["attempt"] = max(payload["attempt"], attempt or 0)
+        return payload
 
 
 class CreateImage(base.MigrationTask):
@@ -98,7 +116,9 @@ class CreateImage(base.MigrationTask):
     def execute(self, migration_id, transfer_id, incoming):
         images = self.res.images
         desc, opts = incoming["image"], incoming["options"]
-        for image in images.find(MARKER, transfer_id):
+        found = sorted(images.find(MARKER, transfer_id),
+                       key=lambda i: i.get("status") != "active")
+        for image in found:
             if image.get("status") in ("queued", "active", "saving",
                                        "uploading"):
                 LOG.info("import %s: reusing image %s (%s)", migration_id,
@@ -114,16 +134,27 @@ class CreateImage(base.MigrationTask):
         LOG.info("import %s: created image %s", migration_id, image["id"])
         return image["id"]
 
-    def revert(self, transfer_id, result=None, *args, **kwargs):
-        ids = set()
-        if isinstance(result, str):
-            ids.add(result)
+    def revert(self, transfer_id, incoming, result=None, flow_failures=None,
+               **kwargs):
+        """Delete the half-imported images of this transfer, but never a
+        verified one: after a failure later in the flow (the report, the
+        cleanup) the image is kept.
+        """
+        after_import = not set(flow_failures or ()) & ATTEMPT_TASKS
+        ids = {result} if isinstance(result, str) else set()
         try:
-            ids.update(i["id"] for i in self.res.images.find(MARKER,
-                                                             transfer_id))
+            found = self.res.images.find(MARKER, transfer_id)
         except exception.DtnMigrateException as exc:
             LOG.warning("import of %s: could not look for images to "
                         "remove: %s", transfer_id, exc)
+            found = [{"id": i} for i in ids]
+        for image in found:
+            if after_import and _verified(image, incoming):
+                LOG.info("import of %s: keeping verified image %s",
+                         transfer_id, image["id"])
+                ids.discard(image["id"])
+            else:
+                ids.add(image["id"])
         for image_id in ids:
             LOG.info("import of %s: deleting half-imported image %s",
                      transfer_id, image_id)
@@ -131,6 +162,12 @@ class CreateImage(base.MigrationTask):
                 self.res.images.delete(image_id, unprotect=True)
             except exception.DtnMigrateException as exc:
                 LOG.warning("could not delete image %s: %s", image_id, exc)
+
+
+def _verified(image, incoming):
+    """The image is active with the data the source sent."""
+    return image.get("status") == "active" and \
+        image.get("os_hash_value") == incoming["image"]["os_hash_value"]
 
 
 class UploadImage(base.MigrationTask):
@@ -145,11 +182,28 @@ class UploadImage(base.MigrationTask):
         live = self.live(migration_id)
         if images.get(image_id).get("status") == "active":
             return
+        desc = incoming["image"]
+        reporter = Reporter(self.res, transfer_id, incoming["attempt"])
+        try:
+            self._upload(migration_id, transfer_id, incoming, image_id,
+                         reporter)
+        except copy.Cancelled:
+            raise base.Cancelled(migration_id=migration_id)
+        except copy.ChecksumMismatch as exc:
+            raise exception.ImageHashMismatch(
+                image_id=image_id, where="the received data",
+                actual=str(exc), expected=desc["os_hash_value"])
+        finally:
+            reporter.close()
+        live.stage("import", state="uploaded", done=desc["size"])
+
+    def _upload(self, migration_id, transfer_id, incoming, image_id,
+                reporter):
+        live = self.live(migration_id)
         desc, opts = incoming["image"], incoming["options"]
         size = desc["size"]
         name = res_mod.staged_name(transfer_id, res_mod.DATA)
         root = self.res.staging_root()
-        reporter = Reporter(self.res, transfer_id, incoming["attempt"])
         live.stage("import", state="waiting", size=size, done=0)
 
         def info():
@@ -167,16 +221,17 @@ class UploadImage(base.MigrationTask):
                         migration_id=migration_id,
                         reason="the transfer of the data failed")
                 clock.see(i and i.get("durable"))
-                reporter.send("transferring", None)
+                reporter.post("transferring", None)
                 self.pause(migration_id)
             follow = None
         else:
             follow = watermark.sink_follower(info, root=root)
 
         def progress(p):
+            # Runs in the data path: never waits for the agent.
             live.stage("import", state="uploading", done=p.done,
                        rate=p.rate)
-            reporter.send("uploading", p.done)
+            reporter.post("uploading", p.done)
 
         def open_stream():
             return copy.open_staged(
@@ -185,20 +240,19 @@ class UploadImage(base.MigrationTask):
                 options=self.res.copy_options(), cancel=live.cancel,
                 progress=progress)
 
-        try:
-            images.upload(image_id, open_stream, size)
-        except copy.Cancelled:
-            raise base.Cancelled(migration_id=migration_id)
-        live.stage("import", state="uploaded", done=size)
+        self.res.images.upload(image_id, open_stream, size)
 
 
 class VerifyImage(base.MigrationTask):
-    """The image is active with the source's hash and metadata."""
+    """The image is active with the source's hash and metadata.  Other
+    images of this transfer (a create that Glance's retries made twice)
+    are removed once one is verified.
+    """
 
     default_name = "verify-image"
     default_provides = "peer_image"
 
-    def execute(self, incoming, image_id):
+    def execute(self, transfer_id, incoming, image_id):
         desc, opts = incoming["image"], incoming["options"]
         image = self.res.images.get(image_id)
         if image.get("status") != "active":
@@ -216,58 +270,117 @@ class VerifyImage(base.MigrationTask):
             seen = {k: v for k, v in image.items() if k != MARKER}
             differences = [str(d) for d in metadata.compare(desc, seen)]
             if differences:
-                raise exception.MigrationFailed(
-                    migration_id=incoming["transfer_id"],
-                    reason="metadata of image %s differs: %s"
-                           % (image_id, "; ".join(differences)))
+                raise base.MetadataMismatch(
+                    image_id=image_id, differences="; ".join(differences))
+        self._remove_others(transfer_id, image_id)
         return {"image_id": image_id, "status": "active",
                 "os_hash_value": image["os_hash_value"],
                 "verified": bool(opts.get("verify", True)),
                 "differences": differences}
 
+    def _remove_others(self, transfer_id, image_id):
+        try:
+            others = [i["id"] for i in self.res.images.find(MARKER,
+                                                            transfer_id)
+                      if i["id"] != image_id]
+            for other in others:
+                LOG.info("import of %s: deleting image %s, a duplicate of "
+                         "verified image %s", transfer_id, other, image_id)
+                self.res.images.delete(other, unprotect=True)
+        except exception.DtnMigrateException as exc:
+            LOG.warning("import of %s: could not remove duplicate images: "
+                        "%s", transfer_id, exc)
+
 
 class ReportImport(base.MigrationTask):
-    """Leave the result at this cloud's agent for the source to fetch."""
+    """Leave the result at this cloud's agent for the source to fetch.
+
+    The image is verified by now: an agent that does not answer is asked
+    again, with backoff, for up to ``stall_timeout`` seconds.
+    """
 
     default_name = "report-import"
 
-    def execute(self, transfer_id, incoming, peer_image):
+    def execute(self, migration_id, transfer_id, incoming, peer_image):
         report = dict(peer_image, state="active",
                       attempt=incoming["attempt"])
-        self.res.agent.set_import_report(base.CTXT, self.res.agent_host,
-                                         transfer_id, report)
+        deadline = time.monotonic() + self.conf.engine.stall_timeout
+        delay = self.conf.engine.poll_interval
+        while True:
+            try:
+                self.res.agent.set_import_report(
+                    base.CTXT, self.res.agent_host, transfer_id, report)
+                return
+            except Exception as exc:  # noqa: B902 - retried, then raised
+                if time.monotonic() + delay > deadline:
+                    raise
+                LOG.warning("import %s: could not report the image to the "
+                            "agent (%s); again in %.1f s", migration_id,
+                            exc, delay)
+            self.pause(migration_id, delay)
+            delay = min(delay * 2, MAX_REPORT_DELAY)
 
 
-class CleanupIncoming(base.MigrationTask):
+class CleanupIncoming(base.RemoveStaged):
     """Remove the received files once the image is in Glance."""
 
     default_name = "cleanup-incoming"
 
-    def execute(self, transfer_id):
-        backend = self.res.backend()
-        for leaf in (res_mod.DATA, res_mod.DESCRIPTOR):
-            copy.cleanup(backend, res_mod.staged_name(transfer_id, leaf))
-
 
 class Reporter:
-    """Rate-limited progress reports to the agent."""
+    """Progress reports to the agent, sent by a thread of their own so
+    that the caller (the upload's data path) never waits for the agent:
+    the latest report wins, at most one every ``progress_interval``.
+    """
 
     def __init__(self, res, transfer_id, attempt):
         self.res = res
         self.transfer_id = transfer_id
         self.attempt = attempt
         self.interval = res.conf.engine.progress_interval
-        self.last = 0.0
+        self.cond = threading.Condition()
+        self.latest = None
+        self.closed = False
+        self.thread = None
 
-    def send(self, state, done):
-        now = time.monotonic()
-        if now - self.last < self.interval:
-            return
-        self.last = now
+    def post(self, state, done):
+        """Queue a report, replacing any not sent yet."""
+        with self.cond:
+            if self.closed:
+                return
+            self.latest = {"state": state, "bytes": done,
+                           "attempt": self.attempt}
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._loop, daemon=True,
+                    name="import-report-%s" % self.transfer_id[:8])
+                self.thread.start()
+            self.cond.notify()
+
+    def close(self):
+        """Send nothing more; a report being sent is not waited for."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+
+    def _loop(self):
+        due = 0.0
+        while True:
+            with self.cond:
+                while not self.closed and (
+                        self.latest is None or time.monotonic() < due):
+                    self.cond.wait(None if self.latest is None
+                                   else due - time.monotonic())
+                if self.closed:
+                    return
+                report, self.latest = self.latest, None
+            due = time.monotonic() + self.interval
+            self._send(report)
+
+    def _send(self, report):
         try:
             self.res.agent.set_import_report(
-                base.CTXT, self.res.agent_host, self.transfer_id,
-                {"state": state, "bytes": done, "attempt": self.attempt})
+                base.CTXT, self.res.agent_host, self.transfer_id, report)
         except Exception as exc:  # noqa: B902 - progress is best effort
             LOG.debug("progress report of %s failed: %s",
                       self.transfer_id, exc)

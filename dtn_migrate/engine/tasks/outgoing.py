@@ -45,10 +45,7 @@ class CheckPeer(base.MigrationTask):
     default_name = "check-peer"
 
     def execute(self, peer):
-        info = self.res.agent.ping(base.CTXT, self.res.agent_host)
-        if peer not in info.get("peers", ()):
-            raise exception.PeerNotFound(
-                peer=peer, known=", ".join(info.get("peers", ())) or "none")
+        self.res.check_peer(peer)
 
 
 def descriptor_payload(transfer_id, descriptor, options, attempt):
@@ -100,6 +97,10 @@ class StageImage(base.MigrationTask):
         def progress(p):
             live.stage("export", done=p.committed, rate=p.rate)
 
+        def observer(committed, failed):
+            # The published watermark, for the other stages to follow.
+            live.stage("export", committed=committed, failed=failed)
+
         def source(offset):
             live.stage("export", resumed_from=offset)
             return self.res.images.download(image_id, offset)
@@ -108,14 +109,19 @@ class StageImage(base.MigrationTask):
             result = copy.stage(
                 backend, name, source, size,
                 expected_sha512=descriptor["os_hash_value"],
-                options=self.res.copy_options(), cancel=live.cancel,
-                progress=progress)
+                observer=observer, options=self.res.copy_options(),
+                cancel=live.cancel, progress=progress)
         except copy.Cancelled:
+            live.stage("export", state="cancelled")
             raise base.Cancelled(migration_id=migration_id)
         except copy.ChecksumMismatch as exc:
+            live.stage("export", state="failed")
             raise exception.ImageHashMismatch(
                 image_id=image_id, where="the exported data",
                 actual=str(exc), expected=descriptor["os_hash_value"])
+        except Exception:
+            live.stage("export", state="failed")
+            raise
         live.stage("export", state="complete", done=size, rate=result.rate,
                    resumed_from=result.start)
         LOG.info("migration %s: staged %s (%d bytes, %d exported by this "
@@ -123,6 +129,16 @@ class StageImage(base.MigrationTask):
                  result.bytes_copied, result.seconds)
         return {"start": result.start, "bytes_copied": result.bytes_copied,
                 "seconds": result.seconds}
+
+
+def _failed_stage(migration_id, stages, names, stage):
+    """Raise StageFailed if one of the stages ``names`` failed."""
+    for name in names:
+        info = stages.get(name) or {}
+        if info.get("state") in ("failed", "cancelled") or \
+                info.get("failed"):
+            raise base.StageFailed(migration_id=migration_id, stage=stage,
+                                   reason="%s failed" % name)
 
 
 class TransferImage(base.MigrationTask):
@@ -135,26 +151,28 @@ class TransferImage(base.MigrationTask):
     def execute(self, migration_id, transfer_id, peer, descriptor, options):
         live = self.live(migration_id)
         agent, host = self.res.agent, self.res.agent_host
-        backend = self.res.backend()
         desc = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
         data = res_mod.staged_name(transfer_id, res_mod.DATA)
         spec = {"path": data, "name": data, "size": descriptor["size"],
                 "sha512": descriptor["os_hash_value"]}
-        if options.get("mode") == "pipelined":
+        pipelined = options.get("mode") == "pipelined"
+        if pipelined:
             spec.update(growing=True, watermark_file=watermark.side_file(
                 data, self.conf.staging.watermark_suffix))
             # The agent opens the file at once: wait until staging began.
-            while backend.size(data) is None:
-                self.pause(migration_id, 0.2)
+            self._await_staging(migration_id, data)
         live.stage("transfer", state="running", size=descriptor["size"])
-        status = agent.start_transfer(
-            base.CTXT, host, peer, [{"path": desc, "name": desc}, spec],
-            options=options.get("transfer_options") or None,
-            transfer_id=transfer_id)
-        if status.get("state") in ("failed", "cancelled"):
-            status = agent.resume_transfer(base.CTXT, host, transfer_id)
         clock = base.StallClock(migration_id, "transfer",
                                 self.conf.engine.stall_timeout)
+        status = self._call(migration_id, clock, "starting the transfer",
+                            agent.start_transfer, base.CTXT, host, peer,
+                            [{"path": desc, "name": desc}, spec],
+                            options=options.get("transfer_options") or None,
+                            transfer_id=transfer_id)
+        if status.get("state") in ("failed", "cancelled"):
+            status = self._call(migration_id, clock, "resuming the transfer",
+                                agent.resume_transfer, base.CTXT, host,
+                                transfer_id)
         while True:
             state = status.get("state")
             live.stage("transfer", state=state,
@@ -167,10 +185,51 @@ class TransferImage(base.MigrationTask):
                     migration_id=migration_id,
                     reason="transfer to %s %s: %s" % (
                         peer, state, status.get("error") or "no reason"))
+            stages = live.snapshot()
+            if pipelined:
+                _failed_stage(migration_id, stages, ("export",), "transfer")
             clock.see((status.get("bytes_done"),
-                       live.snapshot().get("export", {}).get("done")))
+                       stages.get("export", {}).get("done")))
             self.pause(migration_id)
-            status = agent.get_transfer(base.CTXT, host, transfer_id)
+            ok, fresh = self.poll(migration_id, "transfer status",
+                                  agent.get_transfer, base.CTXT, host,
+                                  transfer_id)
+            if ok:
+                status = fresh
+
+    def _call(self, migration_id, clock, what, call, *args, **kwargs):
+        """An idempotent agent call, repeated after transient failures."""
+        while True:
+            ok, result = self.poll(migration_id, what, call, *args,
+                                   **kwargs)
+            if ok:
+                return result
+            clock.see(None)
+            self.pause(migration_id)
+
+    def _await_staging(self, migration_id, data):
+        """Wait until the staged data file exists; fail when staging
+        failed (its watermark says so) or nothing happens for
+        ``stall_timeout``.
+        """
+        live = self.live(migration_id)
+        backend = self.res.backend()
+        suffix = self.conf.staging.watermark_suffix
+        clock = base.StallClock(migration_id, "staging",
+                                self.conf.engine.stall_timeout)
+        # A failure left by an earlier attempt is not this one's.
+        before = copy.status(backend, data, suffix)
+        while backend.size(data) is None:
+            mark = copy.status(backend, data, suffix)
+            export = live.snapshot().get("export") or {}
+            if mark is not None and mark[1] and mark != before:
+                raise base.StageFailed(migration_id=migration_id,
+                                       stage="transfer",
+                                       reason="staging failed")
+            _failed_stage(migration_id, {"export": export}, ("export",),
+                          "transfer")
+            clock.see((mark, export.get("state"), export.get("committed")))
+            self.pause(migration_id, 0.2)
 
     def revert(self, transfer_id, *args, **kwargs):
         try:
@@ -187,9 +246,20 @@ def _data_bytes(status, data_name):
     return status.get("bytes_done")
 
 
+def report_attempt(report):
+    """The attempt a peer's report is about (0 when it does not say)."""
+    attempt = report.get("attempt")
+    return attempt if isinstance(attempt, int) and \
+        not isinstance(attempt, bool) else 0
+
+
 class AwaitPeerImport(base.MigrationTask):
     """Follow the peer's import report (peer engine -> peer agent -> this
     DTN's agent) until the image is active there with the same hash.
+
+    Asking for the report of attempt N tells the peer that this attempt
+    waits, so that it imports a transfer again after a failed import;
+    only reports of attempt N or later count.
     """
 
     default_name = "await-peer-import"
@@ -198,21 +268,26 @@ class AwaitPeerImport(base.MigrationTask):
     def execute(self, migration_id, transfer_id, peer, descriptor, attempt):
         live = self.live(migration_id)
         agent, host = self.res.agent, self.res.agent_host
+        size = descriptor["size"]
         clock = base.StallClock(migration_id, "peer import",
                                 self.conf.engine.stall_timeout)
         while True:
             try:
-                report = agent.get_peer_report(base.CTXT, host, peer,
-                                               transfer_id)
+                _ok, report = self.poll(
+                    migration_id, "peer report", agent.get_peer_report,
+                    base.CTXT, host, peer, transfer_id, attempt=attempt)
             except exception.PeerUnreachable as exc:
                 LOG.warning("migration %s: %s; retrying", migration_id, exc)
                 report = None
-            if report and report.get("attempt", 0) >= attempt:
+            if not isinstance(report, dict) or \
+                    report_attempt(report) < attempt:
+                report = None
+            if report is not None:
                 state = report.get("state")
                 live.stage("import", state=state, done=report.get("bytes"),
-                           size=descriptor["size"])
+                           size=size)
                 if state == "active":
-                    live.stage("import", done=descriptor["size"])
+                    live.stage("import", done=size)
                     got = report.get("os_hash_value")
                     if got != descriptor["os_hash_value"]:
                         raise exception.ImageHashMismatch(
@@ -227,17 +302,16 @@ class AwaitPeerImport(base.MigrationTask):
                         migration_id=migration_id,
                         reason="import at %s failed: %s"
                                % (peer, report.get("error")))
-            clock.see((live.updated, report and report.get("bytes")))
+            stages = live.snapshot()
+            _failed_stage(migration_id, stages, ("export", "transfer"),
+                          "peer import")
+            clock.see((report and (report.get("state"), report.get("bytes")),
+                       (stages.get("export") or {}).get("done"),
+                       (stages.get("transfer") or {}).get("done")))
             self.pause(migration_id)
 
 
-class CleanupStaging(base.MigrationTask):
+class CleanupStaging(base.RemoveStaged):
     """Remove the staged files once the peer holds the image."""
 
     default_name = "cleanup-staging"
-
-    def execute(self, transfer_id):
-        backend = self.res.backend()
-        for leaf in (res_mod.DATA, res_mod.DESCRIPTOR):
-            copy.cleanup(backend, res_mod.staged_name(transfer_id, leaf),
-                         self.conf.staging.watermark_suffix)

@@ -5,6 +5,8 @@ import logging
 import os
 import shutil
 import tempfile
+import time
+from unittest import mock
 import uuid
 
 import fixtures
@@ -20,7 +22,9 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 
 KEY = b"q" * 32
-REPORT = {"state": "active", "image_id": "img-1", "os_hash_value": "ab"}
+REPORT = {"state": "active", "image_id": "img-1", "os_hash_value": "ab",
+          "attempt": 1}
+DAY = 86400
 
 
 class StoreTestCase(testtools.TestCase):
@@ -32,6 +36,13 @@ class StoreTestCase(testtools.TestCase):
         self.store = reports.IncomingStore(self.state)
         self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
 
+    def path(self, tid, kind="json"):
+        return os.path.join(self.state, "incoming", "%s.%s" % (tid, kind))
+
+    def read_record(self, tid):
+        with open(self.path(tid)) as f:
+            return json.load(f)
+
 
 class TestIncomingStore(StoreTestCase):
     def test_note_and_report_persist(self):
@@ -39,18 +50,224 @@ class TestIncomingStore(StoreTestCase):
         rec = self.store.note(tid, "west")
         self.assertEqual(("west", 1), (rec["peer"], rec["sessions"]))
         self.store.note(tid.upper(), "west")
-        self.store.set_report(tid, REPORT)
-        self.assertTrue(os.path.isfile(os.path.join(
-            self.state, "incoming", tid + ".json")))
+        rec = self.store.set_report(tid, REPORT)
+        # The caller gets the record, not the report back.
+        self.assertNotIn("report", rec)
+        self.assertEqual("active", rec["report_state"])
+        self.assertTrue(os.path.isfile(self.path(tid)))
         again = reports.IncomingStore(self.state)
         rec = again.get(tid)
         self.assertEqual("west", rec["peer"])
         self.assertEqual(2, rec["sessions"])
-        self.assertEqual(REPORT, rec["report"])
+        self.assertNotIn("report", rec)
+        self.assertEqual("active", rec["report_state"])
+        self.assertIsNone(rec["wanted_attempt"])
         self.assertLessEqual(rec["first_seen"], rec["last_seen"])
-        self.assertIn("report_time", rec)
+        self.assertLessEqual(rec["last_seen"], rec["report_time"])
         self.assertEqual([tid], [r["transfer_id"] for r in again.list()])
         self.assertEqual(REPORT, json.loads(again.report_for(tid, "west")))
+        self.assertEqual("west", again.owner(tid))
+
+    def test_body_apart_from_the_record(self):
+        # Listing reads no report body: a damaged one does not show.
+        tid = uuid.uuid4().hex
+        self.store.note(tid, "west")
+        self.store.set_report(tid, dict(REPORT, attempt=2))
+        self.assertNotIn("report", self.read_record(tid))
+        with open(self.path(tid, "report"), "rb") as f:
+            self.assertEqual(dict(REPORT, attempt=2), json.load(f))
+        with open(self.path(tid, "report"), "w") as f:
+            f.write("{damaged")
+        again = reports.IncomingStore(self.state)
+        with mock.patch("builtins.open", wraps=open) as opened:
+            listed = again.list()
+        self.assertEqual([self.path(tid)],
+                         [c.args[0] for c in opened.call_args_list])
+        self.assertEqual(["active"], [r["report_state"] for r in listed])
+        self.assertIsNone(again.report_for(tid, "west"))
+        self.assertIn("unreadable report", self.log.output)
+
+    def test_progress_stays_in_memory(self):
+        tid = uuid.uuid4().hex
+        self.store.note(tid, "west")
+        progress = {"state": "uploading", "bytes": 10, "attempt": 1}
+        with mock.patch.object(os, "fsync") as fsync:
+            rec = self.store.set_report(tid, progress)
+        fsync.assert_not_called()
+        self.assertEqual("uploading", rec["report_state"])
+        self.assertNotIn("report_state", self.read_record(tid))
+        self.assertFalse(os.path.exists(self.path(tid, "report")))
+        self.assertEqual(progress,
+                         json.loads(self.store.report_for(tid, "west")))
+        self.assertEqual("uploading", self.store.list()[0]["report_state"])
+        # A restart forgets progress.
+        again = reports.IncomingStore(self.state)
+        self.assertIsNone(again.report_for(tid, "west"))
+        self.assertIsNone(again.get(tid)["report_state"])
+
+    def test_final_report_is_durable_and_progress_after_it_wins(self):
+        tid = uuid.uuid4().hex
+        self.store.note(tid, "west")
+        failed = {"state": "failed", "error": "no", "attempt": 1}
+        with mock.patch.object(os, "fsync", wraps=os.fsync) as fsync:
+            self.store.set_report(tid, failed)
+        # The body and the record, each with its directory.
+        self.assertEqual(4, fsync.call_count)
+        retry = {"state": "uploading", "bytes": 5, "attempt": 2}
+        self.store.set_report(tid, retry)
+        self.assertEqual(retry, json.loads(self.store.report_for(tid,
+                                                                 "west")))
+        self.assertEqual(failed, json.loads(reports.IncomingStore(
+            self.state).report_for(tid, "west")))
+        self.store.set_report(tid, dict(REPORT, attempt=2))
+        self.assertEqual(dict(REPORT, attempt=2), json.loads(
+            reports.IncomingStore(self.state).report_for(tid, "west")))
+
+    def test_report_encoded_once(self):
+        tid = uuid.uuid4().hex
+        self.store.note(tid, "west")
+        raw = reports.encode_report(REPORT)
+        self.store.set_report(tid, REPORT)
+        with mock.patch.object(reports, "encode_report") as encode:
+            for _ in range(3):
+                self.assertEqual(raw, self.store.report_for(tid, "west"))
+            again = reports.IncomingStore(self.state)
+            for _ in range(3):
+                self.assertEqual(raw, again.report_for(tid, "west"))
+        encode.assert_not_called()
+
+    def test_record_made_for_the_known_sender(self):
+        # The engine may report before the session's record is written.
+        tid = uuid.uuid4().hex
+        self.assertRaises(exception.TransferNotFound, self.store.set_report,
+                          tid, REPORT)
+        rec = self.store.set_report(tid, REPORT, peer="west")
+        self.assertEqual(("west", "active", 0),
+                         (rec["peer"], rec["report_state"], rec["sessions"]))
+        self.assertEqual(REPORT, json.loads(self.store.report_for(tid,
+                                                                  "west")))
+        self.assertEqual(1, self.store.note(tid, "west")["sessions"])
+        # It never changes the owner.
+        self.store.set_report(tid, REPORT, peer="mallory")
+        self.assertEqual("west", self.store.owner(tid))
+
+    def test_record_of_an_earlier_release(self):
+        tid = uuid.uuid4().hex
+        with open(self.path(tid), "w") as f:
+            json.dump({"transfer_id": tid, "peer": "west", "first_seen": 1,
+                       "last_seen": 2, "sessions": 1, "report": REPORT,
+                       "report_time": 3}, f)
+        self.assertEqual([("active", 3)], [
+            (r["report_state"], r["report_time"])
+            for r in self.store.list()])
+        self.assertNotIn("report", self.read_record(tid))
+        self.assertEqual(REPORT, json.loads(reports.IncomingStore(
+            self.state).report_for(tid, "west")))
+
+    def test_owner(self):
+        tid = uuid.uuid4().hex
+        self.assertIsNone(self.store.owner(tid))
+        self.store.note(tid, "west")
+        self.assertEqual("west", self.store.owner(tid))
+        self.assertEqual("west", self.store.owner(tid.upper()))
+        for bad in ("../x", "", None, 7):
+            self.assertIsNone(self.store.owner(bad))
+
+
+class TestAttempts(StoreTestCase):
+    def setUp(self):
+        super().setUp()
+        self.tid = uuid.uuid4().hex
+        self.store.note(self.tid, "west")
+
+    def answer(self, attempt):
+        raw = self.store.report_for(self.tid, "west", attempt)
+        return raw and json.loads(raw)
+
+    def test_wanted_attempt_only_grows_and_persists(self):
+        want = self.store.want_attempt
+        self.assertTrue(want(self.tid, "west", 2))
+        self.assertFalse(want(self.tid, "west", 2))
+        self.assertFalse(want(self.tid, "west", 1))
+        self.assertFalse(want(self.tid, "mallory", 5))
+        self.assertFalse(want(uuid.uuid4().hex, "west", 5))
+        self.assertEqual(2, self.read_record(self.tid)["wanted_attempt"])
+        self.assertTrue(want(self.tid, "west", 3))
+        again = reports.IncomingStore(self.state)
+        self.assertEqual(3, again.get(self.tid)["wanted_attempt"])
+        self.assertEqual([3], [r["wanted_attempt"] for r in again.list()])
+        self.assertRaises(exception.InvalidInput, want, "../x", "west", 1)
+
+    def test_answer_stands_for_later_attempts_unless_failed(self):
+        self.assertIsNone(self.answer(2))
+        self.store.set_report(self.tid, dict(REPORT, attempt=1))
+        self.assertEqual(dict(REPORT, attempt=1), self.answer(0))
+        self.assertEqual(dict(REPORT, attempt=1), self.answer(1))
+        self.assertEqual(dict(REPORT, attempt=3), self.answer(3))
+        progress = {"state": "uploading", "bytes": 1, "attempt": 2}
+        self.store.set_report(self.tid, progress)
+        self.assertEqual(dict(progress, attempt=4), self.answer(4))
+        failed = {"state": "failed", "error": "x", "attempt": 2}
+        self.store.set_report(self.tid, failed)
+        self.assertEqual(failed, self.answer(5))
+        # A report that names no attempt.
+        bare = {"state": "active"}
+        self.store.set_report(self.tid, bare)
+        self.assertEqual(dict(bare, attempt=2), self.answer(2))
+        self.assertEqual(bare, self.answer(0))
+
+
+class TestRetention(StoreTestCase):
+    def setUp(self):
+        super().setUp()
+        self.store = reports.IncomingStore(self.state, retention=7 * DAY)
+        self.now = time.time()
+
+    def later(self, days):
+        return mock.patch.object(reports.time, "time",
+                                 return_value=self.now + days * DAY)
+
+    def test_final_records_expire_unless_active(self):
+        done, failed, busy, pending, active = (uuid.uuid4().hex
+                                               for _ in range(5))
+        for tid in (done, failed, busy, pending, active):
+            self.store.note(tid, "west")
+        self.store.set_report(done, REPORT)
+        self.store.set_report(failed, {"state": "failed"})
+        self.store.set_report(active, REPORT)
+        self.store.set_report(busy, REPORT)
+        self.store.set_report(busy, {"state": "uploading", "attempt": 2})
+        with self.later(6.9):
+            self.assertEqual(5, len(self.store.list()))
+        with self.later(7.1):
+            listed = self.store.list(active={active})
+        self.assertEqual({busy, pending, active},
+                         {r["transfer_id"] for r in listed})
+        for tid in (done, failed):
+            self.assertFalse(os.path.exists(self.path(tid)))
+            self.assertFalse(os.path.exists(self.path(tid, "report")))
+            self.assertIsNone(self.store.report_for(tid, "west"))
+        self.assertIn("record expired", self.log.output)
+
+    def test_a_new_session_restarts_the_clock(self):
+        tid = uuid.uuid4().hex
+        self.store.note(tid, "west")
+        self.store.set_report(tid, REPORT)
+        with self.later(5):
+            self.store.note(tid, "west")
+        with self.later(10):
+            self.assertEqual([tid], [r["transfer_id"]
+                                     for r in self.store.list()])
+        with self.later(12.1):
+            self.assertEqual([], self.store.list())
+
+    def test_no_retention_keeps_everything(self):
+        store = reports.IncomingStore(self.state, retention=0)
+        tid = uuid.uuid4().hex
+        store.note(tid, "west")
+        store.set_report(tid, REPORT)
+        with self.later(10000):
+            self.assertEqual(1, len(store.list()))
 
     def test_unknown_transfer(self):
         tid = uuid.uuid4().hex
@@ -58,6 +275,7 @@ class TestIncomingStore(StoreTestCase):
         self.assertIsNone(self.store.report_for(tid, "west"))
         self.assertRaises(exception.TransferNotFound, self.store.set_report,
                           tid, REPORT)
+        self.assertEqual([], self.store.list())
         # Known, but no report yet.
         self.store.note(tid, "west")
         self.assertIsNone(self.store.report_for(tid, "west"))
@@ -70,7 +288,7 @@ class TestIncomingStore(StoreTestCase):
                     {"blob": "b" * protocol.MAX_REPORT}):
             self.assertRaises(exception.InvalidInput, self.store.set_report,
                               tid, bad)
-        self.assertNotIn("report", self.store.get(tid))
+        self.assertIsNone(self.store.get(tid)["report_state"])
         # Just under the limit is fine.
         fits = {"b": "b" * (protocol.MAX_REPORT - len('{"b":""}'))}
         self.store.set_report(tid, fits)
@@ -152,11 +370,7 @@ class TestManagerReports(StoreTestCase):
         # East's side: its store answers its sink's REPORT connections.
         self.east_store = reports.IncomingStore(
             os.path.join(self.tmp, "east-state"))
-        self.east_sink = sink.SinkServer(
-            os.path.join(self.tmp, "east-staging"), self.cfg, "east",
-            lambda peer: KEY if peer in ("here", "third") else None,
-            host="127.0.0.1", reports=self.east_store.report_for).start()
-        self.addCleanup(self.east_sink.stop)
+        self.east_sink = self.make_east()
         self.east = manager.AgentManager(
             "east", FakeOutgoing(FakePeers(0), self.cfg), self.east_sink,
             self.east_store)
@@ -165,6 +379,15 @@ class TestManagerReports(StoreTestCase):
             os.path.join(self.tmp, "here-staging"), self.cfg, "here",
             lambda peer: None, host="127.0.0.1")
         self.here = self.make_here()
+
+    def make_east(self, **kw):
+        server = sink.SinkServer(
+            os.path.join(self.tmp, "east-staging"), self.cfg, "east",
+            lambda peer: KEY if peer in ("here", "third") else None,
+            host="127.0.0.1", reports=self.east_store.report_for,
+            owner=self.east_store.owner, **kw).start()
+        self.addCleanup(server.stop)
+        return server
 
     def make_here(self, key=KEY):
         return manager.AgentManager(
@@ -183,8 +406,45 @@ class TestManagerReports(StoreTestCase):
         self.east_store.note(tid, "here")
         self.assertIsNone(self.here.get_peer_report({}, "east", tid))
         rec = self.east.set_import_report({}, tid, REPORT)
-        self.assertEqual(REPORT, rec["report"])
+        self.assertNotIn("report", rec)
+        self.assertEqual(("here", "active"),
+                         (rec["peer"], rec["report_state"]))
         self.assertEqual(REPORT, self.here.get_peer_report({}, "east", tid))
+
+    def test_attempt_travels_to_the_peer(self):
+        tid = uuid.uuid4().hex
+        self.east_store.note(tid, "here")
+        self.east.set_import_report({}, tid, dict(REPORT, attempt=1))
+        self.assertEqual(dict(REPORT, attempt=1),
+                         self.here.get_peer_report({}, "east", tid))
+        self.assertEqual(dict(REPORT, attempt=3),
+                         self.here.get_peer_report({}, "east", tid, 3))
+        for bad in (0, -1, True, "2", None, 2.0, protocol.MAX_ATTEMPT + 1):
+            self.assertRaisesExpected(exception.InvalidInput,
+                                      self.here.get_peer_report, {}, "east",
+                                      tid, bad)
+
+    def test_report_before_the_record(self):
+        # The sink knows the sender before the record is written.
+        tid = uuid.uuid4().hex
+        rec = sink.TransferRecord(tid, "here")
+        self.east_sink.records[tid] = rec
+        self.east.set_import_report({}, tid, REPORT)
+        self.assertEqual("here", self.east_store.owner(tid))
+        self.assertEqual(REPORT, self.here.get_peer_report({}, "east", tid))
+
+    def test_refused_authentication_is_told_apart(self):
+        # A sink that refuses this agent after the key exchange (here:
+        # TLS required) answers ERROR with code AUTH.
+        self.east_sink.stop()
+        self.east_sink = self.make_east(require_tls=lambda peer: True)
+        self.here = self.make_here()
+        exc = self.assertRaisesExpected(exception.PeerUnreachable,
+                                        self.here.get_peer_report, {},
+                                        "east", uuid.uuid4().hex)
+        self.assertIn("authentication failed: the peer refused this agent",
+                      str(exc))
+        self.assertIn("requires TLS", str(exc))
 
     def test_other_peer_gets_none(self):
         tid = uuid.uuid4().hex
@@ -234,6 +494,32 @@ class TestManagerReports(StoreTestCase):
         self.assertIn("files_total", listed[live])
         self.assertIsNone(listed[live]["report_state"])
         self.assertIsNone(listed[live]["report_time"])
+        self.assertIsNone(listed[live]["wanted_attempt"])
+        self.east_store.want_attempt(old, "here", 2)
+        listed = {e["transfer_id"]: e for e in self.east.list_incoming({})}
+        self.assertEqual(2, listed[old]["wanted_attempt"])
+        # A live transfer without a record is listed too.
+        lost = uuid.uuid4().hex
+        self.east_sink.records[lost] = sink.TransferRecord(lost, "here")
+        listed = {e["transfer_id"]: e for e in self.east.list_incoming({})}
+        self.assertEqual((None, None, "here"), (
+            listed[lost]["report_state"], listed[lost]["wanted_attempt"],
+            listed[lost]["peer"]))
+
+    def test_list_incoming_keeps_active_transfers(self):
+        self.east.incoming = reports.IncomingStore(
+            os.path.join(self.tmp, "east-state"), retention=1)
+        old, live = uuid.uuid4().hex, uuid.uuid4().hex
+        for tid in (old, live):
+            self.east.incoming.note(tid, "here")
+            self.east.incoming.set_report(tid, REPORT)
+        rec = sink.TransferRecord(live, "here")
+        rec.active = True
+        self.east_sink.records[live] = rec
+        with mock.patch.object(reports.time, "time",
+                               return_value=time.time() + 2):
+            listed = self.east.list_incoming({})
+        self.assertEqual([live], [e["transfer_id"] for e in listed])
 
     def test_ping_names_the_staging_root(self):
         pong = self.east.ping({})

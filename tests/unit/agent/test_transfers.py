@@ -205,7 +205,6 @@ class TestManager(testtools.TestCase):
                 return None
 
         class Out:
-            _check_id = staticmethod(transfers.OutgoingTransfers._check_id)
             peers = FakePeers(1)
         m = manager.AgentManager("here", Out(), Sink())
         self.assertEqual([], m.get_incoming({}))

@@ -134,6 +134,8 @@ class FakeAgents:
         self.suffix = suffix
         self.lock = threading.Lock()
         self.rate = None                # bytes/s, for slow transfers
+        self.wanted = {}                # (host, tid) -> attempt asked for
+        self.cast_wanted = True         # tell the engine of a new one
 
     def ping(self, ctxt, host):
         peer = "b" if host == "dtn-a" else "a"
@@ -224,14 +226,32 @@ class FakeAgents:
         with self.lock:
             self.reports[(host, transfer_id)] = dict(report)
 
-    def get_peer_report(self, ctxt, host, peer, transfer_id):
+    def get_peer_report(self, ctxt, host, peer, transfer_id, attempt=1):
+        """The peer agent's answer: its stored report, stamped with the
+        attempt asked for unless it failed; a larger attempt is
+        remembered and cast to the peer's engine.
+        """
+        dst = self.hosts[peer]
         with self.lock:
-            report = self.reports.get((self.hosts[peer], transfer_id))
-        return dict(report) if report else None
+            report = self.reports.get((dst, transfer_id))
+            grew = attempt > self.wanted.get((dst, transfer_id), 0)
+            if grew:
+                self.wanted[(dst, transfer_id)] = attempt
+            engine = self.engines.get(dst) if self.cast_wanted else None
+        if grew and engine is not None and (dst, transfer_id) in \
+                self.incoming:
+            engine.incoming(transfer_id, self.names[host], attempt)
+        if not report:
+            return None
+        report = dict(report)
+        if report.get("state") != "failed":
+            report["attempt"] = max(report.get("attempt", 0), attempt)
+        return report
 
     def list_incoming(self, ctxt, host):
         with self.lock:
             return [{"transfer_id": tid, "peer": "a" if host == "dtn-b"
                      else "b", "report_state": (self.reports.get(
-                         (h, tid)) or {}).get("state")}
+                         (h, tid)) or {}).get("state"),
+                     "wanted_attempt": self.wanted.get((h, tid))}
                     for (h, tid) in self.incoming if h == host]

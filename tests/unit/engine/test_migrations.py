@@ -7,15 +7,20 @@ import os
 import shutil
 import tempfile
 import time
+from unittest import mock
 
 from oslo_config import cfg
+import oslo_messaging as messaging
+from taskflow import exceptions as tf_exc
 import testtools
 
 from dtn_migrate.conf import engine as engine_conf
 from dtn_migrate.conf import staging as staging_conf
+from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
+from dtn_migrate.engine.tasks import incoming as incoming_tasks
 from dtn_migrate import exception
 from dtn_migrate.staging import localfs
 from tests.unit.engine import fakes
@@ -68,9 +73,11 @@ class TestMigrations(testtools.TestCase):
                 return
         self.fail("migrations still running after the test")
 
-    def engine(self, host, images, db=None):
+    def engine(self, host, images, db=None, **staging):
         db = db or "sqlite:///%s/%s.sqlite" % (self.tmp, host)
         conf = make_conf(host, db)
+        for key, value in staging.items():
+            conf.set_override(key, value, "staging")
         store = persistence.Store(db)
         self.addCleanup(store.close)
         res = resources.Resources(
@@ -90,10 +97,14 @@ class TestMigrations(testtools.TestCase):
         self.assertTrue(self.b.wait_idle(60))
         return [self.a.get(m["migration_id"]) for m in req["migrations"]]
 
+    def latest(self, image_id):
+        """The latest migration of ``image_id`` to b."""
+        return max((r for r in self.a.list() if r["image_id"] == image_id),
+                   key=lambda r: r["created_at"])
+
     def assertImported(self, source):
         found = self.glance_b.find("dtn_migrate_transfer_id",
-                                   self.a._latest(source["id"],
-                                                  "b").meta["transfer_id"])
+                                   self.latest(source["id"])["transfer_id"])
         self.assertEqual(1, len(found))
         peer = found[0]
         self.assertEqual(source["os_hash_value"], peer["os_hash_value"])
@@ -238,6 +249,238 @@ class TestMigrations(testtools.TestCase):
         self.a.cancel(mid)
         self.assertTrue(self.a.wait_idle(60))
         self.assertEqual("cancelled", self.a.get(mid)["state"])
+
+    def staged(self, host="dtn-a"):
+        return sorted(os.path.relpath(os.path.join(d, f),
+                                      self.agents.roots[host])
+                      for d, _s, fs in os.walk(self.agents.roots[host])
+                      for f in fs)
+
+    def fail_first_import(self, image):
+        """Migrate ``image`` with every upload of its import failing."""
+        self.glance_b.break_uploads = incoming_flow.IMPORT_ATTEMPTS
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("failed", m["state"])
+        self.assertIn("import at b failed", m["error"])
+        [imp] = self.b.list()
+        self.assertEqual(("failed", 1), (imp["state"], imp["attempt"]))
+        return m
+
+    def test_retry_after_a_failed_import(self):
+        """The retry reuses the transfer, which the peer already holds
+        with the first attempt's descriptor: the peer learns of attempt
+        2 from the source's report request and imports again.
+        """
+        image = self.image()
+        first = self.fail_first_import(image)
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual((first["transfer_id"], 2),
+                         (m["transfer_id"], m["attempt"]))
+        self.assertImported(image)
+        [imp] = self.b.list()
+        self.assertEqual(("complete", 2), (imp["state"], imp["attempt"]))
+        # A complete import is never redone.
+        self.assertEqual("complete",
+                         self.b.incoming(first["transfer_id"], "a", 3)
+                         ["state"])
+        self.assertTrue(self.b.wait_idle(10))
+        self.assertEqual(1, len(self.glance_b.images))
+
+    def test_retry_found_by_reconcile(self):
+        image = self.image()
+        self.fail_first_import(image)
+        self.agents.cast_wanted = False         # the cast is lost
+        req = self.a.request("b", images=[image["id"]])
+        mid = req["migrations"][0]["migration_id"]
+        for _ in range(200):
+            if 2 in self.agents.wanted.values():
+                break
+            time.sleep(0.05)
+        self.assertEqual("failed", self.b.list()[0]["state"])
+        self.b.reconcile()
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        self.assertEqual("complete", self.a.get(mid)["state"])
+        self.assertEqual(2, self.b.list()[0]["attempt"])
+
+    def test_incoming_attempts(self):
+        tid = "3" * 32
+        # Nothing arrives: the import stalls... unless cancelled.
+        rec = self.b.incoming(tid, "a")
+        self.assertEqual(1, rec["attempt"])
+        self.b.cancel(rec["migration_id"])
+        self.assertTrue(self.b.wait_idle(10))
+        self.assertEqual("cancelled", self.b.get(rec["migration_id"])
+                         ["state"])
+        # No later attempt asked: left as it is.
+        for attempt in (None, 1):
+            self.assertEqual("cancelled",
+                             self.b.incoming(tid, "a", attempt)["state"])
+        # A later one: imported again.
+        rec = self.b.incoming(tid, "a", 2)
+        self.assertIn(rec["state"], migrations.ACTIVE_STATES)
+        self.assertEqual(2, rec["attempt"])
+        self.assertRaises(exception.InvalidInput, self.b.incoming, tid,
+                          "a", 0)
+        self.assertRaises(exception.InvalidInput, self.b.incoming, tid,
+                          "a", "2")
+
+    def test_report_failure_keeps_the_verified_image(self):
+        image = self.image()
+        with mock.patch.object(incoming_tasks.ReportImport, "execute",
+                               side_effect=RuntimeError("agent gone")):
+            [m] = self.run_request([image["id"]])
+        self.assertEqual("failed", m["state"])
+        [imp] = self.b.list()
+        self.assertEqual("failed", imp["state"])
+        self.assertIn("agent gone", imp["error"])
+        peer = self.assertImported(image)
+        self.assertEqual("active", peer["status"])
+
+    def test_cleanup_failure_does_not_fail_the_import(self):
+        image = self.image()
+        with mock.patch.object(resources.Resources, "remove_staged",
+                               side_effect=OSError("stale handle")):
+            [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual("complete", self.b.list()[0]["state"])
+        self.assertImported(image)
+
+    def test_no_space_before_the_file_exists(self):
+        """Staging refuses before creating the data file: the pipelined
+        stages waiting for it end at once, with staging's reason.
+        """
+        self.a = self.engine("dtn-a", self.glance_a,
+                             free_space_margin="100%")
+        image = self.image()
+        t0 = time.monotonic()
+        [m] = self.run_request([image["id"]])
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual("failed", m["state"])
+        self.assertIn("not enough space", m["error"])
+
+    def test_transient_rpc_errors(self):
+        image = self.image()
+        real = {n: getattr(self.agents, n)
+                for n in ("get_transfer", "get_peer_report",
+                          "get_watermark")}
+        errors = {n: 3 for n in real}
+
+        def flaky(name):
+            def call(*args, **kwargs):
+                if errors[name]:
+                    errors[name] -= 1
+                    raise messaging.MessagingTimeout("agent restarts")
+                return real[name](*args, **kwargs)
+            return call
+        for name in real:
+            setattr(self.agents, name, flaky(name))
+        self.agents.rate = 8 << 20
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual({n: 0 for n in real}, errors)
+        self.assertImported(image)
+
+    def test_new_transfer_removes_the_stale_staged_files(self):
+        image = self.image()
+        first = self.fail_first_import(image)
+        self.assertIn("%s/image.data" % first["transfer_id"], self.staged())
+        [m] = self.run_request([image["id"]], visibility="private")
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertNotEqual(first["transfer_id"], m["transfer_id"])
+        self.assertEqual([], self.staged())
+
+    def test_keep_failed_off(self):
+        self.a = self.engine("dtn-a", self.glance_a, keep_failed=False)
+        image = self.image()
+        self.fail_first_import(image)
+        self.assertEqual([], self.staged())
+        # The retry exports the image again and completes.
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual(2, m["attempt"])
+
+    def test_selected_images_are_not_fetched_again(self):
+        self.image(tags=["dr"])
+        self.glance_a.get = mock.Mock(side_effect=AssertionError("GET"))
+        req = self.a.request("b", selector={"tag": "dr"})
+        self.assertEqual(1, len(req["migrations"]))
+
+    def test_progress_of_running_migrations(self):
+        image = self.image(size=4 << 20)
+        self.agents.rate = 2 << 20
+        req = self.a.request("b", images=[image["id"]])
+        mid = req["migrations"][0]["migration_id"]
+        for _ in range(100):
+            if mid in self.a.running:
+                break
+            time.sleep(0.02)
+        notified = []
+        self.a.notifier = mock.Mock()
+        self.a.notifier.info.side_effect = \
+            lambda ctxt, event, payload: notified.append(payload) \
+            if event.endswith(".progress") else None
+        with mock.patch.object(self.a.store, "load",
+                               side_effect=AssertionError("load")):
+            self.a.report_progress()
+        self.assertEqual([mid], [p["migration_id"] for p in notified])
+        self.assertTrue(self.a.wait_idle(60))
+        # The flow's own state was not written back stale.
+        book, detail = self.a.store.load(mid)
+        self.assertEqual("SUCCESS", detail.state)
+
+
+class TestConf(testtools.TestCase):
+    def test_overrides_stay_in_their_configuration(self):
+        a = make_conf("dtn-a", "sqlite://")
+        b = make_conf("dtn-b", "sqlite://")
+        a.set_override("keep_failed", False, "staging")
+        self.assertEqual(("dtn-a", "dtn-b"), (a.engine.agent_host,
+                                              b.engine.agent_host))
+        self.assertEqual((False, True), (a.staging.keep_failed,
+                                         b.staging.keep_failed))
+
+
+class TestStore(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.mkdtemp(prefix="dtnm-store-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        self.db = "sqlite:///%s/engine.sqlite" % tmp
+
+    def store(self):
+        store = persistence.Store(self.db)
+        self.addCleanup(store.close)
+        return store
+
+    def test_index_survives_a_restart(self):
+        store = self.store()
+        book, detail = store.create("a" * 32, {"state": "queued"})
+        store.save_meta(detail, state="running")
+        store.new_attempt(book, {"state": "queued", "n": 2})
+        store.create("b" * 32, {"state": "complete"})
+        again = self.store()
+        for s in (store, again):
+            self.assertEqual({"state": "queued", "n": 2},
+                             s.record("a" * 32))
+            self.assertEqual(2, len(s.records()))
+            self.assertIsNone(s.record("c" * 32))
+
+    def test_records_need_no_database(self):
+        store = self.store()
+        store.create("a" * 32, {"state": "queued"})
+        with mock.patch.object(store.backend, "get_connection",
+                               side_effect=AssertionError("query")):
+            self.assertEqual([{"state": "queued"}], store.records())
+
+    def test_load_raises_database_errors(self):
+        store = self.store()
+        self.assertIsNone(store.load("a" * 32))
+        with mock.patch.object(store.backend, "get_connection") as conn:
+            conn.return_value.get_logbook.side_effect = \
+                tf_exc.StorageFailure("database gone")
+            self.assertRaises(tf_exc.StorageFailure, store.load, "a" * 32)
 
 
 class TestDigest(testtools.TestCase):

@@ -94,6 +94,32 @@ class TestBody(testtools.TestCase):
         body = glance._Body(io.BytesIO(b'abcdef'), 6, 4)
         self.assertEqual([b'abcd', b'ef'], list(body))
 
+    def test_iterable_stream_is_not_read(self):
+        class Staged:
+            """Like copy.StagedStream: blocks, and read() as well."""
+
+            def __init__(self):
+                self.blocks = [b'abc', b'defg']
+
+            def __iter__(self):
+                return iter(self.blocks)
+
+            def read(self, n=-1):
+                raise AssertionError('read() copies the blocks again')
+
+        stream = Staged()
+        body = glance._Body(stream, 7, 2)
+        chunks = list(body)
+        self.assertEqual([b'abc', b'defg'], chunks)
+        self.assertIs(stream.blocks[1], chunks[1])
+
+    def test_files_are_read_in_chunks(self):
+        with tempfile.TemporaryFile() as f:
+            f.write(b'ab\ncd\nef')
+            f.seek(0)
+            self.assertEqual([b'ab\nc', b'd\nef'],
+                             list(glance._Body(f, 8, 4)))
+
     def test_short_and_long_streams_abort(self):
         for data in ([b'abc'], [b'abcd', b'e']):
             body = glance._Body(iter(data), 4, 2)

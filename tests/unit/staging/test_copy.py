@@ -955,6 +955,25 @@ class TestStagedStream(StagingTestCase):
         exc = self.assertRaises(backend.StaleHandle, list, stream)
         self.assertIn("after 3 retries", str(exc))
 
+    def test_plain_stream_does_not_look_for_a_new_name(self):
+        # Only a followed file can be renamed under its reader: a plain
+        # stream whose file vanishes fails at once, opened once.
+        data = payload(500 * KiB)
+        self.put(data)
+
+        def fault(op, name, offset, length):
+            if op == "pread" and offset == 128 * KiB:
+                os.unlink(os.path.join(self.root, "img"))
+                raise backend.StaleHandle("stale")
+        b = FaultyBackend(self.root, fault=fault)
+        stream = copy.open_staged(b, "img", len(data), sha(data),
+                                  options=options(readers=1,
+                                                  stall_timeout=30))
+        began = time.monotonic()
+        self.assertRaises(backend.NotFound, list, stream)
+        self.assertLess(time.monotonic() - began, 5)
+        self.assertEqual(2, b.calls["open_read"])
+
     def test_progress(self):
         data = payload(1 * MiB)
         self.put(data)
@@ -1211,3 +1230,56 @@ class TestFollowedRename(testtools.TestCase):
             options=copy.CopyOptions(block_size=65536, readers=1))
         with stream:
             self.assertEqual(data, b"".join(bytes(b) for b in stream))
+
+    def follow_late(self, delay, root, data):
+        """A follower that, like the agent, names the partial copy for
+        ``delay`` seconds after it was renamed to "final".
+        """
+        renamed = []
+
+        def follow():
+            if not renamed:
+                os.rename(os.path.join(root, "partial"),
+                          os.path.join(root, "final"))
+                renamed.append(time.monotonic())
+            late = time.monotonic() - renamed[0] < delay
+            return len(data), "done", "partial" if late else "final"
+        return follow
+
+    def test_new_name_known_late(self):
+        # Longer than any fixed number of short retries: bounded by the
+        # stall timeout only.
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        data = os.urandom(300000)
+        with open(os.path.join(root, "partial"), "wb") as f:
+            f.write(data)
+        stream = copy.open_staged(
+            localfs.LocalBackend(root), "final", len(data),
+            hashlib.sha512(data).hexdigest(),
+            follow=self.follow_late(1.0, root, data),
+            options=copy.CopyOptions(block_size=65536, readers=2,
+                                     poll_initial=0.01, poll_max=0.1,
+                                     stall_timeout=30))
+        with stream:
+            self.assertEqual(data, b"".join(bytes(b) for b in stream))
+
+    def test_new_name_never_known(self):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        data = os.urandom(300000)
+        with open(os.path.join(root, "partial"), "wb") as f:
+            f.write(data)
+        stream = copy.open_staged(
+            localfs.LocalBackend(root), "final", len(data),
+            follow=self.follow_late(3600, root, data),
+            options=copy.CopyOptions(block_size=65536, readers=1,
+                                     poll_initial=0.01, poll_max=0.05,
+                                     stall_timeout=0.5))
+        began = time.monotonic()
+        with stream:
+            exc = self.assertRaises(backend.NotFound, list, stream)
+        self.assertLess(time.monotonic() - began, 5)
+        self.assertGreaterEqual(time.monotonic() - began, 0.5)
+        self.assertIn("not found under the name its follower gives",
+                      str(exc))

@@ -270,6 +270,23 @@ class BackendOfflineTest(testtools.TestCase):
         err = self.assertRaises(backend.StagingError, be.open_write, "x")
         self.assertIn("NFSv4", str(err))
 
+    def test_free_and_total_bytes(self):
+        be = self.make()
+        be._mounted = ("/export/staging", "")
+        asked = []
+
+        def statvfs(fn, path, ref, what):
+            asked.append((fn, path))
+            sv = ref._obj
+            sv.f_bsize, sv.f_frsize = 1 << 20, 4096
+            sv.f_blocks, sv.f_bfree, sv.f_bavail = 1000, 300, 200
+            return 0
+
+        be._meta.call = statvfs
+        self.assertEqual(200 * 4096, be.free_bytes())
+        self.assertEqual(1000 * 4096, be.total_bytes())
+        self.assertEqual([(be.lib.nfs_statvfs64, b"/")] * 2, asked)
+
     def test_hostile_names_need_no_server(self):
         be = self.make()
         for name in ("../x", "/abs", "a/../b", "", "a//b", "x\0"):

@@ -127,6 +127,42 @@ class TestTransfers(EngineTestCase):
             self.assertEqual(sha512(os.path.join(self.src, f["name"])),
                              f["sha512"])
 
+    def test_new_name_is_published_when_installed(self):
+        # Readers following the partial copy find its final name as
+        # soon as it is renamed, not only once the rename is durable.
+        write_file(os.path.join(self.src, "f"), 1 * MiB + 5, 1)
+        release = threading.Event()
+        self.addCleanup(release.set)
+        confirm = sink.SinkSession._confirm_installed
+
+        def slow_confirm(session, batch, dirs_durable=False):
+            if batch:
+                release.wait(30)
+            return confirm(session, batch, dirs_durable)
+        self.patch(sink.SinkSession, "_confirm_installed", slow_confirm)
+        server = self.start_sink()
+        t = self.transfer(server.port, ["f"])
+        result = {}
+        th = threading.Thread(target=lambda: result.update(t.run()))
+        th.start()
+        final = os.path.join(self.dst, "f")
+        deadline = time.monotonic() + 20
+        info = None
+        while time.monotonic() < deadline:
+            info = server.watermark(t.transfer_id, "f")
+            if info and info.get("path") == final:
+                break
+            time.sleep(0.01)
+        self.assertEqual(final, info and info.get("path"), info)
+        self.assertNotEqual("done", info["state"])
+        self.assertEqual(1 * MiB + 5, info["durable"])
+        self.assertTrue(os.path.isfile(final))
+        release.set()
+        th.join(30)
+        self.assertEqual("complete", result["state"], result.get("error"))
+        self.assertEqual("done", server.watermark(t.transfer_id,
+                                                  "f")["state"])
+
     def test_known_hash_and_no_hash_modes(self):
         write_file(os.path.join(self.src, "a"), 2 * MiB + 5, 1)
         write_file(os.path.join(self.src, "b"), 1 * MiB, 2)

@@ -1,4 +1,6 @@
-"""REPORT connections and the sink's incoming-session callback."""
+"""REPORT connections, transfer ownership and the sink's session
+callbacks.
+"""
 
 import dataclasses
 import os
@@ -63,11 +65,17 @@ class ReportMessageTest(testtools.TestCase):
         self.assertEqual(msg, roundtrip(msg))
 
     def test_report_role_bounds(self):
-        for field, value in (("streams", 2), ("stream", 1), ("epoch", 1),
-                             ("rdma", b"endpoint"), ("role", 3),
-                             ("object_size", 0)):
+        for field, value in (("streams", 2), ("stream", 1),
+                             ("epoch", P.MAX_ATTEMPT + 1),
+                             ("epoch", 0xFFFFFFFF), ("rdma", b"endpoint"),
+                             ("role", 3), ("object_size", 0)):
             msg = report_connect(**{field: value})
             self.assertRaises(errors.BoundsError, roundtrip, msg)
+
+    def test_report_epoch_is_the_attempt(self):
+        for attempt in (0, 1, 7, P.MAX_ATTEMPT):
+            msg = report_connect(epoch=attempt)
+            self.assertEqual(attempt, roundtrip(msg).epoch)
 
 
 class SinkTestCase(test_engine.EngineTestCase):
@@ -100,16 +108,35 @@ class SinkReportTest(SinkTestCase):
         tid, other = uuid.uuid4().hex, uuid.uuid4().hex
         asked = []
 
-        def reports(t, peer):
-            asked.append((t, peer))
+        def reports(t, peer, attempt):
+            asked.append((t, peer, attempt))
             return b'{"state":"active"}' if t == tid else None
         server = self.start_sink(reports=reports)
         self.assertEqual(b'{"state":"active"}', self.query(server, tid))
         self.assertIsNone(self.query(server, bytes.fromhex(other)))
-        self.assertEqual([(tid, "source"), (other, "source")], asked)
+        self.assertEqual([(tid, "source", 0), (other, "source", 0)], asked)
+
+    def test_attempt_reaches_the_lookup(self):
+        asked = []
+
+        def reports(t, peer, attempt):
+            asked.append(attempt)
+            return None
+        server = self.start_sink(reports=reports)
+        peer = source.Peer("sink", "127.0.0.1", server.port, KEY)
+        tid = uuid.uuid4().hex
+        for attempt in (1, 3, P.MAX_ATTEMPT):
+            self.assertIsNone(report.query_report(
+                peer, tid, "source", self.cfg(), timeout=5,
+                attempt=attempt))
+        self.assertEqual([1, 3, P.MAX_ATTEMPT], asked)
+        for bad in (-1, P.MAX_ATTEMPT + 1, True, "2", None, 1.0):
+            self.assertRaises(ValueError, report.query_report, peer, tid,
+                              "source", self.cfg(), 5, bad)
+        self.assertEqual(3, len(asked))
 
     def test_creates_no_record_or_session(self):
-        server = self.start_sink(reports=lambda t, p: b"{}")
+        server = self.start_sink(reports=lambda t, p, a: b"{}")
         tid = uuid.uuid4().hex
         self.assertEqual(b"{}", self.query(server, tid))
         self.assertEqual([], server.status())
@@ -121,7 +148,7 @@ class SinkReportTest(SinkTestCase):
         tid = uuid.uuid4().hex
         asked = []
 
-        def reports(t, peer):
+        def reports(t, peer, attempt):
             asked.append(peer)
             return b"secret"
         server = self.start_sink(reports=reports)
@@ -132,7 +159,7 @@ class SinkReportTest(SinkTestCase):
         self.assertEqual(b"secret", self.query(server, tid))
 
     def test_wrong_key_and_unknown_peer(self):
-        server = self.start_sink(reports=lambda t, p: b"secret")
+        server = self.start_sink(reports=lambda t, p, a: b"secret")
         tid = uuid.uuid4().hex
         self.assertRaises(errors.AuthenticationError, self.query, server,
                           tid, key=b"x" * 32)
@@ -156,7 +183,7 @@ class SinkReportTest(SinkTestCase):
         answers = [RuntimeError("boom"), b"r" * (P.MAX_REPORT + 1),
                    "not bytes", b"ok"]
 
-        def reports(t, peer):
+        def reports(t, peer, attempt):
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
@@ -223,3 +250,112 @@ class OnIncomingTest(SinkTestCase):
         release.set()
         self.assertEqual([tid1, tid2],
                          [c[0] for c in self.wait_calls(calls, 2)])
+
+    def test_deferred_calls_run_in_order_after_notices(self):
+        calls = []
+        server = self.start_sink(
+            on_incoming=lambda *args: calls.append(("incoming",) + args))
+        tid = uuid.uuid4().hex
+        self.send(server, tid)
+        server.defer(calls.append, ("deferred", tid))
+        server.defer(lambda: 1 / 0)           # logged, nothing else
+        server.defer(calls.append, ("after", tid))
+        self.assertEqual([("incoming", tid, "source", 1), ("deferred", tid),
+                          ("after", tid)], self.wait_calls(calls, 3))
+
+
+class SessionCallbackTest(SinkTestCase):
+    def test_recorded_before_the_acknowledgement(self):
+        calls = []
+
+        def on_session(*args):
+            # On the connection's thread, the session set up, the source
+            # still waiting for CONNECT_ACK.
+            calls.append(args + (threading.current_thread().name,
+                                 len(server.sessions)))
+        server = self.start_sink(on_session=on_session)
+        tid = uuid.uuid4().hex
+        self.send(server, tid)
+        self.send(server, tid)
+        self.assertEqual([(tid, "source", 1, "sink-conn", 1),
+                          (tid, "source", 2, "sink-conn", 1)], calls)
+
+    def test_failing_callback_does_not_break_a_transfer(self):
+        def on_session(*args):
+            raise OSError("disk full")
+        server = self.start_sink(on_session=on_session)
+        self.send(server, uuid.uuid4().hex)
+        self.assertSameFile("f")
+
+
+class OwnerTest(SinkTestCase):
+    """The recorded owner of a transfer (across restarts) is the only
+    peer that may send it or read its report.
+    """
+
+    def test_another_peer_is_refused(self):
+        tid = uuid.uuid4().hex
+        sessions, asked = [], []
+
+        def reports(t, peer, attempt):
+            asked.append(peer)
+            return b"secret"
+        server = self.start_sink(owner=lambda t: "other" if t == tid
+                                 else None,
+                                 on_session=lambda *a: sessions.append(a),
+                                 reports=reports)
+        test_engine.write_file(os.path.join(self.src, "f"), MiB, 1)
+        status = self.run_transfer(self.transfer(
+            server.port, ["f"], transfer_id=tid,
+            cfg=self.cfg(reconnect_deadline=0.5)))
+        self.assertEqual("failed", status["state"])
+        self.assertIn("belongs to another peer", status["error"])
+        self.assertEqual([], sessions)
+        self.assertEqual([], server.status())
+        self.assertFalse(os.path.exists(os.path.join(self.dst, "f")))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.dst, ".dtn-partial", tid)))
+        # Nor does it read the owner's report.
+        self.assertIsNone(self.query(server, tid))
+        self.assertEqual([], asked)
+        self.assertEqual(b"secret", self.query(server, tid, name="other"))
+        # Transfers it owns, or nobody does, go through.
+        self.send(server, uuid.uuid4().hex)
+        self.assertSameFile("f")
+
+    def test_refusal_is_an_authentication_error(self):
+        server = self.start_sink(owner=lambda t: "other")
+        peer = source.Peer("sink", "127.0.0.1", server.port, KEY)
+        exc = self.assertRaises(errors.PeerError, source.open_connection,
+                                peer, P.Connect(
+                                    1, 1, P.Role.CONTROL, 0, 0, TID, 0,
+                                    1 << 20, 1, NONCE, "source"),
+                                self.cfg())
+        self.assertEqual(errors.Code.AUTH, exc.code)
+
+    def test_the_owner_of_this_run_wins(self):
+        # A record made in this run answers before the callback.
+        looked = []
+
+        def owner(t):
+            looked.append(t)
+            return None
+        server = self.start_sink(owner=owner)
+        tid = uuid.uuid4().hex
+        self.send(server, tid)
+        self.assertEqual([tid], looked)
+        self.assertIsNone(self.query(server, tid, name="other"))
+        self.assertEqual([tid], looked)
+
+    def test_failing_lookup_refuses(self):
+        def owner(t):
+            raise OSError("unreadable")
+        server = self.start_sink(owner=owner,
+                                 reports=lambda t, p, a: b"secret")
+        tid = uuid.uuid4().hex
+        test_engine.write_file(os.path.join(self.src, "f"), MiB, 1)
+        status = self.run_transfer(self.transfer(
+            server.port, ["f"], transfer_id=tid,
+            cfg=self.cfg(reconnect_deadline=0.5)))
+        self.assertEqual("failed", status["state"])
+        self.assertRaises(errors.PeerError, self.query, server, tid)

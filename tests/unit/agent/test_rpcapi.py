@@ -1,0 +1,58 @@
+"""Versions the agent's RPC client pins its calls to."""
+
+from unittest import mock
+
+import testtools
+
+from dtn_migrate.agent import ids
+from dtn_migrate.agent import manager
+from dtn_migrate.agent import rpcapi
+from dtn_migrate import exception
+from dtn_migrate import rpc
+
+
+class TestAgentAPI(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.client = mock.Mock()
+        self.patch(rpc, "get_client", lambda *a, **kw: self.client)
+        self.api = rpcapi.AgentAPI()
+
+    def sent(self):
+        (prepare,) = self.client.prepare.call_args_list
+        (call,) = self.client.prepare.return_value.call.call_args_list
+        return prepare.kwargs["version"], call.args[1], call.kwargs
+
+    def test_server_speaks_the_client_version(self):
+        self.assertEqual(rpcapi.AgentAPI.VERSION,
+                         manager.AgentManager.target.version)
+        self.assertEqual("1.2", rpcapi.AgentAPI.VERSION)
+
+    def test_ping_needs_the_staging_root(self):
+        self.api.ping({}, "dtn1")
+        self.assertEqual(("1.1", "ping", {}), self.sent())
+
+    def test_get_peer_report_sends_the_attempt(self):
+        self.api.get_peer_report({}, "dtn1", "east", "t" * 32, attempt=3)
+        self.assertEqual(("1.2", "get_peer_report",
+                          {"peer": "east", "transfer_id": "t" * 32,
+                           "attempt": 3}), self.sent())
+
+    def test_get_peer_report_default_attempt(self):
+        self.api.get_peer_report({}, "dtn1", "east", "t" * 32)
+        self.assertEqual(1, self.sent()[2]["attempt"])
+
+    def test_list_incoming_gives_wanted_attempt(self):
+        self.api.list_incoming({}, "dtn1")
+        self.assertEqual(("1.2", "list_incoming", {}), self.sent())
+
+
+class TestIds(testtools.TestCase):
+    def test_forms(self):
+        hexid = "0123456789abcdef0123456789abcdef"
+        for form in (hexid, hexid.upper(),
+                     "01234567-89ab-cdef-0123-456789abcdef",
+                     "{%s}" % hexid, "urn:uuid:%s" % hexid):
+            self.assertEqual(hexid, ids.check_id(form))
+        for bad in ("", "x", "../" + hexid, None, 7, b"0" * 16, hexid[:-1]):
+            self.assertRaises(exception.InvalidInput, ids.check_id, bad)

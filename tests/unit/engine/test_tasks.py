@@ -1,0 +1,340 @@
+"""The migration tasks one by one, against fakes."""
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+import types
+from unittest import mock
+
+import oslo_messaging as messaging
+from taskflow import retry
+from taskflow.types import failure
+import testtools
+
+from dtn_migrate.engine.flows import incoming as incoming_flow
+from dtn_migrate.engine import resources
+from dtn_migrate.engine.tasks import base
+from dtn_migrate.engine.tasks import incoming
+from dtn_migrate.engine.tasks import outgoing
+from dtn_migrate import exception
+from dtn_migrate.staging import backend as staging_backend
+from dtn_migrate.staging import copy
+from dtn_migrate.staging import localfs
+from dtn_migrate.staging import watermark
+from tests.unit.engine import fakes
+
+MID = "1" * 32
+TID = "2" * 32
+HASH = "ab" * 64
+
+
+def make_res(agent=None, images=None, backend=None, **engine):
+    """Resources on a plain namespace configuration."""
+    opts = dict(agent_host="dtn-a", poll_interval=0.01,
+                progress_interval=0.05, stall_timeout=0.3, rpc_timeout=1)
+    opts.update(engine)
+    conf = types.SimpleNamespace(
+        engine=types.SimpleNamespace(**opts),
+        staging=types.SimpleNamespace(watermark_suffix=".wm",
+                                      free_space_margin="10%"))
+    return resources.Resources(conf, images, agent or mock.Mock(), backend)
+
+
+def incoming_payload(**image):
+    desc = {"id": "src", "size": 3, "os_hash_value": HASH}
+    desc.update(image)
+    return {"transfer_id": TID, "attempt": 1, "image": desc,
+            "options": {"verify": True}}
+
+
+class TestImportRetry(testtools.TestCase):
+    def decide(self, exc):
+        history = retry.History([(1, {"upload-image":
+                                      failure.Failure.from_exception(exc)})])
+        r = incoming_flow.ImportRetry(3, name="r")
+        return r.on_failure(history)
+
+    def test_final_failures_are_not_retried(self):
+        for exc in (exception.ImageHashMismatch(),
+                    base.MetadataMismatch(image_id="i", differences="x"),
+                    exception.InvalidInput(reason="bad"),
+                    copy.ChecksumMismatch("bad sha512"),
+                    base.Cancelled(migration_id=MID)):
+            self.assertEqual(retry.REVERT, self.decide(exc), exc)
+
+    def test_transient_failures_are_retried(self):
+        for exc in (IOError("reset"),
+                    exception.ImageServiceUnavailable(cloud="b", reason="x"),
+                    exception.MigrationFailed(migration_id=MID, reason="x")):
+            self.assertEqual(retry.RETRY, self.decide(exc), exc)
+
+
+class TestCreateImageRevert(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.images = fakes.FakeImages("b")
+        self.task = incoming.CreateImage(make_res(images=self.images))
+        self.incoming = incoming_payload()
+
+    def add(self, **fields):
+        fields.setdefault("status", "active")
+        fields.setdefault("os_hash_value", HASH)
+        fields[incoming.MARKER] = TID
+        return self.images.add(b"abc", **fields)["id"]
+
+    def revert(self, failed_at):
+        fail = failure.Failure.from_exception(RuntimeError("boom"))
+        self.task.revert(TID, self.incoming, result=None,
+                         flow_failures={failed_at: fail})
+
+    def test_failure_after_verification_keeps_the_image(self):
+        verified = self.add()
+        broken = self.add(status="saving", os_hash_value=None)
+        self.revert("report-import")
+        self.assertEqual([verified], list(self.images.images))
+        self.assertNotIn(broken, self.images.images)
+
+    def test_failed_import_deletes_every_image(self):
+        self.add()
+        self.add(status="saving", os_hash_value=None)
+        self.revert("verify-image")
+        self.assertEqual({}, self.images.images)
+
+    def test_wrong_data_is_deleted_even_late(self):
+        self.add(os_hash_value="cd" * 64)
+        self.revert("report-import")
+        self.assertEqual({}, self.images.images)
+
+
+class TestVerifyImage(testtools.TestCase):
+    def test_duplicates_are_deleted(self):
+        images = fakes.FakeImages("b")
+        data = b"abc"
+        keep = images.add(data, **{incoming.MARKER: TID})
+        images.add(b"", status="queued", size=None,
+                   **{incoming.MARKER: TID})
+        other = images.add(data, **{incoming.MARKER: "3" * 32})
+        payload = incoming_payload(os_hash_value=keep["os_hash_value"])
+        payload["options"]["verify"] = False
+        task = incoming.VerifyImage(make_res(images=images))
+        result = task.execute(TID, payload, keep["id"])
+        self.assertEqual(keep["id"], result["image_id"])
+        self.assertEqual({keep["id"], other["id"]}, set(images.images))
+
+    def test_metadata_difference_is_its_own_failure(self):
+        images = fakes.FakeImages("b")
+        image = images.add(b"abc", min_ram=1)
+        payload = incoming_payload(os_hash_value=image["os_hash_value"],
+                                   min_ram=2, disk_format="raw",
+                                   container_format="bare")
+        task = incoming.VerifyImage(make_res(images=images))
+        self.assertRaises(base.MetadataMismatch, task.execute, TID,
+                          payload, image["id"])
+
+
+class TestReportImport(testtools.TestCase):
+    def test_retried_until_the_agent_answers(self):
+        agent = mock.Mock()
+        agent.set_import_report.side_effect = [
+            messaging.MessagingTimeout("t"), RuntimeError("down"), None]
+        task = incoming.ReportImport(make_res(agent=agent,
+                                              stall_timeout=5))
+        task.execute(MID, TID, incoming_payload(),
+                     {"image_id": "i", "os_hash_value": HASH})
+        self.assertEqual(3, agent.set_import_report.call_count)
+        report = agent.set_import_report.call_args[0][3]
+        self.assertEqual(("active", 1), (report["state"],
+                                         report["attempt"]))
+
+    def test_gives_up_after_the_stall_timeout(self):
+        agent = mock.Mock()
+        agent.set_import_report.side_effect = RuntimeError("down")
+        task = incoming.ReportImport(make_res(agent=agent))
+        t0 = time.monotonic()
+        self.assertRaises(RuntimeError, task.execute, MID, TID,
+                          incoming_payload(), {"image_id": "i"})
+        self.assertLess(time.monotonic() - t0, 2)
+        self.assertGreater(agent.set_import_report.call_count, 1)
+
+
+class TestReporter(testtools.TestCase):
+    def test_posting_never_waits_for_the_agent(self):
+        release = threading.Event()
+        sent = []
+
+        def slow(ctxt, host, tid, report):
+            sent.append(report)
+            release.wait(5)
+
+        agent = mock.Mock()
+        agent.set_import_report.side_effect = slow
+        reporter = incoming.Reporter(make_res(agent=agent), TID, 4)
+        self.addCleanup(release.set)
+        reporter.post("uploading", 0)
+        for _ in range(100):
+            if sent:
+                break
+            time.sleep(0.01)
+        # The agent does not answer: posting goes on regardless.
+        t0 = time.monotonic()
+        for done in range(1, 100):
+            reporter.post("uploading", done)
+        self.assertLess(time.monotonic() - t0, 0.5)
+        release.set()
+        for _ in range(100):
+            if len(sent) >= 2:
+                break
+            time.sleep(0.02)
+        # The first report, then only the latest of the rest.
+        self.assertEqual(2, len(sent))
+        self.assertEqual({"state": "uploading", "bytes": 99, "attempt": 4},
+                         sent[-1])
+        reporter.close()
+        reporter.post("uploading", 100)
+        time.sleep(0.1)
+        self.assertEqual(2, len(sent))
+
+
+class TestCleanup(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.backend = localfs.LocalBackend(self.root)
+
+    def test_configured_suffix_on_both_sides(self):
+        res = make_res(backend=self.backend)
+        for task in (incoming.CleanupIncoming(res),
+                     outgoing.CleanupStaging(res)):
+            for leaf in ("image.data", "image.data.wm", "image.json"):
+                self.backend.write_small("%s/%s" % (TID, leaf), b"x")
+            task.execute(TID)
+            self.assertEqual([], os.listdir(os.path.join(self.root, TID)))
+
+    def test_best_effort(self):
+        backend = mock.Mock()
+        backend.remove.side_effect = staging_backend.Unavailable(
+            "server gone")
+        res = make_res(backend=backend)
+        incoming.CleanupIncoming(res).execute(TID)
+        outgoing.CleanupStaging(res).execute(TID)
+
+
+class TestTransferImage(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.backend = localfs.LocalBackend(self.root)
+        self.agent = mock.Mock()
+        self.res = make_res(agent=self.agent, backend=self.backend,
+                            stall_timeout=5)
+        self.task = outgoing.TransferImage(self.res)
+        self.data = resources.staged_name(TID, resources.DATA)
+
+    def execute(self):
+        return self.task.execute(MID, TID, "b", {"size": 3,
+                                                 "os_hash_value": HASH},
+                                 {"mode": "pipelined"})
+
+    def test_staging_failed_before_the_file_exists(self):
+        def fail_staging():
+            time.sleep(0.2)
+            watermark.publish(self.backend, self.data, 0, True, ".wm")
+        threading.Thread(target=fail_staging, daemon=True).start()
+        t0 = time.monotonic()
+        err = self.assertRaises(base.StageFailed, self.execute)
+        self.assertLess(time.monotonic() - t0, 2)
+        self.assertIn("staging failed", str(err))
+        self.agent.start_transfer.assert_not_called()
+
+    def test_export_stage_failed_in_this_engine(self):
+        # A failure left by an earlier attempt does not count by itself.
+        watermark.publish(self.backend, self.data, 0, True, ".wm")
+        self.res.live_for(MID).stage("export", state="running")
+
+        def fail_staging():
+            time.sleep(0.2)
+            self.res.live_for(MID).stage("export", state="failed")
+        threading.Thread(target=fail_staging, daemon=True).start()
+        self.assertRaises(base.StageFailed, self.execute)
+
+    def test_nothing_happens(self):
+        self.res.conf.engine.stall_timeout = 0.3
+        err = self.assertRaises(base.Stalled, self.execute)
+        self.assertIn("staging", str(err))
+
+    def test_transient_rpc_errors_are_polled_through(self):
+        self.backend.write_small(self.data, b"abc")
+        self.agent.start_transfer.side_effect = [
+            messaging.MessagingTimeout("t"),
+            {"state": "running", "bytes_done": 0}]
+        self.agent.get_transfer.side_effect = [
+            messaging.MessagingTimeout("t"),
+            messaging.MessageDeliveryFailure("broker restarts"),
+            {"state": "running", "bytes_done": 1},
+            {"state": "complete", "bytes_done": 3}]
+        self.execute()
+        self.assertEqual(4, self.agent.get_transfer.call_count)
+        self.agent.cancel_transfer.assert_not_called()
+
+
+class TestAwaitPeerImport(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.agent = mock.Mock()
+        self.res = make_res(agent=self.agent)
+        self.task = outgoing.AwaitPeerImport(self.res)
+
+    def execute(self, attempt=2):
+        return self.task.execute(MID, TID, "b", {"size": 3,
+                                                 "os_hash_value": HASH},
+                                 attempt)
+
+    def test_an_unchanging_report_stalls(self):
+        self.agent.get_peer_report.return_value = {
+            "state": "uploading", "bytes": 1, "attempt": 2}
+        t0 = time.monotonic()
+        self.assertRaises(base.Stalled, self.execute)
+        self.assertLess(time.monotonic() - t0, 3)
+
+    def test_asks_for_its_attempt_and_ignores_older_ones(self):
+        self.agent.get_peer_report.side_effect = [
+            messaging.MessagingTimeout("t"),
+            {"state": "failed", "attempt": 1, "error": "old"},
+            {"state": "active", "attempt": 2, "os_hash_value": HASH,
+             "image_id": "i"}]
+        result = self.execute()
+        self.assertEqual("i", result["image_id"])
+        for call in self.agent.get_peer_report.call_args_list:
+            self.assertEqual(2, call[1]["attempt"])
+
+    def test_a_failed_transfer_ends_the_wait(self):
+        self.agent.get_peer_report.return_value = None
+        self.res.live_for(MID).stage("transfer", state="failed")
+        self.assertRaises(base.StageFailed, self.execute)
+
+
+class TestResources(testtools.TestCase):
+    def test_margin_of_the_export_size(self):
+        backend = mock.Mock()
+        backend.total_bytes.return_value = 1000
+        backend.free_bytes.return_value = 100
+        res = make_res(backend=backend)
+        res.conf.staging = types.SimpleNamespace(
+            free_space_margin="10%", block_size=4096, queue_depth=1,
+            writers=1, readers=1, commit_interval_bytes=4096,
+            sync_writes=False, watermark_suffix=".wm")
+        self.assertEqual(100, res.copy_options().free_margin)
+        backend.total_bytes.return_value = None
+        self.assertEqual(10, res.copy_options().free_margin)
+
+    def test_check_peer(self):
+        agent = mock.Mock()
+        agent.ping.return_value = {"peers": ["b"]}
+        res = make_res(agent=agent)
+        res.check_peer("b")
+        err = self.assertRaises(exception.PeerNotFound, res.check_peer, "c")
+        self.assertIn("b", str(err))

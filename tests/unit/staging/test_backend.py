@@ -1,0 +1,48 @@
+"""The staging backend interface's defaults."""
+
+import os
+
+import fixtures
+import testtools
+
+from dtn_migrate.staging import backend
+from dtn_migrate.staging import localfs
+
+
+class Minimal(backend.Backend):
+    """Only what a backend must provide."""
+
+    def open_write(self, name, sync=False, truncate=False):
+        raise NotImplementedError
+
+    def open_read(self, name):
+        raise NotImplementedError
+
+    def size(self, name):
+        return None
+
+    def remove(self, name):
+        pass
+
+    def rename(self, old, new):
+        pass
+
+    def free_bytes(self):
+        return 100
+
+
+class TestBackend(testtools.TestCase):
+    def test_total_bytes_unknown_by_default(self):
+        be = Minimal()
+        self.assertIsNone(be.total_bytes())
+        self.assertEqual(100, be.free_bytes())
+        self.assertIsNone(be.read_small("x"))
+
+
+class TestLocalBackend(testtools.TestCase):
+    def test_total_bytes_is_the_file_system_size(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        be = localfs.LocalBackend(root)
+        st = os.statvfs(root)
+        self.assertEqual(st.f_blocks * st.f_frsize, be.total_bytes())
+        self.assertLessEqual(be.free_bytes(), be.total_bytes())
