@@ -8,7 +8,6 @@ from oslo_log import log as logging
 from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import report
 
 LOG = logging.getLogger(__name__)
@@ -103,11 +102,10 @@ class AgentManager:
         if not isinstance(peer, str) or not peer:
             raise exception.InvalidInput(reason="peer must be a peer DTN "
                                                 "name")
-        if not isinstance(attempt, int) or isinstance(attempt, bool) or \
-                not 1 <= attempt <= protocol.MAX_ATTEMPT:
-            raise exception.InvalidInput(
-                reason="attempt must be an integer from 1 to %d"
-                       % protocol.MAX_ATTEMPT)
+        try:
+            report.check_attempt(attempt, lowest=1)
+        except ValueError as exc:
+            raise exception.InvalidInput(reason=str(exc))
         target = self.outgoing.peers.source_peer(peer)
         try:
             raw = report.query_report(target, tid, self.outgoing.local_name,

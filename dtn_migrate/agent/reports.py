@@ -30,6 +30,7 @@ from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer import report as report_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -56,11 +57,12 @@ def encode_report(report):
     return raw
 
 
-def _attempt(report):
-    value = report.get("attempt")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return 0
+def _id_or_none(transfer_hex):
+    """The checked transfer id, or None for one a peer got wrong."""
+    try:
+        return ids.check_id(transfer_hex)
+    except exception.InvalidInput:
+        return None
 
 
 @dataclasses.dataclass
@@ -73,7 +75,7 @@ class Stored:
 
     @classmethod
     def of(cls, report, raw):
-        return cls(report.get("state"), _attempt(report), raw)
+        return cls(report.get("state"), report_mod.attempt_of(report), raw)
 
     def for_attempt(self, attempt):
         """The bytes to answer a peer waiting for ``attempt``: a report
@@ -87,20 +89,6 @@ class Stored:
             return encode_report(report)
         except exception.InvalidInput:      # grew past the limit
             return self.raw
-
-
-def _write_atomic(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _unlink(path):
@@ -158,9 +146,9 @@ class IncomingStore:
         dataset.write_json_atomic(self._path(rec["transfer_id"]), rec)
 
     def _save_final(self, tid, rec, report, raw):
-        _write_atomic(self._path(tid, "report"), raw)
+        dataset.write_bytes_atomic(self._path(tid, "report"), raw)
         rec.update(report_state=report.get("state"),
-                   report_attempt=_attempt(report),
+                   report_attempt=report_mod.attempt_of(report),
                    report_time=rec.get("report_time") or time.time())
         self._save(rec)
         self._cache(tid, Stored.of(report, raw))
@@ -209,9 +197,8 @@ class IncomingStore:
 
     def owner(self, transfer_hex):
         """The peer that sent ``transfer_hex``, or None if unknown."""
-        try:
-            tid = ids.check_id(transfer_hex)
-        except exception.InvalidInput:
+        tid = _id_or_none(transfer_hex)
+        if tid is None:
             return None
         with self.lock:
             rec = self._load(tid)
@@ -307,9 +294,8 @@ class IncomingStore:
         """Report bytes for a REPORT connection from ``peer``, waiting for
         ``attempt``: only the peer that sent the transfer gets it.
         """
-        try:
-            tid = ids.check_id(transfer_hex)
-        except exception.InvalidInput:
+        tid = _id_or_none(transfer_hex)
+        if tid is None:
             return None
         with self.lock:
             rec = self._load(tid)

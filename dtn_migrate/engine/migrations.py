@@ -140,8 +140,8 @@ class Migrations:
                 if replaced:
                     stale.append(replaced)
         for transfer_id in stale:
-            self._remove_staged(transfer_id, "it is migrated again under "
-                                             "another transfer")
+            self.res.remove_staged_quietly(
+                transfer_id, "it is migrated again under another transfer")
         return {"request_id": request_id, "peer": peer,
                 "migrations": out}
 
@@ -194,15 +194,6 @@ class Migrations:
             if best is None or meta["created_at"] > best["created_at"]:
                 latest[key] = meta
         return latest
-
-    def _remove_staged(self, transfer_id, why):
-        LOG.info("removing the staged files of transfer %s: %s",
-                 transfer_id, why)
-        try:
-            self.res.remove_staged(transfer_id)
-        except Exception as exc:  # noqa: B902 - only space is lost
-            LOG.warning("could not remove the staged files of transfer "
-                        "%s: %s", transfer_id, exc)
 
     def incoming(self, transfer_id, peer, attempt=None):
         """The agent says ``transfer_id`` arrives from ``peer``, and the
@@ -468,9 +459,9 @@ class Migrations:
             if meta["direction"] == INCOMING:
                 self._report_failure(meta)
             elif not self.conf.staging.keep_failed:
-                self._remove_staged(meta["transfer_id"], "the migration "
-                                    "is %s ([staging] keep_failed = "
-                                    "false)" % state)
+                self.res.remove_staged_quietly(
+                    meta["transfer_id"], "the migration is %s ([staging] "
+                    "keep_failed = false)" % state)
         record = self.get(meta["migration_id"])
         if state == "complete":
             LOG.info("%s migration %s complete", meta["direction"],

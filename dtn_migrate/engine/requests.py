@@ -7,9 +7,9 @@ created: a malformed payload gets InvalidInput naming the problem.
 import uuid
 
 from dtn_migrate import exception
+from dtn_migrate.transfer import report as report_mod
 
 MAX_IMAGES = 1000
-MAX_ATTEMPT = 1 << 20
 VISIBILITIES = ("public", "private", "shared", "community")
 MODES = ("pipelined", "serial")
 #: Migration states, and the stages an outgoing migration reports.
@@ -116,8 +116,7 @@ def attempt(value):
     """An attempt number (1, 2, ...) or None."""
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or \
-            not 1 <= value <= MAX_ATTEMPT:
-        raise _invalid("attempt must be an integer from 1 to %d, not %r"
-                       % (MAX_ATTEMPT, value))
-    return value
+    try:
+        return report_mod.check_attempt(value, lowest=1)
+    except ValueError as exc:
+        raise _invalid(str(exc))

@@ -108,6 +108,18 @@ class Resources:
             copy.cleanup(backend, staged_name(transfer_id, leaf),
                          self.conf.staging.watermark_suffix)
 
+    def remove_staged_quietly(self, transfer_id, why):
+        """remove_staged, best effort: a failure only costs space, so it
+        is logged and left for the operator.
+        """
+        LOG.info("removing the staged files of transfer %s: %s",
+                 transfer_id, why)
+        try:
+            self.remove_staged(transfer_id)
+        except Exception as exc:  # noqa: B902 - only space is lost
+            LOG.warning("could not remove the staged files of transfer "
+                        "%s: %s", transfer_id, exc)
+
     # This cloud's DTN agent.
     def check_peer(self, peer):
         """The DTN agent answers and knows peer DTN ``peer``."""

@@ -193,10 +193,13 @@ class Manifest:
             return cls.from_dict(json.load(f))
 
 
-def write_json_atomic(path, data):
+def write_bytes_atomic(path, data):
+    """Replace ``path`` with ``data`` durably: write a temporary file,
+    fsync it, rename it over ``path``, fsync the directory.
+    """
     tmp = "%s.tmp" % path
-    with open(tmp, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -205,3 +208,8 @@ def write_json_atomic(path, data):
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def write_json_atomic(path, data):
+    write_bytes_atomic(path, json.dumps(
+        data, separators=(",", ":")).encode("utf-8"))

@@ -14,6 +14,27 @@ from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import source
 
 
+def check_attempt(value, lowest=0):
+    """``value`` if it is an attempt number from ``lowest`` to
+    MAX_ATTEMPT (0 meaning "unspecified"), else ValueError.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or \
+            not lowest <= value <= P.MAX_ATTEMPT:
+        raise ValueError("attempt must be an integer from %d to %d, not %r"
+                         % (lowest, P.MAX_ATTEMPT, value))
+    return value
+
+
+def attempt_of(report):
+    """The import attempt a report mapping is about (0 if it does not
+    say).
+    """
+    value = report.get("attempt")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return 0
+
+
 def _transfer_bytes(transfer_id):
     if isinstance(transfer_id, str):
         try:
@@ -38,10 +59,7 @@ def query_report(peer, transfer_id, local_name, cfg, timeout=None,
     predates attempts a non-zero attempt).
     """
     tid = _transfer_bytes(transfer_id)
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or \
-            not 0 <= attempt <= P.MAX_ATTEMPT:
-        raise ValueError("attempt must be an integer from 0 to %d"
-                         % P.MAX_ATTEMPT)
+    check_attempt(attempt)
     conn, _ack = source.open_connection(peer, P.Connect(
         P.VERSION, P.VERSION, P.Role.REPORT, 0, P.Caps.NONE, tid, attempt,
         cfg.object_size, 1, os.urandom(32), local_name), cfg, timeout)

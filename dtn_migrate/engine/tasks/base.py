@@ -90,11 +90,8 @@ class RemoveStaged(MigrationTask):
     """
 
     def execute(self, transfer_id):
-        try:
-            self.res.remove_staged(transfer_id)
-        except Exception as exc:  # noqa: B902 - the migration is done
-            LOG.warning("could not remove the staged files of transfer "
-                        "%s: %s", transfer_id, exc)
+        self.res.remove_staged_quietly(transfer_id, "the image is where it "
+                                                    "belongs")
 
 
 class StallClock:

@@ -16,6 +16,7 @@ from dtn_migrate import exception
 from dtn_migrate.image import metadata
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import watermark
+from dtn_migrate.transfer import report as report_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -221,13 +222,13 @@ class TransferImage(base.MigrationTask):
         before = copy.status(backend, data, suffix)
         while backend.size(data) is None:
             mark = copy.status(backend, data, suffix)
-            export = live.snapshot().get("export") or {}
+            stages = live.snapshot()
+            export = stages.get("export") or {}
             if mark is not None and mark[1] and mark != before:
                 raise base.StageFailed(migration_id=migration_id,
                                        stage="transfer",
                                        reason="staging failed")
-            _failed_stage(migration_id, {"export": export}, ("export",),
-                          "transfer")
+            _failed_stage(migration_id, stages, ("export",), "transfer")
             clock.see((mark, export.get("state"), export.get("committed")))
             self.pause(migration_id, 0.2)
 
@@ -244,13 +245,6 @@ def _data_bytes(status, data_name):
         if f.get("name") == data_name:
             return f.get("bytes_done")
     return status.get("bytes_done")
-
-
-def report_attempt(report):
-    """The attempt a peer's report is about (0 when it does not say)."""
-    attempt = report.get("attempt")
-    return attempt if isinstance(attempt, int) and \
-        not isinstance(attempt, bool) else 0
 
 
 class AwaitPeerImport(base.MigrationTask):
@@ -280,7 +274,7 @@ class AwaitPeerImport(base.MigrationTask):
                 LOG.warning("migration %s: %s; retrying", migration_id, exc)
                 report = None
             if not isinstance(report, dict) or \
-                    report_attempt(report) < attempt:
+                    report_mod.attempt_of(report) < attempt:
                 report = None
             if report is not None:
                 state = report.get("state")

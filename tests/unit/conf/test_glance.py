@@ -1,30 +1,21 @@
 """[glance] options: own, keystoneauth1 session/adapter/auth, devcloud."""
 
-import os
-import tempfile
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 import testtools
 
 from dtn_migrate import conf as global_conf
 from dtn_migrate.conf import glance
 from dtn_migrate.devcloud import auth
+from tests.unit import utils
 
 MiB = 1 << 20
 
 
 class TestGlanceOpts(testtools.TestCase):
     def conf(self, text=''):
-        conf = cfg.ConfigOpts()
-        glance.register_opts(conf)
-        fd, path = tempfile.mkstemp(suffix='.conf')
-        self.addCleanup(os.unlink, path)
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
-        conf(['--config-file', path], default_config_files=[])
-        return conf
+        return utils.conf_from_text(self, glance.register_opts, text)
 
     def test_defaults(self):
         g = self.conf().glance

@@ -2,7 +2,6 @@
 
 import email.utils
 import io
-import os
 import tempfile
 import time
 from unittest import mock
@@ -10,13 +9,13 @@ from unittest import mock
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
-from oslo_config import cfg
 import requests
 import testtools
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import exception
 from dtn_migrate.image import glance
+from tests.unit import utils
 
 IMAGE_ID = '11111111-2222-3333-4444-555555555555'
 
@@ -276,14 +275,7 @@ class TestDownload(ServiceTestCase):
 
 class TestFromConf(testtools.TestCase):
     def conf(self, text):
-        conf = cfg.ConfigOpts()
-        glance_conf.register_opts(conf)
-        fd, path = tempfile.mkstemp(suffix='.conf')
-        self.addCleanup(os.unlink, path)
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
-        conf(['--config-file', path], default_config_files=[])
-        return conf
+        return utils.conf_from_text(self, glance_conf.register_opts, text)
 
     def test_options_reach_the_service(self):
         svc = glance.ImageService.from_conf(self.conf(

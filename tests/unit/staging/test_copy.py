@@ -1214,12 +1214,19 @@ class TestFollowedRename(testtools.TestCase):
     open (the sink installs its partial copy) is opened by its new name.
     """
 
-    def test_reopens_by_new_name(self):
+    def staged(self, name):
+        """A temporary export root holding 300000 random bytes as
+        ``name``; returns (root, the bytes).
+        """
         root = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, root, True)
         data = os.urandom(300000)
-        with open(os.path.join(root, "final"), "wb") as f:
+        with open(os.path.join(root, name), "wb") as f:
             f.write(data)
+        return root, data
+
+    def test_reopens_by_new_name(self):
+        root, data = self.staged("final")
         answers = iter([(len(data), "done", "partial")] * 3)
 
         def follow():
@@ -1249,11 +1256,7 @@ class TestFollowedRename(testtools.TestCase):
     def test_new_name_known_late(self):
         # Longer than any fixed number of short retries: bounded by the
         # stall timeout only.
-        root = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, root, True)
-        data = os.urandom(300000)
-        with open(os.path.join(root, "partial"), "wb") as f:
-            f.write(data)
+        root, data = self.staged("partial")
         stream = copy.open_staged(
             localfs.LocalBackend(root), "final", len(data),
             hashlib.sha512(data).hexdigest(),
@@ -1265,11 +1268,7 @@ class TestFollowedRename(testtools.TestCase):
             self.assertEqual(data, b"".join(bytes(b) for b in stream))
 
     def test_new_name_never_known(self):
-        root = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, root, True)
-        data = os.urandom(300000)
-        with open(os.path.join(root, "partial"), "wb") as f:
-            f.write(data)
+        root, data = self.staged("partial")
         stream = copy.open_staged(
             localfs.LocalBackend(root), "final", len(data),
             follow=self.follow_late(3600, root, data),

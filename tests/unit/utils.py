@@ -1,0 +1,20 @@
+"""Helpers shared by unit tests."""
+
+import os
+import tempfile
+
+from oslo_config import cfg
+
+
+def conf_from_text(case, register_opts, text=''):
+    """A fresh ConfigOpts with ``register_opts`` applied, loaded from a
+    config file holding ``text`` (removed when ``case`` ends).
+    """
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    fd, path = tempfile.mkstemp(suffix='.conf')
+    case.addCleanup(os.unlink, path)
+    with os.fdopen(fd, 'w') as f:
+        f.write(text)
+    conf(['--config-file', path], default_config_files=[])
+    return conf
