@@ -11,7 +11,8 @@ SUDO=""
 
 # Runtime and test packages (bindep.txt lists them with their purpose).
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
-iproute2 socat rabbitmq-server mariadb-server procps util-linux
+iproute2 socat rabbitmq-server mariadb-server postgresql procps
+util-linux
 libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
@@ -47,6 +48,26 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
     sleep 1
   done
 fi
+
+# PostgreSQL holds them too, in the tests that say so.  Its role dtnm
+# (password dtnm, CREATEDB) is made over the local socket as postgres, so
+# that it works whatever pg_hba.conf asks of TCP clients.
+if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  echo "bootstrap: starting postgresql"
+  for version in $(ls /etc/postgresql 2>/dev/null); do
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start \
+      >/dev/null 2>&1 || true
+  done
+  for _ in $(seq 60); do
+    (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && break
+    sleep 1
+  done
+fi
+$SUDO runuser -u postgres -- psql -qAtc "DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'dtnm') THEN
+    CREATE ROLE dtnm LOGIN CREATEDB PASSWORD 'dtnm';
+  END IF; END \$\$;" >/dev/null 2>&1 \
+  || echo "bootstrap: could not make the PostgreSQL role dtnm" >&2
 
 # The virtualenv uses the distribution's Python so that Debian's pyverbs
 # (RDMA) is importable; everything else comes from PyPI.
