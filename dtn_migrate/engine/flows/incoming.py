@@ -8,12 +8,16 @@
 The bracketed part runs up to ``IMPORT_ATTEMPTS`` times: a failure
 reverts it -- create-image's revert deletes the half-imported image,
 which may be stuck in ``saving`` after an interrupted upload -- and it
-starts again from the received file.  Failures that would only repeat
+starts again from the received file, after a pause that doubles from
+``RETRY_DELAY`` seconds (a Glance that answered 500 for a moment is not
+asked again at once).  Failures that would only repeat
 (wrong data or metadata, a refused request, a cancel) are not retried.
 The received files stay on the DTN until the image is verified.  Once
 it is, nothing deletes it: report-import retries with backoff, and
 cleanup-incoming only logs what it could not remove.
 """
+
+import time
 
 from taskflow.patterns import linear_flow
 from taskflow import retry
@@ -25,6 +29,8 @@ from dtn_migrate.staging import copy
 
 NAME = "incoming-migration"
 IMPORT_ATTEMPTS = 3
+#: Pause before the second import attempt (doubled for each later one).
+RETRY_DELAY = 2.0
 #: Failures that another attempt would meet again.
 FINAL_FAILURES = (base.Cancelled, exception.ImageHashMismatch,
                   base.MetadataMismatch, exception.InvalidInput,
@@ -32,17 +38,26 @@ FINAL_FAILURES = (base.Cancelled, exception.ImageHashMismatch,
 
 
 class ImportRetry(retry.Times):
-    """Try the import again, unless it failed for good."""
+    """Try the import again, unless it failed for good, after ``delay``
+    seconds doubled for each attempt made.
+    """
+
+    def __init__(self, attempts, delay=0.0, **kwargs):
+        super().__init__(attempts, **kwargs)
+        self.delay = delay
 
     def on_failure(self, history, *args, **kwargs):
         if any(history.caused_by(cls, index=-1) for cls in FINAL_FAILURES):
             return retry.REVERT
-        return super().on_failure(history, *args, **kwargs)
+        decision = super().on_failure(history, *args, **kwargs)
+        if decision == retry.RETRY and self.delay:
+            time.sleep(self.delay * 2 ** (len(history) - 1))
+        return decision
 
 
 def get_flow(resources):
     attempt = linear_flow.Flow(
-        "import-image", retry=ImportRetry(IMPORT_ATTEMPTS,
+        "import-image", retry=ImportRetry(IMPORT_ATTEMPTS, RETRY_DELAY,
                                           name="import-image-retry"))
     attempt.add(tasks.CreateImage(resources),
                 tasks.UploadImage(resources),

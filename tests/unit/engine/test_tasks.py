@@ -70,6 +70,19 @@ class TestImportRetry(testtools.TestCase):
                     exception.MigrationFailed(migration_id=MID, reason="x")):
             self.assertEqual(retry.RETRY, self.decide(exc), exc)
 
+    def test_retry_waits_longer_each_time(self):
+        slept = []
+        r = incoming_flow.ImportRetry(3, 0.5, name="r")
+        for n in (1, 2, 3):
+            history = retry.History([(i, {"upload-image": failure.Failure.
+                                          from_exception(IOError("reset"))})
+                                     for i in range(n)])
+            with mock.patch("time.sleep", slept.append):
+                decision = r.on_failure(history)
+            self.assertEqual(retry.RETRY if n < 3 else retry.REVERT,
+                             decision)
+        self.assertEqual([0.5, 1.0], slept)
+
 
 class TestCreateImageRevert(testtools.TestCase):
     def setUp(self):
