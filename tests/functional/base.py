@@ -5,6 +5,13 @@ meet); each agent is a ``dtn-migrate-agent`` process with its own config
 file, staging root and state directory, optionally inside a network
 namespace of ``netns.Lab``.  The test process talks to the agents over
 RPC exactly as an operator's tool would (``agent.rpcapi``).
+
+A test that cannot run here (no root, no RabbitMQ, no nfs-ganesha ...)
+skips and says why.  With ``DTN_REQUIRE_ALL=1`` in the environment (as
+``tools/test`` and ``tox -e functional`` set it) such a test fails
+instead, except for the RDMA ones ("no RDMA ..."): importing this module
+routes ``skipTest`` of every test under ``tests.functional`` through
+:func:`check_skip`, whatever the test's base class.
 """
 
 import hashlib
@@ -21,6 +28,7 @@ import uuid
 
 import oslo_messaging as messaging
 import testtools
+from testtools import content
 
 from dtn_migrate.agent import rpcapi
 from dtn_migrate import conf as dtn_conf
@@ -32,6 +40,40 @@ MiB = 1 << 20
 VENV_BIN = os.path.dirname(sys.executable)
 AGENT = os.path.join(VENV_BIN, "dtn-migrate-agent")
 FINAL = ("complete", "failed", "cancelled")
+
+#: ``DTN_REQUIRE_ALL=1``: a functional test that would skip fails instead,
+#: unless it needs hardware CI machines do not have (RDMA).
+REQUIRE_ALL = "DTN_REQUIRE_ALL"
+#: Reasons that stay skips under ``DTN_REQUIRE_ALL=1``.
+ALLOWED_SKIPS = ("no RDMA",)
+
+
+def require_all():
+    return os.environ.get(REQUIRE_ALL, "").strip() not in ("", "0")
+
+
+def check_skip(reason):
+    """Raise AssertionError when ``DTN_REQUIRE_ALL=1`` forbids skipping
+    for ``reason``; return otherwise.
+    """
+    if require_all() and not str(reason).startswith(ALLOWED_SKIPS):
+        raise AssertionError("%s=1: this test may not skip, but it would "
+                             "have: %s" % (REQUIRE_ALL, reason))
+
+
+_testtools_skip = testtools.TestCase.skipTest
+
+
+def _skip_test(self, reason):
+    # Every skip of a functional test goes through here, whatever its base
+    # class (testtools.TestCase subclasses of several modules): the strict
+    # switch is enforced in one place.
+    if self.id().startswith("tests.functional."):
+        check_skip(reason)
+    _testtools_skip(self, reason)
+
+
+testtools.TestCase.skipTest = _skip_test
 
 
 def data_root():
@@ -87,8 +129,12 @@ class Broker:
     def __init__(self):
         self.vhost = "dtnm-test-%s" % uuid.uuid4().hex[:8]
         self._ctl("add_vhost", self.vhost)
-        self._ctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*",
-                  ".*")
+        try:
+            self._ctl("set_permissions", "-p", self.vhost, "guest", ".*",
+                      ".*", ".*")
+        except BaseException:
+            self.delete()
+            raise
 
     @staticmethod
     def available():
@@ -256,6 +302,7 @@ class FunctionalTestCase(testtools.TestCase):
         super().setUpClass()
         ok, why = Broker.available()
         if not ok:
+            check_skip(why)
             raise testtools.TestCase.skipException(why)
         cls.broker = Broker()
 
@@ -282,7 +329,7 @@ class FunctionalTestCase(testtools.TestCase):
         self.agents.append(a)
         self.addCleanup(a.stop)
         self.addOnException(lambda exc_info, a=a: self.addDetail(
-            "log-%s" % a.name, testtools.content.text_content(a.tail(200))))
+            "log-%s" % a.name, content.text_content(a.tail(200))))
         return a
 
     def pair(self, src_kw=None, dst_kw=None):

@@ -25,14 +25,27 @@ class Relay(tcp_relay.Relay):
                                 self.upstream, 10)
 
 
-def nfs_url(server, path=""):
+def nfs_url(server, path="", add_cleanup=None):
     """A libnfs URL reaching ``server`` (a started ganesha.Ganesha) from
     the root namespace through two relays; returns (url, relays).
+
+    ``add_cleanup`` (a test's ``addCleanup``) is given each relay's
+    ``close`` as soon as the relay listens.  Without it, a relay made
+    before a failure is closed here before the error goes on.
     """
     ns = server.lab.ns(server.ns)
-    relays = [Relay(ns, "127.0.0.1", server.nfsport),
-              Relay(ns, "127.0.0.1", server.mountport)]
-    url = server.url_for(server.ns, path)
+    relays = []
+    try:
+        for port in (server.nfsport, server.mountport):
+            relays.append(Relay(ns, "127.0.0.1", port))
+            if add_cleanup is not None:
+                add_cleanup(relays[-1].close)
+        url = server.url_for(server.ns, path)
+    except BaseException:
+        if add_cleanup is None:
+            for r in relays:
+                r.close()
+        raise
     base = url.split("?", 1)[0]
     return ("%s?nfsport=%d&mountport=%d" % (base, relays[0].port,
                                             relays[1].port), relays)

@@ -201,12 +201,34 @@ class TestReports(base.FunctionalTestCase):
 
     def test_engine_notice_can_be_turned_off(self):
         engine = self.engine()
-        src, dst = self.pair(dst_kw={"extra": {
-            "agent": {"notify_engine": "false"}}})
-        tid = self.send_image(src, dst)
+        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
+                 for r in ("src", "quiet", "told")}
+        ports = {r: base.free_port() for r in names}
+        src = self.agent(names["src"], {
+            names[r]: ("127.0.0.1", ports[r]) for r in ("quiet", "told")},
+            port=ports["src"])
+        # Two receiving agents on the same bus, with the same engine: one
+        # with notices off, one with the default (the positive control).
+        quiet = self.agent(names["quiet"], {
+            names["src"]: ("127.0.0.1", ports["src"])}, port=ports["quiet"],
+            extra={"agent": {"notify_engine": "false"}})
+        told = self.agent(names["told"], {
+            names["src"]: ("127.0.0.1", ports["src"])}, port=ports["told"])
+        for a in (quiet, told, src):
+            a.start()
+        for a in (quiet, told, src):
+            a.wait_ready(self.api)
+        silent = self.send_image(src, quiet)
         # The record is written before any notice would be sent.
-        self.incoming(dst, tid)
-        self.assertEqual([], engine.wait_for(tid, 2))
+        self.incoming(quiet, silent)
+        heard = self.send_image(src, told)
+        # The control: the engine hears of the later transfer, received
+        # by the agent that notifies, so the bus and the engine work ...
+        self.assertEqual([(heard, src.name)], engine.wait_for(heard))
+        self.assertEqual(src.name, self.incoming(told, heard)["peer"])
+        # ... and nothing came, or comes, of the earlier one.
+        self.assertEqual([], engine.wait_for(silent, 2))
+        self.assertEqual([(heard, src.name)], engine.calls)
 
     def test_attempt_round_trip(self):
         # A retried migration keeps its transfer id: the source tells

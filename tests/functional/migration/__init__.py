@@ -22,6 +22,7 @@ from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate import devcloud
 from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate.image import metadata
 from dtn_migrate import rpc
 from tests.functional import base
 from tests.functional import devcloud as devcloud_tests
@@ -29,6 +30,9 @@ from tests.functional import devcloud as devcloud_tests
 MiB = 1 << 20
 ENGINE = os.path.join(base.VENV_BIN, "dtn-migrate-engine")
 FINAL = ("complete", "failed", "cancelled")
+#: The PostgreSQL role tools/bootstrap.sh makes for the tests.
+PG_USER = "dtnm"
+PG_PASSWORD = "dtnm"
 
 
 class Engine(base.ServiceProcess):
@@ -133,7 +137,8 @@ class Cloud:
     """Everything of one cloud; ``start()`` brings it up."""
 
     def __init__(self, case, name, peer_name, nfs=False, persistence=None,
-                 keystone=None, glance_proxy=False, transfer=None):
+                 keystone=None, glance_proxy=False, transfer=None,
+                 broker=None, keystone_proxy=False):
         self.case = case
         self.name = name
         self.peer_name = peer_name
@@ -141,10 +146,16 @@ class Cloud:
         self.persistence = persistence
         self.keystone = keystone
         self.glance_proxy = glance_proxy
+        self.keystone_proxy = None
+        if keystone is not None and keystone_proxy:
+            # Counts this engine's token requests (POST /v3/auth/tokens):
+            # only the engine authenticates through it.
+            self.keystone_proxy = case.fault_proxy(keystone.endpoint)
         self.transfer = transfer
-        self.broker = case._brokers.pop(0) if getattr(
-            case, "_brokers", None) else base.Broker()
-        case.addCleanup(self.broker.delete)
+        if broker is None:
+            broker = base.Broker()
+            case.addCleanup(broker.delete)
+        self.broker = broker
         self.bus = Bus(self.broker.url())
         self.agent_name = "dtn-%s-%s" % (name, uuid.uuid4().hex[:4])
         self.engine_name = "engine-%s-%s" % (name, uuid.uuid4().hex[:4])
@@ -168,11 +179,11 @@ class Cloud:
             if not ok:
                 self.case.skipTest(why)
             self.ganesha = ganesha.Ganesha()
-            self.ganesha.start()
+            # close() is safe on a server that did not (fully) start.
             self.case.addCleanup(self.ganesha.close)
-            url, relays = relay.nfs_url(self.ganesha)
-            for r in relays:
-                self.case.addCleanup(r.close)
+            self.ganesha.start()
+            url, _relays = relay.nfs_url(self.ganesha,
+                                         add_cleanup=self.case.addCleanup)
             staging_dir = self.ganesha.local()
             self.staging = {"backend": "libnfs", "url": url,
                             "commit_interval_bytes": 16 * MiB,
@@ -190,8 +201,11 @@ class Cloud:
     def glance_auth(self):
         if self.keystone is not None:
             user = self.glance.default_user()
-            return {"auth_type": "password",
-                    "auth_url": self.keystone.auth_url,
+            auth_url = self.keystone.auth_url
+            if self.keystone_proxy is not None:
+                auth_url = self.keystone_proxy.endpoint + "/v3"
+            auth = {"auth_type": "password",
+                    "auth_url": auth_url,
                     "username": user["username"],
                     "password": user["password"],
                     "project_name": devcloud.glance.DEFAULT_PROJECT,
@@ -200,6 +214,9 @@ class Cloud:
                     "region_name": self.glance.region,
                     "valid_interfaces": "public",
                     "cloud_name": self.name, "retry_max_delay": 5}
+            if self.proxy is not None:
+                auth["endpoint_override"] = self.glance_endpoint
+            return auth
         auth = {"auth_type": "dtn_migrate_devcloud",
                 "endpoint": self.glance_endpoint,
                 "project_id": devcloud.glance.DEFAULT_PROJECT,
@@ -247,6 +264,12 @@ class Cloud:
         self.engine.start()
         self.wait_ready()
 
+    def staged_files(self):
+        """Files left on this cloud's staging export (dot files aside)."""
+        return sorted(os.path.relpath(os.path.join(d, f), self.staging_dir)
+                      for d, _s, fs in os.walk(self.staging_dir)
+                      for f in fs if not f.startswith("."))
+
     def admin(self):
         """A glanceclient with admin rights on this cloud's Glance."""
         if self.keystone is not None:
@@ -280,19 +303,43 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
             "log-%s" % a.name, content.text_content(a.tail(200))))
         return a
 
+    def brokers(self, n=2):
+        """N vhosts, made at once (rabbitmqctl takes seconds per call);
+        each one's deletion is registered as soon as it exists, even when
+        another could not be made.
+        """
+        with concurrent.futures.ThreadPoolExecutor(n) as pool:
+            futures = [pool.submit(base.Broker) for _ in range(n)]
+        made, errors = [], []
+        for f in futures:
+            try:
+                made.append(f.result())
+            except BaseException as exc:  # noqa: B902 - re-raised below
+                errors.append(exc)
+            else:
+                self.addCleanup(made[-1].delete)
+        if errors:
+            raise errors[0]
+        return made
+
     def clouds(self, nfs=False, persistence=(None, None), keystone=None,
-               proxy_a=False, proxy_b=False, transfer=None):
+               proxy_a=False, proxy_b=False, transfer=None,
+               keystone_proxy=False):
         self.key = os.urandom(32).hex()
         keystone = keystone or (None, None)
-        # rabbitmqctl takes seconds per call: make both vhosts at once.
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            self._brokers = list(pool.map(lambda _: base.Broker(), "ab"))
+        brokers = self.brokers(2)
         a = Cloud(self, "a", "b", nfs=nfs, persistence=persistence[0],
                   keystone=keystone[0], glance_proxy=proxy_a,
-                  transfer=transfer)
-        b = Cloud(self, "b", "a", nfs=nfs, persistence=persistence[1],
-                  keystone=keystone[1], glance_proxy=proxy_b,
-                  transfer=transfer)
+                  transfer=transfer, broker=brokers[0],
+                  keystone_proxy=keystone_proxy)
+        try:
+            b = Cloud(self, "b", "a", nfs=nfs, persistence=persistence[1],
+                      keystone=keystone[1], glance_proxy=proxy_b,
+                      transfer=transfer, broker=brokers[1],
+                      keystone_proxy=keystone_proxy)
+        except BaseException:
+            a.bus.close()
+            raise
         # Both buses close at once (the rabbit driver takes seconds to wind
         # down), before their vhosts are deleted.
         self.addCleanup(_in_parallel, [a.bus.close, b.bus.close])
@@ -345,6 +392,18 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         self.fail("request %s not done in time: %s" % (
             request_id, [(r["migration_id"], r["state"]) for r in recs]))
 
+    def wait_until(self, cond, what, timeout=120, interval=0.05):
+        """Poll ``cond()`` until it returns something true (returned)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = cond()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                self.fail("timed out after %d s waiting for %s"
+                          % (timeout, what))
+            time.sleep(interval)
+
     def wait_migration(self, migration_id, until=None, timeout=None):
         deadline = time.monotonic() + (timeout or self.timeout)
         rec = None
@@ -371,19 +430,77 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         except Exception as exc:  # noqa: B902 - any connection problem
             self.skipTest("MariaDB is not reachable on 127.0.0.1:3306 as "
                           "root: %s (tools/bootstrap.sh starts it)" % exc)
+        self.addCleanup(conn.close)
         db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
-        with conn.cursor() as cur:
-            cur.execute("CREATE DATABASE %s" % db)
 
         def drop():
             with conn.cursor() as cur:
                 cur.execute("DROP DATABASE IF EXISTS %s" % db)
-            conn.close()
+        # Registered first: a CREATE that failed half-way leaves nothing.
         self.addCleanup(drop)
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE %s" % db)
         return "mysql+pymysql://root@127.0.0.1/%s" % db
+
+    def postgresql(self, name):
+        """A fresh PostgreSQL database for one engine, owned by the role
+        ``dtnm`` that tools/bootstrap.sh makes; dropped afterwards.
+        """
+        try:
+            import psycopg2
+            conn = psycopg2.connect(host="127.0.0.1", user=PG_USER,
+                                    password=PG_PASSWORD, dbname="postgres",
+                                    connect_timeout=10)
+        except Exception as exc:  # noqa: B902 - any connection problem
+            self.skipTest("PostgreSQL is not reachable on 127.0.0.1:5432 as "
+                          "%s: %s (tools/bootstrap.sh starts it and makes "
+                          "the role)" % (PG_USER, exc))
+        conn.autocommit = True
+        self.addCleanup(conn.close)
+        db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
+
+        def drop():
+            with conn.cursor() as cur:
+                # FORCE: an engine killed -9 may leave a backend behind.
+                cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+        self.addCleanup(drop)
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE %s" % db)
+        return "postgresql+psycopg2://%s:%s@127.0.0.1/%s" % (
+            PG_USER, PG_PASSWORD, db)
 
     def peer_image(self, source_image, transfer_id):
         found = [dict(i) for i in self.b.admin().images.list(
             filters={"dtn_migrate_transfer_id": transfer_id})]
         self.assertEqual(1, len(found), found)
         return found[0]
+
+    def assertMigrated(self, rec, source, keep_id=False, visibility=None):
+        """REC (the source engine's record) is complete and cloud B holds
+        one image of its transfer: active, the same data (size, sha512),
+        no metadata difference (``metadata.compare``: formats, min_disk,
+        min_ram, tags, every property), the same name, the id and
+        visibility the request asked for.  Returns the peer's image.
+        """
+        self.assertEqual("complete", rec["state"], rec.get("error"))
+        peer = self.peer_image(source, rec["transfer_id"])
+        self.assertEqual("active", peer["status"])
+        self.assertEqual(source["size"], peer["size"])
+        self.assertEqual(source["os_hash_value"], peer["os_hash_value"])
+        self.assertEqual([], [str(d) for d in metadata.compare(
+            metadata.describe(source), peer)])
+        self.assertEqual(source["name"], peer["name"])
+        self.assertEqual(visibility or source["visibility"],
+                         peer["visibility"])
+        if keep_id:
+            self.assertEqual(source["id"], peer["id"])
+        else:
+            self.assertNotEqual(source["id"], peer["id"])
+        self.assertEqual(rec["transfer_id"],
+                         peer["dtn_migrate_transfer_id"])
+        self.assertEqual(peer["id"], rec["peer_image"]["image_id"])
+        self.assertEqual(source["os_hash_value"],
+                         rec["peer_image"]["os_hash_value"])
+        self.assertTrue(rec["peer_image"]["verified"], rec["peer_image"])
+        self.assertEqual([], rec["peer_image"]["differences"])
+        return peer

@@ -1,12 +1,18 @@
 """Faults during migrations between two real clouds: engine kill -9 at
-three points, a RabbitMQ restart, Glance B answering 503/429, bad
-requests.
+three points (SQLite, MariaDB and PostgreSQL persistence), a RabbitMQ
+restart, Glance B answering 503/429, a peer import that fails and is
+retried, bad requests.
+
+Faults are held by count, or until the test clears them, never by time:
+a FaultProxy in front of a Glance answers 503 to the data requests it
+must hold, so that the migration is provably where each step wants it
+(staging, transferring, importing) when the fault strikes.
 """
 
 import os
+import re
 import subprocess
 import time
-
 
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
@@ -15,6 +21,9 @@ from tests.functional import migration
 MiB = 1 << 20
 SIZE = 384 * MiB
 RATE = 48 * MiB           # DTN link rate limit: the transfer lags export
+#: Glance A's first download is cut after this many bytes (head included).
+CUT = 128 * MiB
+FILE = r"/file$"
 
 
 def _range_start(header):
@@ -23,118 +32,313 @@ def _range_start(header):
     return int(header.split("=", 1)[1].split("-", 1)[0])
 
 
+def data_gets(proxy):
+    """(range start, proxy action) of every GET of image data that went
+    through PROXY, in order.
+    """
+    log, requests = list(proxy.log), list(proxy.requests)
+    out = []
+    # The proxy appends to both for each request, one after the other.
+    for (m, p, action), (m2, p2, rng) in zip(log, requests):
+        if (m, p) != (m2, p2):
+            raise AssertionError("proxy log and requests disagree: %r %r"
+                                 % (log, requests))
+        if m == "GET" and p.endswith("/file"):
+            out.append((_range_start(rng), action))
+    return out
+
+
 class TestEngineCrash(migration.MigrationTestCase):
     """kill -9 the source engine; the restarted engine resumes from its
-    persisted flow without exporting staged bytes again.
+    persisted flow without exporting staged bytes again, and the agents
+    never send anything twice.
     """
-
-    def start(self):
-        a, b = self.clouds(proxy_a=True)
-        self.source = self.upload(a, data=os.urandom(SIZE), name="big")
-        req = self.a.bus.engine.migrate(
-            {}, b.agent_name, images=[self.source["id"]],
-            options={"transfer_options": {"rate_limit": RATE}})
-        self.rec = req["migrations"][0]
-        self.tid = self.rec["transfer_id"]
-        self.side = os.path.join(a.staging_dir, self.tid,
-                                 "image.data.watermark")
-        return a, b
 
     def committed(self):
         return dataset.read_watermark_file(self.side)[0]
 
-    def wait(self, cond, what, timeout=120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = cond()
-            if value:
-                return value
-            time.sleep(0.01)
-        self.fail("timed out waiting for %s" % what)
-
     def downloads(self):
-        return [(_range_start(r)) for m, p, r in list(self.a.proxy.requests)
-                if m == "GET" and p.endswith("/file")]
+        return data_gets(self.a.proxy)
 
-    def finish(self):
-        rec = self.wait_migration(self.rec["migration_id"])
-        self.assertEqual("complete", rec["state"], rec.get("error"))
-        peer = self.peer_image(self.source, self.tid)
-        self.assertEqual(self.source["os_hash_value"], peer["os_hash_value"])
+    def transfer(self):
+        """Agent A's status of the migration's transfer ({} before it
+        exists); every answer is kept to check that bytes never go back.
+        """
+        try:
+            status = self.agent_api.get_transfer({}, self.a.agent_name,
+                                                 self.tid)
+        except exception.TransferNotFound:
+            return {}
+        self.samples.append(status.get("bytes_done") or 0)
+        return status
+
+    def assertRunning(self, what):
+        rec = self.a.bus.engine.get_migration({}, self.mid)
+        self.assertEqual("running", rec["state"],
+                         "%s: %s" % (what, rec.get("error")))
         return rec
 
-    def test_kill_at_three_points(self):
-        """One migration, its source engine killed while staging, while
-        transferring and while the peer imports.
-        """
-        a, _b = self.start()
-        agent = a.bus.agent()
+    def kill_at_three_points(self, persistence=None):
+        a, b = self.clouds(proxy_a=True, proxy_b=True,
+                           persistence=(persistence, None))
+        self.agent_api = a.bus.agent()
+        self.samples = []
+        source = self.upload(a, data=os.urandom(SIZE), name="big",
+                             tags=["crash"], x_kind="kill")
+        # Held faults.  Staging: Glance A's first download is cut at CUT
+        # and the ranged GETs that resume it are answered 503 until the
+        # first kill.  Import: Glance B answers 503 to the upload until
+        # the third kill (after the whole body, which it reads away).
+        a.proxy.cut(CUT, count=1, method="GET", path=FILE)
+        a.proxy.fail(503, retry_after=None, method="GET", path=FILE)
+        b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, images=[source["id"]],
+            options={"transfer_options": {"rate_limit": RATE}})
+        self.mid = req["migrations"][0]["migration_id"]
+        self.tid = req["migrations"][0]["transfer_id"]
+        self.side = os.path.join(a.staging_dir, self.tid,
+                                 "image.data.watermark")
 
-        def transfer():
-            try:
-                return agent.get_transfer({}, a.agent_name, self.tid)
-            except exception.TransferNotFound:
-                return {}
+        # 1. While staging: the export holds after the cut.
+        self.wait_until(lambda: a.proxy.count("cut") == 1 and
+                        a.proxy.count("fail", "GET") >= 1,
+                        "staging to hold after the cut")
+        self.assertRunning("before kill 1")
+        a.engine.kill9()
+        at = self.committed()
+        self.assertTrue(0 < at <= CUT, at)
+        before = self.downloads()
+        self.assertEqual([(0, "cut")], before[:1])
+        self.assertEqual({"fail"}, {action for _s, action in before[1:]})
+        a.proxy.clear()
+        a.engine.start()
+        a.wait_ready()
 
-        # 1. While staging: the restarted engine resumes the export with
-        # one ranged download from the committed watermark.
-        at = self.wait(lambda: (16 * MiB <= self.committed() < SIZE - 64 *
-                                MiB) and self.committed(), "staging")
-        a.restart_engine(kill=True)
-        before = len(self.downloads())
         # 2. While transferring, staging complete.
-        self.wait(lambda: self.committed() == SIZE and
-                  0 < transfer().get("bytes_done", 0) < SIZE * 0.9,
-                  "the transfer")
-        resumed = self.downloads()[before:]
-        self.assertEqual(1, len(resumed), resumed)
-        self.assertGreaterEqual(resumed[0], at)
+        self.wait_until(lambda: self.committed() == SIZE and
+                        0 < self.transfer().get("bytes_done", 0) <
+                        SIZE * 0.9, "the transfer")
+        self.assertRunning("before kill 2")
         a.restart_engine(kill=True)
-        # 3. Once the transfer is complete (the peer imports).
-        self.wait(lambda: transfer().get("state") == "complete",
-                  "the transfer's end")
-        a.restart_engine(kill=True)
-        self.finish()
+        # The restarted engine resumed the export with one ranged
+        # download, from the committed watermark left by the kill.
+        resumed = self.downloads()[len(before):]
+        self.assertEqual([(at, "pass")], resumed)
+
+        # 3. Transfer complete, the peer import held by Glance B.
+        self.wait_until(lambda: self.transfer().get("state") == "complete",
+                        "the transfer's end")
+        self.assertRunning("before kill 3")
+        self.assertEqual(0, b.proxy.count("pass", "PUT"))
+        a.engine.kill9()
+        b.proxy.clear()
+        a.engine.start()
+        a.wait_ready()
+
+        rec = self.wait_migration(self.mid)
+        self.assertMigrated(rec, source)
+        self.assertEqual(1, b.proxy.count("pass", "PUT"))
+        self.assertGreaterEqual(b.proxy.count("fail", "PUT"), 1)
         # Nothing was exported again after the first resume.
-        self.assertEqual(resumed, self.downloads()[before:])
+        self.assertEqual(resumed, self.downloads()[len(before):])
         self.assertEqual(3, a.engine.log_text().count(
             "resuming outgoing migration"))
+        # The agents went on through the kills: one transfer, whose bytes
+        # never went back, nothing sent or received twice.
+        final = self.transfer()
+        self.assertEqual(sorted(self.samples), self.samples)
+        self.assertEqual(final["bytes_total"], final["bytes_done"])
+        self.assertEqual(0, final["bytes_resent"], final)
+        self.assertEqual(1, final["attempts"], final)
+        incoming = b.bus.agent().get_incoming({}, b.agent_name, self.tid)
+        self.assertEqual(0, incoming["bytes_duplicate"], incoming)
+        self.assertEqual(final["bytes_total"], incoming["bytes_received"])
+
+    def test_kill_at_three_points(self):
+        """One migration, its source engine (SQLite persistence) killed
+        while staging, while transferring and while the peer imports.
+        """
+        self.kill_at_three_points()
+
+    def test_kill_at_three_points_on_mariadb(self):
+        """The same with engine A's TaskFlow persistence on MariaDB."""
+        self.kill_at_three_points(self.mariadb("a"))
+
+    def test_kill_at_three_points_on_postgresql(self):
+        """The same with engine A's TaskFlow persistence on PostgreSQL."""
+        self.kill_at_three_points(self.postgresql("a"))
+
+
+def _rabbitmqctl(*args):
+    subprocess.run(["rabbitmqctl", "-q"] + list(args), check=True,
+                   timeout=120)
 
 
 class TestFaults(migration.MigrationTestCase):
 
     def test_rabbitmq_restart(self):
-        a, b = self.clouds()
-        source = self.upload(a, data=os.urandom(160 * MiB), name="r")
+        a, b = self.clouds(proxy_b=True)
+        size = 160 * MiB
+        source = self.upload(a, data=os.urandom(size), name="r",
+                             tags=["bus"])
+        agent = a.bus.agent()
+        # The peer import is held (Glance B answers 503 to the upload,
+        # after reading its body) until the broker is back: the migration
+        # is still mid-way then, however long the restart took.
+        b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
         req = self.a.bus.engine.migrate(
             {}, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": 32 * MiB}})
         mid = req["migrations"][0]["migration_id"]
-        self.wait_migration(mid, until=lambda r: r["state"] == "running")
-        time.sleep(1.0)
-        subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True,
-                       timeout=120)
-        time.sleep(3.0)
-        subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True,
-                       timeout=120)
+        tid = req["migrations"][0]["transfer_id"]
+
+        def transferring():
+            try:
+                status = agent.get_transfer({}, a.agent_name, tid)
+            except exception.TransferNotFound:
+                return None
+            return 0 < status["bytes_done"] < status["bytes_total"] and \
+                status
+        sent = self.wait_until(transferring, "the transfer to be under way")
+        rec = self.a.bus.engine.get_migration({}, mid)
+        self.assertEqual("running", rec["state"], rec.get("error"))
+        # Whatever happens below, the broker is running afterwards.
+        self.addCleanup(_rabbitmqctl, "await_startup")
+        self.addCleanup(_rabbitmqctl, "start_app")
+        _rabbitmqctl("stop_app")
+        time.sleep(3.0)             # the outage
+        _rabbitmqctl("start_app")
+        _rabbitmqctl("await_startup")
+        # Still mid-way: running, no upload let through to Glance B, no
+        # active image there.  (The import's byte count may already be
+        # whole: the proxy reads each refused body to its end.)
+        rec = self.wait_migration(mid, until=lambda r: True)
+        self.assertEqual("running", rec["state"], rec.get("error"))
+        self.assertEqual(0, b.proxy.count("pass", "PUT"))
+        self.assertEqual([], [i["id"] for i in b.admin().images.list()
+                              if i["status"] == "active"])
+        b.proxy.clear()
         rec = self.wait_migration(mid)
-        self.assertEqual("complete", rec["state"], rec.get("error"))
-        peer = self.peer_image(source, rec["transfer_id"])
-        self.assertEqual(source["os_hash_value"], peer["os_hash_value"])
+        self.assertMigrated(rec, source)
+        # The agent's transfer went on through the restart: one attempt,
+        # nothing sent twice.
+        status = agent.get_transfer({}, a.agent_name, tid)
+        self.assertGreater(status["bytes_done"], sent["bytes_done"])
+        self.assertEqual(status["bytes_total"], status["bytes_done"])
+        self.assertEqual(0, status["bytes_resent"], status)
+        self.assertEqual(1, status["attempts"], status)
+        self.assertEqual(1, b.proxy.count("pass", "PUT"))
 
     def test_glance_b_503_then_429(self):
         a, b = self.clouds(proxy_b=True)
-        source = self.upload(a, data=os.urandom(48 * MiB), name="busy")
-        b.proxy.fail(503, seconds=6, retry_after=None)
-        b.proxy.fail(429, count=3, retry_after=1)
+        source = self.upload(a, data=os.urandom(48 * MiB), name="busy",
+                             tags=["busy"])
+        # By count, whenever engine B gets there: creating the image is
+        # refused with 503, then 429 (Retry-After: 1); the upload twice
+        # with 503, then twice with 429 (Retry-After: 1).
+        b.proxy.fail(503, count=1, retry_after=None, method="POST",
+                     path=r"^/v2/images$")
+        b.proxy.fail(429, count=1, retry_after=1, method="POST",
+                     path=r"^/v2/images$")
+        b.proxy.fail(503, count=2, retry_after=None, method="PUT",
+                     path=FILE)
+        b.proxy.fail(429, count=2, retry_after=1, method="PUT", path=FILE)
         req = self.a.bus.engine.migrate({}, b.agent_name,
                                         images=[source["id"]])
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
-        self.assertEqual("complete", rec["state"], rec.get("error"))
-        self.assertGreater(b.proxy.count("fail"), 3)
-        peer = self.peer_image(source, rec["transfer_id"])
-        self.assertEqual(source["os_hash_value"], peer["os_hash_value"])
-        self.assertIn("retry", b.engine.log_text().lower())
+        peer = self.assertMigrated(rec, source)
+        self.assertEqual(2, b.proxy.count("fail", "POST"))
+        self.assertEqual(1, b.proxy.count("pass", "POST"))
+        self.assertEqual(4, b.proxy.count("fail", "PUT"))
+        self.assertEqual(1, b.proxy.count("pass", "PUT"))
+        log = b.engine.log_text()
+        # Metadata calls: keystoneauth1's retries (glanceclient).
+        meta = re.findall(r"Retriable status code (\d+)\. Retrying in "
+                          r"([0-9.]+)s\. (\d+) retries left", log)
+        self.assertEqual([("503", "8"), ("429", "7")],
+                         [(code, left) for code, _d, left in meta], meta)
+        self.assertEqual("1.0", meta[1][1])
+        # The upload: ImageService's own back-off.
+        upload = re.findall(
+            r"b image service: upload of image %s \(queued\): HTTP (\d+); "
+            r"retry (\d+) of 8 in ([0-9.]+) s" % re.escape(peer["id"]),
+            log)
+        self.assertEqual([("503", "1"), ("503", "2"), ("429", "3"),
+                          ("429", "4")],
+                         [(code, n) for code, n, _d in upload], upload)
+        # Exponential with jitter after a 503, Retry-After after a 429.
+        self.assertTrue(0.2 <= float(upload[0][2]) <= 0.5, upload)
+        self.assertTrue(0.5 <= float(upload[1][2]) <= 1.0, upload)
+        self.assertEqual(["1.0", "1.0"], [d for _c, _n, d in upload[2:]])
+
+    def test_retry_after_a_failed_peer_import(self):
+        """The peer import fails for good, and so does the migration; a
+        new request for the same image and peer is the next attempt of
+        the same transfer: nothing is exported or sent again, the peer
+        imports again from the files it already has.
+        """
+        a, b = self.clouds(proxy_a=True, proxy_b=True)
+        size = 16 * MiB
+        source = self.upload(a, data=os.urandom(size), name="again",
+                             tags=["retry"], x_kind="retry")
+        options = {"mode": "serial"}    # the import starts after the data
+        # Glance B refuses every upload, with Retry-After: 0 so that the
+        # engine's retries (and the import's attempts) run out at once.
+        b.proxy.fail(503, retry_after=0, method="PUT", path=FILE)
+        req = a.bus.engine.migrate({}, b.agent_name,
+                                   images=[source["id"]], options=options)
+        [first] = req["migrations"]
+        self.assertEqual(1, first["attempt"])
+        rec = self.wait_migration(first["migration_id"])
+        self.assertEqual("failed", rec["state"])
+        self.assertIn("import at %s failed" % b.agent_name, rec["error"])
+        refused = b.proxy.count("fail", "PUT")
+        self.assertGreater(refused, 1)
+        self.assertEqual(0, b.proxy.count("pass", "PUT"))
+        [imp] = b.bus.engine.list_migrations({})
+        self.assertEqual("failed", imp["state"])
+        self.assertEqual(first["transfer_id"], imp["transfer_id"])
+        # The half-imported image is gone.
+        self.assertEqual([], [dict(i) for i in b.admin().images.list()])
+        agent_a, agent_b = a.bus.agent(), b.bus.agent()
+        sent = agent_a.get_transfer({}, a.agent_name, first["transfer_id"])
+        self.assertEqual("complete", sent["state"])
+        received = agent_b.get_incoming({}, b.agent_name,
+                                        first["transfer_id"])
+        exports = data_gets(a.proxy)
+        self.assertEqual([(0, "pass")], exports)
+
+        b.proxy.clear()
+        req = a.bus.engine.migrate({}, b.agent_name,
+                                   images=[source["id"]], options=options)
+        [second] = req["migrations"]
+        self.assertNotEqual(first["migration_id"], second["migration_id"])
+        self.assertFalse(second.get("reused"))
+        self.assertEqual(first["transfer_id"], second["transfer_id"])
+        self.assertEqual(2, second["attempt"])
+        rec = self.wait_migration(second["migration_id"])
+        self.assertMigrated(rec, source)
+        self.assertEqual(2, rec["attempt"])
+        self.assertEqual(1, b.proxy.count("pass", "PUT"))
+        self.assertEqual(refused, b.proxy.count("fail", "PUT"))
+        # Not exported again: no download at all from Glance A.
+        self.assertEqual(exports, data_gets(a.proxy))
+        # Not sent again.
+        now = agent_a.get_transfer({}, a.agent_name, first["transfer_id"])
+        for key in ("bytes_done", "bytes_sent", "bytes_resent", "attempts"):
+            self.assertEqual(sent[key], now[key], key)
+        now_b = agent_b.get_incoming({}, b.agent_name,
+                                     first["transfer_id"])
+        for key in ("bytes_received", "bytes_duplicate", "sessions"):
+            self.assertEqual(received[key], now_b[key], key)
+        # B imported the same transfer again, as attempt 2.  Its record
+        # completes once its clean-up is done, which may be after A's.
+        [imp] = self.wait_until(
+            lambda: [m for m in b.bus.engine.list_migrations({})
+                     if m["state"] in migration.FINAL],
+            "the import at B to end")
+        self.assertEqual(("complete", 2), (imp["state"], imp["attempt"]))
 
     def test_bad_requests(self):
         a, b = self.clouds()
@@ -142,34 +346,56 @@ class TestFaults(migration.MigrationTestCase):
         good = self.upload(a, data=os.urandom(MiB), name="good")
         queued = dict(a.admin().images.create(
             name="empty", disk_format="raw", container_format="bare"))
+        images_at_a = len(list(a.admin().images.list()))
+        missing = "0" * 32
         cases = [
-            (exception.ImageNotFound, {"images": ["0" * 32]}),
+            # (exception, arguments, what the message must name)
+            (exception.ImageNotFound, {"images": [missing]}, [missing]),
             (exception.ImageNotActive, {"images": [good["id"],
-                                                   queued["id"]]}),
-            (exception.InvalidInput, {"images": "not-a-list"}),
+                                                   queued["id"]]},
+             [queued["id"], "queued"]),
+            (exception.InvalidInput, {"images": "not-a-list"},
+             ["images"]),
             (exception.InvalidInput, {"images": [good["id"]],
-                                      "options": {"bogus": 1}}),
+                                      "options": {"bogus": 1}},
+             ["bogus"]),
             (exception.InvalidInput, {"images": [good["id"]],
-                                      "options": {"visibility": "all"}}),
-            (exception.InvalidInput, {"selector": {"owner": "x"}}),
-            (exception.InvalidInput, {}),
+                                      "options": {"visibility": "all"}},
+             ["visibility", "all"]),
+            # The message names the argument and what it may hold (not
+            # the unknown key itself).
+            (exception.InvalidInput, {"selector": {"owner": "x"}},
+             ["selector", "'tag'", "'properties'"]),
+            (exception.InvalidInput, {}, ["images", "selector"]),
         ]
-        for exc, kwargs in cases:
+        for exc, kwargs, names in cases:
             err = self.assertRaises(exc, engine.migrate, {}, b.agent_name,
                                     **kwargs)
-            self.assertTrue(str(err), kwargs)
+            for name in names:
+                self.assertIn(name, str(err), kwargs)
         err = self.assertRaises(exception.PeerNotFound, engine.migrate, {},
                                 "nowhere", images=[good["id"]])
         self.assertIn("nowhere", str(err))
         self.assertIn(b.agent_name, str(err))
         # A payload the API does not know at all.
-        self.assertRaises(exception.InvalidInput, engine.client.call, {},
-                          "migrate", peer=5, images=None, selector=None,
-                          options=None, request_id=None, evil="x")
-        self.assertRaises(exception.InvalidInput, engine.client.call, {},
-                          "migrate", peer={"x": 1}, images=[good["id"]],
-                          selector=None, options=None, request_id=None)
-        # Nothing was created anywhere, and the engine still serves.
+        err = self.assertRaises(
+            exception.InvalidInput, engine.client.call, {}, "migrate",
+            peer=5, images=None, selector=None, options=None,
+            request_id=None, evil="x")
+        self.assertIn("evil", str(err))
+        err = self.assertRaises(
+            exception.InvalidInput, engine.client.call, {}, "migrate",
+            peer={"x": 1}, images=[good["id"]], selector=None,
+            options=None, request_id=None)
+        self.assertIn("peer", str(err))
+        # Nothing was created anywhere, and the engines still serve.
         self.assertEqual([], engine.list_migrations({}))
+        self.assertEqual([], b.bus.engine.list_migrations({}))
+        self.assertEqual([], b.bus.agent().list_incoming({}, b.agent_name))
+        self.assertEqual([], a.bus.agent().list_transfers({}, a.agent_name))
+        self.assertEqual([], a.staged_files())
+        self.assertEqual([], b.staged_files())
         self.assertEqual([], list(b.admin().images.list()))
+        self.assertEqual(images_at_a, len(list(a.admin().images.list())))
         self.assertEqual(a.engine_name, engine.ping({})["host"])
+        self.assertEqual(b.engine_name, b.bus.engine.ping({})["host"])
