@@ -13,6 +13,7 @@ from oslo_log import log as logging
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate import exception
+from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import factory
 
@@ -101,12 +102,18 @@ class Resources:
 
     def remove_staged(self, transfer_id):
         """Remove a migration's files (and their watermarks) from this
-        DTN's export; missing files are not an error.
+        DTN's export, then its directory if nothing else is left there;
+        missing files are not an error.
         """
         backend = self.backend()
         for leaf in (DATA, DESCRIPTOR):
             copy.cleanup(backend, staged_name(transfer_id, leaf),
                          self.conf.staging.watermark_suffix)
+        try:
+            backend.rmdir(transfer_id)
+        except staging_backend.NotEmpty:
+            LOG.info("kept the staging directory of transfer %s: it holds "
+                     "files that are not the migration's", transfer_id)
 
     def remove_staged_quietly(self, transfer_id, why):
         """remove_staged, best effort: a failure only costs space, so it

@@ -36,6 +36,10 @@ class PermissionDenied(StagingError):
     pass
 
 
+class NotEmpty(StagingError):
+    """A directory to remove still holds something."""
+
+
 class StaleHandle(StagingError):
     """The server no longer knows the file handle (ESTALE)."""
 
@@ -65,6 +69,7 @@ _ERRNO = {
     errno.EACCES: PermissionDenied,
     errno.EPERM: PermissionDenied,
     errno.ESTALE: StaleHandle,
+    errno.ENOTEMPTY: NotEmpty,
     errno.EIO: Unavailable,
     errno.ETIMEDOUT: Unavailable,
     errno.ECONNREFUSED: Unavailable,
@@ -164,6 +169,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def rename(self, old, new):
         """Atomically rename ``old`` over ``new``."""
+
+    @abc.abstractmethod
+    def rmdir(self, name):
+        """Remove the empty directory ``name``; a missing one is not an
+        error, one that still holds something raises :class:`NotEmpty`.
+        """
 
     @abc.abstractmethod
     def free_bytes(self):

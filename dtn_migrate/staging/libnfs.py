@@ -1070,9 +1070,6 @@ class LibnfsBackend(backend.Backend):
                       "mkdir %s on %s" % (name, self.where))
 
     def rmdir(self, name):
-        """Remove the empty directory ``name``; a missing one is not an
-        error.
-        """
         backend.check_name(name)
         what = "rmdir %s on %s" % (name, self.where)
 

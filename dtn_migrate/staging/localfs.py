@@ -116,6 +116,14 @@ class LocalBackend(backend.Backend):
         except OSError as exc:
             raise _fail(exc, "rename %s to %s" % (old, new)) from exc
 
+    def rmdir(self, name):
+        try:
+            os.rmdir(self.path(name))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _fail(exc, "rmdir %s" % name) from exc
+
     def free_bytes(self):
         st = os.statvfs(self.root)
         return st.f_bavail * st.f_frsize

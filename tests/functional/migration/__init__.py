@@ -265,10 +265,17 @@ class Cloud:
         self.wait_ready()
 
     def staged_files(self):
-        """Files left on this cloud's staging export (dot files aside)."""
-        return sorted(os.path.relpath(os.path.join(d, f), self.staging_dir)
-                      for d, _s, fs in os.walk(self.staging_dir)
-                      for f in fs if not f.startswith("."))
+        """Files and directories (``name/``) left on this cloud's staging
+        export, dot entries aside.
+        """
+        found = []
+        for d, subdirs, files in os.walk(self.staging_dir):
+            subdirs[:] = [s for s in subdirs if not s.startswith(".")]
+            found += [os.path.join(d, s) + "/" for s in subdirs]
+            found += [os.path.join(d, f) for f in files
+                      if not f.startswith(".")]
+        return sorted(os.path.relpath(p, self.staging_dir) +
+                      ("/" if p.endswith("/") else "") for p in found)
 
     def admin(self):
         """A glanceclient with admin rights on this cloud's Glance."""

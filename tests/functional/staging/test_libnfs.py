@@ -211,6 +211,10 @@ class TestNames(LibnfsTestCase):
         be.mkdir("m/n/o")
         be.mkdir("m/n/o")
         self.assertTrue(os.path.isdir(srv.local("m", "n", "o")))
+        self.assertRaises(backend.NotEmpty, be.rmdir, "m/n")
+        be.rmdir("m/n/o")
+        be.rmdir("m/n/o")                       # missing: not an error
+        self.assertEqual([], os.listdir(srv.local("m", "n")))
         self.assertRaises(backend.NotFound, be.open_read, "nothing")
         self.assertRaises(backend.NotFound, be.rename, "nothing", "x")
 

@@ -224,7 +224,7 @@ class TestCleanup(testtools.TestCase):
             for leaf in ("image.data", "image.data.wm", "image.json"):
                 self.backend.write_small("%s/%s" % (TID, leaf), b"x")
             task.execute(TID)
-            self.assertEqual([], os.listdir(os.path.join(self.root, TID)))
+            self.assertEqual([], os.listdir(self.root))
 
     def test_best_effort(self):
         backend = mock.Mock()
@@ -343,6 +343,26 @@ class TestResources(testtools.TestCase):
         self.assertEqual(100, res.copy_options().free_margin)
         backend.total_bytes.return_value = None
         self.assertEqual(10, res.copy_options().free_margin)
+
+    def test_remove_staged_removes_the_directory_it_empties(self):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root)
+        res = make_res(backend=localfs.LocalBackend(root))
+        for tid in (TID, MID):
+            os.mkdir(os.path.join(root, tid))
+            for leaf in (resources.DATA, resources.DESCRIPTOR,
+                         resources.DATA + ".wm"):
+                open(os.path.join(root, tid, leaf), "wb").close()
+        # Someone else's file in MID's directory: kept, with the directory.
+        open(os.path.join(root, MID, "notes.txt"), "wb").close()
+        res.remove_staged(TID)
+        res.remove_staged(TID)      # nothing left: not an error
+        with self.assertLogs(resources.LOG.logger, "INFO") as logs:
+            res.remove_staged(MID)
+        self.assertEqual([MID], os.listdir(root))
+        self.assertEqual(["notes.txt"], os.listdir(os.path.join(root, MID)))
+        self.assertIn("kept the staging directory of transfer %s" % MID,
+                      "\n".join(logs.output))
 
     def test_check_peer(self):
         agent = mock.Mock()

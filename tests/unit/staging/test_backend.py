@@ -27,6 +27,9 @@ class Minimal(backend.Backend):
     def rename(self, old, new):
         pass
 
+    def rmdir(self, name):
+        pass
+
     def free_bytes(self):
         return 100
 
@@ -46,3 +49,14 @@ class TestLocalBackend(testtools.TestCase):
         st = os.statvfs(root)
         self.assertEqual(st.f_blocks * st.f_frsize, be.total_bytes())
         self.assertLessEqual(be.free_bytes(), be.total_bytes())
+
+    def test_rmdir(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        be = localfs.LocalBackend(root)
+        os.makedirs(os.path.join(root, "t", "u"))
+        self.assertRaises(backend.NotEmpty, be.rmdir, "t")
+        be.rmdir("t/u")
+        be.rmdir("t")
+        be.rmdir("t")               # missing: not an error
+        self.assertEqual([], os.listdir(root))
+        self.assertRaises(ValueError, be.rmdir, "../x")

@@ -239,6 +239,11 @@ class MemBackend(backend.Backend):
         with self.lock:
             self.files[new] = self.files.pop(old)
 
+    def rmdir(self, name):
+        with self.lock:
+            if any(f.startswith(name + "/") for f in self.files):
+                raise backend.NotEmpty(name)
+
     def free_bytes(self):
         return self.free
 
