@@ -24,44 +24,46 @@ source "$TOP/tools/apt.sh"
 # shellcheck disable=SC2086
 apt_ensure bootstrap $APT_PACKAGES
 
-# RabbitMQ carries the agents' RPC (the demo falls back to no bus).
-if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
-  echo "bootstrap: starting rabbitmq-server"
-  $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+# listening PORT: something accepts connections on 127.0.0.1:PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# wait_listening PORT: up to 60 s for it.
+wait_listening() {
   for _ in $(seq 60); do
-    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+    listening "$1" && return 0
     sleep 1
   done
+  return 0
+}
+
+# RabbitMQ carries the agents' RPC (the demo falls back to no bus).
+if ! listening 5672; then
+  echo "bootstrap: starting rabbitmq-server"
+  $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+  wait_listening 5672
 fi
 
 # MariaDB holds the engines' TaskFlow persistence in the functional tests
 # (SQLite is the embedded default).  root over the socket or 127.0.0.1
 # with an empty password, as the machine image has it.
-if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
+if ! listening 3306; then
   echo "bootstrap: starting mariadb"
   $SUDO mkdir -p /run/mysqld
   $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
   $SUDO start-stop-daemon --start --oknodo --background \
     --exec /usr/sbin/mariadbd -- --user=mysql >/dev/null 2>&1 || true
-  for _ in $(seq 60); do
-    (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null && break
-    sleep 1
-  done
+  wait_listening 3306
 fi
 
 # PostgreSQL holds them too, in the tests that say so.  Its role dtnm
 # (password dtnm, CREATEDB) is made over the local socket as postgres, so
 # that it works whatever pg_hba.conf asks of TCP clients.
-if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+if ! listening 5432; then
   echo "bootstrap: starting postgresql"
   for version in $(ls /etc/postgresql 2>/dev/null); do
     $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start \
       >/dev/null 2>&1 || true
   done
-  for _ in $(seq 60); do
-    (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && break
-    sleep 1
-  done
+  wait_listening 5432
 fi
 $SUDO runuser -u postgres -- psql -qAtc "DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'dtnm') THEN

@@ -102,13 +102,17 @@ class LocalBackend(backend.Backend):
         except OSError as exc:
             raise _fail(exc, "stat %s" % name) from exc
 
-    def remove(self, name):
+    def _unless_missing(self, op, name, what):
+        """``op(path of name)``; a missing name is not an error."""
         try:
-            os.unlink(self.path(name))
+            op(self.path(name))
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise _fail(exc, "remove %s" % name) from exc
+            raise _fail(exc, "%s %s" % (what, name)) from exc
+
+    def remove(self, name):
+        self._unless_missing(os.unlink, name, "remove")
 
     def rename(self, old, new):
         try:
@@ -117,12 +121,7 @@ class LocalBackend(backend.Backend):
             raise _fail(exc, "rename %s to %s" % (old, new)) from exc
 
     def rmdir(self, name):
-        try:
-            os.rmdir(self.path(name))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise _fail(exc, "rmdir %s" % name) from exc
+        self._unless_missing(os.rmdir, name, "rmdir")
 
     def free_bytes(self):
         st = os.statvfs(self.root)

@@ -332,20 +332,35 @@ class FunctionalTestCase(testtools.TestCase):
             "log-%s" % a.name, content.text_content(a.tail(200))))
         return a
 
+    def mesh(self, layout):
+        """Start agents; ``layout`` maps a role to (peer roles, kwargs or
+        a function of the role->name map giving them), or to None for a
+        peer that others know of but that does not run.  Returns role ->
+        Agent, or -> the name of a role that does not run.
+        """
+        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6]) for r in layout}
+        ports = {r: free_port() for r in layout}
+        agents = {}
+        for role, spec in layout.items():
+            if spec is None:
+                continue
+            peer_roles, kw = spec
+            if callable(kw):
+                kw = kw(names)
+            peers = {names[p]: ("127.0.0.1", ports[p]) for p in peer_roles}
+            agents[role] = self.agent(names[role], peers, port=ports[role],
+                                      **kw)
+        for a in agents.values():
+            a.start()
+        for a in agents.values():
+            a.wait_ready(self.api)
+        return {r: agents.get(r, names[r]) for r in layout}
+
     def pair(self, src_kw=None, dst_kw=None):
         """Start ``src`` and ``dst`` agents peered with each other."""
-        names = ("src-%s" % uuid.uuid4().hex[:6],
-                 "dst-%s" % uuid.uuid4().hex[:6])
-        dst_port, src_port = free_port(), free_port()
-        src = self.agent(names[0], {names[1]: ("127.0.0.1", dst_port)},
-                         port=src_port, **(src_kw or {}))
-        dst = self.agent(names[1], {names[0]: ("127.0.0.1", src_port)},
-                         port=dst_port, **(dst_kw or {}))
-        for a in (dst, src):
-            a.start()
-        for a in (dst, src):
-            a.wait_ready(self.api)
-        return src, dst
+        a = self.mesh({"dst": (["src"], dst_kw or {}),
+                       "src": (["dst"], src_kw or {})})
+        return a["src"], a["dst"]
 
     def start_transfer(self, src, dst, files, **kw):
         status = self.api.start_transfer({}, src.name, dst.name, files, **kw)

@@ -173,25 +173,6 @@ def make_certs(directory, server_name):
 class TestBadInput(base.FunctionalTestCase):
 
     # Helpers.
-    def mesh(self, layout):
-        """Start agents; ``layout`` maps a role to (peer roles, kwargs or
-        a function of the role->name map giving them).
-        """
-        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6]) for r in layout}
-        ports = {r: base.free_port() for r in layout}
-        agents = {}
-        for role, (peer_roles, kw) in layout.items():
-            if callable(kw):
-                kw = kw(names)
-            peers = {names[p]: ("127.0.0.1", ports[p]) for p in peer_roles}
-            agents[role] = self.agent(names[role], peers, port=ports[role],
-                                      **kw)
-        for a in agents.values():
-            a.start()
-        for a in agents.values():
-            a.wait_ready(self.api)
-        return agents
-
     def assertAlive(self, agent):
         self.assertIsNone(agent.proc.poll(), "agent %s died" % agent.name)
         self.assertEqual(agent.name, self.api.ping({}, agent.name)["host"])

@@ -137,24 +137,13 @@ class TestReports(base.FunctionalTestCase):
                           {}, src.name, "nobody", uuid.uuid4().hex)
 
     def test_wrong_key_or_no_peer_is_unreachable(self):
-        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
-                 for r in ("src", "dst", "liar", "gone")}
-        ports = {r: base.free_port() for r in names}
-        src = self.agent(names["src"], {
-            names[r]: ("127.0.0.1", ports[r]) for r in ("dst", "liar",
-                                                        "gone")},
-            port=ports["src"])
-        dst = self.agent(names["dst"], {names["src"]: ("127.0.0.1",
-                                                       ports["src"])},
-                         port=ports["dst"])
-        # Same peering, another key.
-        liar = self.agent(names["liar"], {names["src"]: ("127.0.0.1",
-                                                         ports["src"])},
-                          port=ports["liar"], key=os.urandom(32).hex())
-        for a in (src, dst, liar):
-            a.start()
-        for a in (src, dst, liar):
-            a.wait_ready(self.api)
+        a = self.mesh({
+            "src": (["dst", "liar", "gone"], {}),
+            "dst": (["src"], {}),
+            # Same peering, another key.
+            "liar": (["src"], {"key": os.urandom(32).hex()}),
+            "gone": None})
+        src, dst, liar = a["src"], a["dst"], a["liar"]
         tid = self.send_image(src, dst)
         self.incoming(dst, tid)
         self.api.set_import_report({}, dst.name, tid, REPORT)
@@ -166,7 +155,7 @@ class TestReports(base.FunctionalTestCase):
         self.assertIn("wrong key", message)
         message = self.assertRemote(
             exception.PeerUnreachable, self.api.get_peer_report, {},
-            src.name, names["gone"], tid)
+            src.name, a["gone"], tid)
         self.assertIn("cannot connect", message)
         # The good peering still works.  The source dropped the liar
         # before proving anything itself: no report lookup happened.
@@ -201,23 +190,14 @@ class TestReports(base.FunctionalTestCase):
 
     def test_engine_notice_can_be_turned_off(self):
         engine = self.engine()
-        names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
-                 for r in ("src", "quiet", "told")}
-        ports = {r: base.free_port() for r in names}
-        src = self.agent(names["src"], {
-            names[r]: ("127.0.0.1", ports[r]) for r in ("quiet", "told")},
-            port=ports["src"])
         # Two receiving agents on the same bus, with the same engine: one
         # with notices off, one with the default (the positive control).
-        quiet = self.agent(names["quiet"], {
-            names["src"]: ("127.0.0.1", ports["src"])}, port=ports["quiet"],
-            extra={"agent": {"notify_engine": "false"}})
-        told = self.agent(names["told"], {
-            names["src"]: ("127.0.0.1", ports["src"])}, port=ports["told"])
-        for a in (quiet, told, src):
-            a.start()
-        for a in (quiet, told, src):
-            a.wait_ready(self.api)
+        a = self.mesh({
+            "quiet": (["src"], {"extra": {
+                "agent": {"notify_engine": "false"}}}),
+            "told": (["src"], {}),
+            "src": (["quiet", "told"], {})})
+        src, quiet, told = a["src"], a["quiet"], a["told"]
         silent = self.send_image(src, quiet)
         # The record is written before any notice would be sent.
         self.incoming(quiet, silent)

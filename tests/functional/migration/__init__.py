@@ -22,6 +22,7 @@ from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate import devcloud
 from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate import exception
 from dtn_migrate.image import metadata
 from dtn_migrate import rpc
 from tests.functional import base
@@ -89,15 +90,19 @@ class Bus:
                                               transport=self.transport)
         self.notifications = []
         self._listener = None
+        self._agent = None
         self.url = url
 
     def agent(self):
-        api = agent_rpcapi.AgentAPI.__new__(agent_rpcapi.AgentAPI)
-        target = messaging.Target(topic=agent_rpcapi.TOPIC,
-                                  version=agent_rpcapi.AgentAPI.VERSION)
-        api.client = rpc.get_client(target, timeout=30, retry=3,
-                                    transport=self.transport)
-        return api
+        """The agent RPC API on this bus (made once)."""
+        if self._agent is None:
+            api = agent_rpcapi.AgentAPI.__new__(agent_rpcapi.AgentAPI)
+            target = messaging.Target(topic=agent_rpcapi.TOPIC,
+                                      version=agent_rpcapi.AgentAPI.VERSION)
+            api.client = rpc.get_client(target, timeout=30, retry=3,
+                                        transport=self.transport)
+            self._agent = api
+        return self._agent
 
     def listen(self):
         bus = self
@@ -271,11 +276,11 @@ class Cloud:
         found = []
         for d, subdirs, files in os.walk(self.staging_dir):
             subdirs[:] = [s for s in subdirs if not s.startswith(".")]
-            found += [os.path.join(d, s) + "/" for s in subdirs]
-            found += [os.path.join(d, f) for f in files
-                      if not f.startswith(".")]
-        return sorted(os.path.relpath(p, self.staging_dir) +
-                      ("/" if p.endswith("/") else "") for p in found)
+            rel = os.path.relpath(d, self.staging_dir)
+            prefix = "" if rel == "." else rel + "/"
+            found += [prefix + s + "/" for s in subdirs]
+            found += [prefix + f for f in files if not f.startswith(".")]
+        return sorted(found)
 
     def admin(self):
         """A glanceclient with admin rights on this cloud's Glance."""
@@ -411,6 +416,16 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
                           % (timeout, what))
             time.sleep(interval)
 
+    def transfer_status(self, cloud, transfer_id):
+        """CLOUD's DTN agent's status of ``transfer_id``, or {} before the
+        transfer exists.
+        """
+        try:
+            return cloud.bus.agent().get_transfer({}, cloud.agent_name,
+                                                  transfer_id)
+        except exception.TransferNotFound:
+            return {}
+
     def wait_migration(self, migration_id, until=None, timeout=None):
         deadline = time.monotonic() + (timeout or self.timeout)
         rec = None
@@ -428,6 +443,23 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         self.fail("migration %s not done in time; last %s"
                   % (migration_id, json.dumps(rec)))
 
+    def _database(self, conn, name, drop_sql):
+        """Create a fresh database named after ``name`` on DB-API
+        connection ``conn`` (autocommit), dropped with ``drop_sql`` (a
+        format taking the name) when the test ends; returns its name.
+        """
+        self.addCleanup(conn.close)
+        db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
+
+        def drop():
+            with conn.cursor() as cur:
+                cur.execute(drop_sql % db)
+        # Registered first: a CREATE that failed half-way leaves nothing.
+        self.addCleanup(drop)
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE %s" % db)
+        return db
+
     def mariadb(self, name):
         """A fresh MariaDB database for one engine; dropped afterwards."""
         try:
@@ -437,16 +469,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         except Exception as exc:  # noqa: B902 - any connection problem
             self.skipTest("MariaDB is not reachable on 127.0.0.1:3306 as "
                           "root: %s (tools/bootstrap.sh starts it)" % exc)
-        self.addCleanup(conn.close)
-        db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
-
-        def drop():
-            with conn.cursor() as cur:
-                cur.execute("DROP DATABASE IF EXISTS %s" % db)
-        # Registered first: a CREATE that failed half-way leaves nothing.
-        self.addCleanup(drop)
-        with conn.cursor() as cur:
-            cur.execute("CREATE DATABASE %s" % db)
+        db = self._database(conn, name, "DROP DATABASE IF EXISTS %s")
         return "mysql+pymysql://root@127.0.0.1/%s" % db
 
     def postgresql(self, name):
@@ -463,16 +486,9 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
                           "%s: %s (tools/bootstrap.sh starts it and makes "
                           "the role)" % (PG_USER, exc))
         conn.autocommit = True
-        self.addCleanup(conn.close)
-        db = "dtnm_%s_%s" % (name, uuid.uuid4().hex[:8])
-
-        def drop():
-            with conn.cursor() as cur:
-                # FORCE: an engine killed -9 may leave a backend behind.
-                cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
-        self.addCleanup(drop)
-        with conn.cursor() as cur:
-            cur.execute("CREATE DATABASE %s" % db)
+        # FORCE: an engine killed -9 may leave a backend behind.
+        db = self._database(conn, name,
+                            "DROP DATABASE IF EXISTS %s WITH (FORCE)")
         return "postgresql+psycopg2://%s:%s@127.0.0.1/%s" % (
             PG_USER, PG_PASSWORD, db)
 

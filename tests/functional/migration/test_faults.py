@@ -64,12 +64,9 @@ class TestEngineCrash(migration.MigrationTestCase):
         """Agent A's status of the migration's transfer ({} before it
         exists); every answer is kept to check that bytes never go back.
         """
-        try:
-            status = self.agent_api.get_transfer({}, self.a.agent_name,
-                                                 self.tid)
-        except exception.TransferNotFound:
-            return {}
-        self.samples.append(status.get("bytes_done") or 0)
+        status = self.transfer_status(self.a, self.tid)
+        if status:
+            self.samples.append(status.get("bytes_done") or 0)
         return status
 
     def assertRunning(self, what):
@@ -81,7 +78,6 @@ class TestEngineCrash(migration.MigrationTestCase):
     def kill_at_three_points(self, persistence=None):
         a, b = self.clouds(proxy_a=True, proxy_b=True,
                            persistence=(persistence, None))
-        self.agent_api = a.bus.agent()
         self.samples = []
         source = self.upload(a, data=os.urandom(SIZE), name="big",
                              tags=["crash"], x_kind="kill")
@@ -194,12 +190,9 @@ class TestFaults(migration.MigrationTestCase):
         tid = req["migrations"][0]["transfer_id"]
 
         def transferring():
-            try:
-                status = agent.get_transfer({}, a.agent_name, tid)
-            except exception.TransferNotFound:
-                return None
-            return 0 < status["bytes_done"] < status["bytes_total"] and \
-                status
+            status = self.transfer_status(a, tid)
+            return status and \
+                0 < status["bytes_done"] < status["bytes_total"] and status
         sent = self.wait_until(transferring, "the transfer to be under way")
         rec = self.a.bus.engine.get_migration({}, mid)
         self.assertEqual("running", rec["state"], rec.get("error"))
