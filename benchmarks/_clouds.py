@@ -100,16 +100,8 @@ class Cloud:
 
     def glance_auth(self):
         """The ``[glance]`` section: the default user's password."""
-        user = self.glance.default_user()
-        return {"auth_type": "password",
-                "auth_url": self.glance.keystone.auth_url,
-                "username": user["username"], "password": user["password"],
-                "project_name": user["project_name"],
-                "user_domain_name": "Default",
-                "project_domain_name": "Default",
-                "region_name": self.glance.region,
-                "valid_interfaces": "public", "cloud_name": self.name,
-                "retry_max_delay": 5}
+        return dict(self.glance.auth_options(), cloud_name=self.name,
+                    retry_max_delay=5)
 
     def conf(self):
         """Its engine's ``[glance]`` and ``[staging]`` options, parsed."""

@@ -16,13 +16,30 @@ Example (run as root from the repository root)::
         --size-big 4G --small-count 1000 \\
         --out doc/source/benchmarks/throughput
 
+Every sample also carries the CPU seconds the tool's client and server
+processes used (``cpu_s``, and ``cpu_s_per_GiB``), so that the cost of
+dtn-migrate's frame authentication can be read against the same run::
+
+    .venv/bin/python -m benchmarks.throughput --links loopback,10gbit \\
+        --workloads big --size-big 4G --reps 5 \\
+        --tools dtn-migrate,dtn-migrate-noauth,dtn-migrate-tls \\
+        --out doc/source/benchmarks/frame-auth
+
+``dtn-migrate`` tags every frame and object (the default),
+``dtn-migrate-noauth`` runs both ends with ``--no-frame-auth``, and
+``dtn-migrate-tls`` adds TLS (certificates made for the run) on top of
+the tags, for reference.
+
 See benchmarks/README.md for what each number means.
 """
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -35,7 +52,137 @@ from benchmarks import peers, report, workloads  # noqa: E402
 from tests.functional import netns  # noqa: E402
 
 DEFAULT_TOOLS = 'dtn-migrate,iperf3,gridftp,rsync,xrdcp'
-REFERENCES = ('gridftp', 'iperf3')
+REFERENCES = ('gridftp', 'iperf3', 'dtn-migrate-noauth')
+GiB = 1 << 30
+
+
+class DtnMigrateVariant(peers.DtnMigrate):
+    """dtn-migrate with extra arguments for its sink as well."""
+
+    def __init__(self, name, sink_args=(), tls=False, **kw):
+        super().__init__(name=name, **kw)
+        self.sink_args = list(sink_args)
+        self.tls = tls
+
+    def start_server(self):
+        super().start_server()
+        if self.tls:
+            ca, cert, key = make_certs(self.workdir, 'sink')
+            self.sink_args += ['--tls-cert', cert, '--tls-key', key]
+            self.extra_args += ['--tls-ca', ca, '--server-name', 'sink']
+
+    def spawn_server(self, argv, *args, **kw):
+        return super().spawn_server(list(argv) + self.sink_args, *args,
+                                    **kw)
+
+
+def make_certs(directory, server_name):
+    """A CA and a sink certificate it signs: (ca, cert, key) paths."""
+    def openssl(*argv):
+        subprocess.run(('openssl',) + argv, cwd=directory, check=True,
+                       capture_output=True, timeout=60)
+    newkey = ('-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+              '-nodes')
+    openssl('req', '-x509', *newkey, '-keyout', 'ca.key', '-out', 'ca.pem',
+            '-days', '2', '-subj', '/CN=bench ca',
+            '-addext', 'basicConstraints=critical,CA:TRUE',
+            '-addext', 'keyUsage=critical,keyCertSign')
+    with open(os.path.join(directory, 'sink.ext'), 'w') as f:
+        f.write('subjectAltName = DNS:%s\n' % server_name)
+    openssl('req', *newkey, '-keyout', 'sink.key', '-out', 'sink.csr',
+            '-subj', '/CN=' + server_name)
+    openssl('x509', '-req', '-in', 'sink.csr', '-CA', 'ca.pem', '-CAkey',
+            'ca.key', '-CAcreateserial', '-days', '2', '-extfile',
+            'sink.ext', '-out', 'sink.pem')
+    return tuple(os.path.join(directory, n)
+                 for n in ('ca.pem', 'sink.pem', 'sink.key'))
+
+
+TOOLS = dict(peers.PEERS, **{
+    # Frame authentication off at both ends (a trusted link).
+    'dtn-migrate-noauth': lambda **kw: DtnMigrateVariant(
+        'dtn-migrate-noauth', sink_args=('--no-frame-auth',),
+        extra_args=('--no-frame-auth',), **kw),
+    # TLS as well as frame authentication, for reference.
+    'dtn-migrate-tls': lambda **kw: DtnMigrateVariant(
+        'dtn-migrate-tls', tls=True, **kw),
+})
+
+
+def make_peer(tool, **options):
+    return TOOLS[tool](**options)
+
+
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _proc_stats():
+    """{pid: (ppid, CPU ticks of it and of its reaped children)}."""
+    stats = {}
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % name) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        # After "pid (comm)": state, ppid, ..., utime, stime, cutime,
+        # cstime are fields 2, 12, 13, 14, 15 (1-based).
+        stats[int(name)] = (int(fields[1]),
+                            sum(int(x) for x in fields[11:15]))
+    return stats
+
+
+def process_cpu(proc):
+    """CPU seconds of a running server: its process, every live process
+    below it (a GridFTP server forks one per session, a netns wrapper
+    execs the server below it) and the children they reaped; None if the
+    server is gone.
+    """
+    if proc is None:
+        return None
+    stats = _proc_stats()
+    if proc.pid not in stats:
+        return None
+    tree, ticks = {proc.pid}, 0
+    grew = True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    ticks = sum(stats[pid][1] for pid in tree)
+    return ticks / os.sysconf('SC_CLK_TCK')
+
+
+def timed_run(peer, ds):
+    """Run ``peer`` once; return the CPU seconds its client and server
+    used (the server's by /proc, read before it stops).
+    """
+    if isinstance(peer, peers.DtnMigrate):
+        # Its sink restarts for every run: reap the old one first, so
+        # that its CPU is not counted as this run's client's.
+        peer.stop_server()
+        stop, peer.stop_server = peer.stop_server, lambda: None
+    else:
+        stop = None
+    before = children_cpu()
+    server_before = process_cpu(peer.server) or 0.0
+    try:
+        peer.run(ds.files, manifest=ds.manifest_path)
+        client = children_cpu() - before
+        server = process_cpu(peer.server)
+        if server is None:
+            return None
+        return client + server - server_before
+    finally:
+        if stop is not None:
+            peer.stop_server = stop
+            stop()
 
 
 def parse_args(argv=None):
@@ -50,7 +197,7 @@ def parse_args(argv=None):
     ap.add_argument('--workloads', default='big,small',
                     help='comma list of big, small')
     ap.add_argument('--tools', default=DEFAULT_TOOLS,
-                    help='comma list of: ' + ', '.join(peers.PEERS))
+                    help='comma list of: ' + ', '.join(TOOLS))
     ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--size-big', default='4G')
     ap.add_argument('--small-count', type=int, default=1000)
@@ -65,6 +212,9 @@ def parse_args(argv=None):
                     help='delete the datasets at the end (default: keep '
                     'them for the next run)')
     ap.add_argument('--out', default='doc/source/benchmarks/throughput')
+    ap.add_argument('--render', action='store_true',
+                    help="only write the tables and plots again from "
+                    "--out's results.json (no measurement)")
     ap.add_argument('--mtu', type=int, default=1500)
     ap.add_argument('--warm', default='off',
                     help="'auto' = before every timed run, write and delete "
@@ -139,11 +289,17 @@ def summarize(results, links, wls, tools):
                     continue
                 mbps = report.summarize([s['MBps'] for s in ss])
                 secs = report.summarize([s['seconds'] for s in ss])
+                cpus = [s['cpu_s_per_GiB'] for s in ss
+                        if s.get('cpu_s_per_GiB') is not None]
+                cpu = report.summarize(cpus) if cpus else None
                 med[tool] = mbps['median']
+                if cpu:
+                    med[tool, 'cpu'] = cpu['median']
                 net = ss[0].get('uses_network', True)
                 summary.append({
                     'link': link, 'workload': wl, 'tool': tool,
                     'n': mbps['n'], 'MBps': mbps, 'seconds': secs,
+                    'cpu_s_per_GiB': cpu,
                     'line_rate_MBps': rate,
                     'fraction_of_line': (report.ratio(mbps['median'], rate)
                                          if net else None)})
@@ -152,8 +308,13 @@ def summarize(results, links, wls, tools):
                     continue
                 row = {'link': link, 'workload': wl, 'tool': tool}
                 for ref in REFERENCES:
+                    if ref == tool:
+                        continue
                     row['%s/%s' % (tool, ref)] = report.ratio(
                         med[tool], med.get(ref))
+                    if med.get((ref, 'cpu')):
+                        row['%s CPU/%s CPU' % (tool, ref)] = report.ratio(
+                            med.get((tool, 'cpu')), med[ref, 'cpu'])
                 row['%s/line' % tool] = report.ratio(med[tool], rate)
                 ratios.append(row)
     results['summary'] = summary
@@ -163,13 +324,15 @@ def summarize(results, links, wls, tools):
 
 def tables(results, wl_titles):
     headers = ['link', 'workload', 'tool', 'MB/s median (min–max)',
-               'seconds (median)', 'of line rate', 'n']
+               'seconds (median)', 'of line rate', 'CPU-s/GiB', 'n']
     rows = []
     for s in results['summary']:
+        cpu = s.get('cpu_s_per_GiB')
         rows.append([s['link'], wl_titles.get(s['workload'], s['workload']),
                      s['tool'], report.fmt_range(s['MBps']),
                      report.fmt(s['seconds']['median'], 2),
-                     report.fmt_pct(s['fraction_of_line']), s['n']])
+                     report.fmt_pct(s['fraction_of_line']),
+                     report.fmt(cpu['median'], 2) if cpu else '–', s['n']])
     rheaders = ['link', 'workload', 'ratio', 'value']
     rrows = []
     for r in results['ratios']:
@@ -193,7 +356,7 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
                          for t, d in results['settings']['tools'].items())
     md = ['# Throughput (MB/s = 10^6 bytes/s)', '',
           'Command: `%s`' % results['command'], '',
-          report.markdown_table(headers, rows, align='lllrrrr'), '',
+          report.markdown_table(headers, rows, align='lllrrrrr'), '',
           '## Ratios (medians of the same run)', '',
           report.markdown_table(rh, rr, align='lllr') if rr else '(none)\n',
           '',
@@ -230,15 +393,36 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
             report.text_table(rh, rr) if rr else '')
 
 
+def render(args):
+    """Tables, ratios and plots again from ``--out``'s results.json
+    (after a change to the reporting; nothing is measured).
+    """
+    with open(os.path.join(args.out, 'results.json')) as f:
+        results = json.load(f)
+    st = results['settings']
+    args.reps = st['reps']
+    tools = list(st['tools'])
+    wl_titles = {
+        'big': '1 x %s' % workloads.format_size(st['size_big']),
+        'small': '%d x %s' % (st['small_count'],
+                              workloads.format_size(st['small_size']))}
+    table, rtable = write_outputs(results, args, st['links'],
+                                  st['workloads'], tools, wl_titles)
+    print(table)
+    print(rtable)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.render:
+        return render(args)
     links = [x for x in args.links.split(',') if x]
     wls = [x for x in args.workloads.split(',') if x]
     tools = [x for x in args.tools.split(',') if x]
     for t in tools:
-        if t not in peers.PEERS:
+        if t not in TOOLS:
             sys.exit('unknown tool %r; known: %s' % (
-                t, ', '.join(peers.PEERS)))
+                t, ', '.join(TOOLS)))
     cmd = report.command_line()
     print('command:', cmd, flush=True)
 
@@ -339,7 +523,7 @@ def run_block(args, results, lab, link, wl, ds, tools):
         for tool in tools:
             if tool in results['skipped']:
                 continue
-            peer = peers.make_peer(tool, **peer_options(args, tool))
+            peer = make_peer(tool, **peer_options(args, tool))
             peer.warm_bytes = warm_bytes(args, ds)
             try:
                 peer.setup(lab, ds.root, os.path.join(args.dst_dir, tool))
@@ -362,7 +546,7 @@ def run_block(args, results, lab, link, wl, ds, tools):
             for pos, tool in enumerate(order):
                 peer = active[tool]
                 try:
-                    peer.run(ds.files, manifest=ds.manifest_path)
+                    cpu = timed_run(peer, ds)
                 except peers.PeerError as exc:
                     results['failures'].append({
                         'link': link, 'workload': wl, 'tool': tool,
@@ -371,11 +555,14 @@ def run_block(args, results, lab, link, wl, ds, tools):
                         link, wl, tool, rep, str(exc)[:500]), flush=True)
                     continue
                 sample = dict(peer.last, link=link, workload=wl, rep=rep,
-                              position=pos, time=time.time())
+                              position=pos, time=time.time(), cpu_s=cpu,
+                              cpu_s_per_GiB=(None if cpu is None else
+                                             cpu * GiB / peer.last['bytes']))
                 results['samples'].append(sample)
-                print('%-9s %-6s rep %d  %-17s %8.2f s %9.1f MB/s' % (
-                    link, wl, rep, tool, sample['seconds'], sample['MBps']),
-                    flush=True)
+                print('%-9s %-6s rep %d  %-18s %8.2f s %9.1f MB/s %s' % (
+                    link, wl, rep, tool, sample['seconds'], sample['MBps'],
+                    '' if cpu is None else
+                    '%6.2f CPU-s/GiB' % sample['cpu_s_per_GiB']), flush=True)
     finally:
         for peer in active.values():
             peer.teardown()

@@ -102,3 +102,16 @@ class MigrationFailed(DtnMigrateException):
 class PeerUnreachable(DtnMigrateException):
     msg_fmt = _("Peer DTN %(peer)s cannot be reached: %(reason)s")
     code = 503
+
+
+class PersistenceUnavailable(DtnMigrateException):
+    msg_fmt = _("The engine's persistence database is unavailable: "
+                "%(reason)s")
+    code = 503
+
+
+class PersistenceInUse(DtnMigrateException):
+    msg_fmt = _("Another dtn-migrate-engine uses the persistence database "
+                "%(database)s (%(holder)s): run one engine per persistence "
+                "database.")
+    code = 409

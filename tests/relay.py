@@ -2,7 +2,9 @@
 
 It forwards every connection to an upstream address.  It can flip a byte
 at a given offset of the client-to-server byte stream of the N-th
-connection whose data exceeds that offset (``corrupt``), cut every
+connection whose data exceeds that offset (``corrupt``), flip a byte
+every so many bytes of every client-to-server stream, a given number of
+times in all (``corrupt_many``), cut every
 connection at once and refuse new ones for a while (``cut``).  Run it in
 a thread from a test, or as a process:
 
@@ -29,6 +31,8 @@ class Relay:
         self.down_until = 0.0
         self.corrupt_after = None     # flip one byte past this offset
         self.corrupted = 0
+        self.corrupt_every = None     # with corrupt_left: many flips
+        self.corrupt_left = 0
         self.connections = 0
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -39,6 +43,37 @@ class Relay:
         """
         with self.lock:
             self.corrupt_after = after
+
+    def corrupt_many(self, every, count):
+        """Flip one byte every ``every`` bytes of each client-to-server
+        stream that carries that many bytes, ``count`` times in all.
+        """
+        with self.lock:
+            self.corrupt_every = every
+            self.corrupt_left = count
+
+    def _damage(self, data, seen):
+        """``data`` (at offset ``seen`` of its stream) with the bytes
+        due for damage flipped (lock held).
+        """
+        after = self.corrupt_after
+        if after is not None and seen <= after < seen + len(data):
+            data = self._flip(data, after - seen)
+            self.corrupt_after = None
+        every = self.corrupt_every
+        if every:
+            pos = (seen // every + 1) * every - 1
+            while self.corrupt_left > 0 and pos < seen + len(data):
+                data = self._flip(data, pos - seen)
+                self.corrupt_left -= 1
+                pos += every
+        return data
+
+    def _flip(self, data, i):
+        buf = bytearray(data)
+        buf[i] ^= 0xFF
+        self.corrupted += 1
+        return bytes(buf)
 
     def cut(self, down_for=0.0):
         """Reset every connection; refuse new ones for ``down_for`` s."""
@@ -95,14 +130,7 @@ class Relay:
                     break
                 if upstream:
                     with self.lock:
-                        after = self.corrupt_after
-                        if after is not None and seen <= after < \
-                                seen + len(data):
-                            buf = bytearray(data)
-                            buf[after - seen] ^= 0xFF
-                            data = bytes(buf)
-                            self.corrupt_after = None
-                            self.corrupted += 1
+                        data = self._damage(data, seen)
                 seen += len(data)
                 dst.sendall(data)
         except OSError:

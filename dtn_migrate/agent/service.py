@@ -28,6 +28,9 @@ def probe_rdma(conf, cfg):
     if dev is None:
         if cfg.transport == 'rdma':
             LOG.error("transport=rdma but RDMA is unavailable: %s", reason)
+        elif reason.startswith("pyverbs incompatible"):
+            # Not a machine without RDMA: a pyverbs this agent cannot use.
+            LOG.warning("RDMA unusable, using TCP: %s", reason)
         else:
             LOG.info("RDMA unavailable, using TCP: %s", reason)
     else:

@@ -288,6 +288,13 @@ class OutgoingTransfers:
                 bytes.fromhex(sha512)
             except ValueError:
                 raise _invalid("sha512 must be 128 hex digits")
+        # Validated now (no symlink, a regular file), and pinned: the
+        # source opens this very file (device and inode) later.
+        fd = self.root.open_read(rel)
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
         if growing:
             size = item.get("size")
             if not isinstance(size, int) or isinstance(size, bool) or \
@@ -297,12 +304,8 @@ class OutgoingTransfers:
             if wm is not None:
                 wm = os.path.join(self.root.path,
                                   paths.resolve_source(self.root, wm))
-            return [dataset.FileSpec(name=name, path=full, size=size,
-                                     sha512=sha512, growing=True,
-                                     watermark_file=wm)]
-        fd = self.root.open_read(rel)
-        os.close(fd)
-        spec = dataset.spec_for_path(full, name, sha512)
+            return [dataset.growing_spec(full, name, size, sha512, wm, st)]
+        spec = dataset.spec_for_path(full, name, sha512, st)
         if "size" in item and item["size"] != spec.size:
             raise _invalid("%s is %d bytes, the request says %s"
                            % (item["path"], spec.size, item["size"]))

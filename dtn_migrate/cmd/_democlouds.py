@@ -1,12 +1,15 @@
 """Two local clouds for dtn-migrate-demo.
 
-Each cloud has a Glance under uwsgi (SQLite, file store, noauth), a
-staging directory, a DTN agent and a migration engine with its own
-SQLite persistence, all on the cloud's own bus; only the agents' DTN
-link joins the clouds.  On RabbitMQ (one vhost per cloud) the agents
-and engines are processes with configuration files, as deployed; on
-the in-process transport (one ``fake://`` transport per cloud) they are
-services of the calling process, configured from the same files.
+Each cloud has a Glance under uwsgi (SQLite, file store) behind a
+Keystone that both clouds share (one region each, as with
+``glance-download``), a staging directory, a DTN agent and a migration
+engine with its own SQLite persistence, all on the cloud's own bus; only
+the agents' DTN link joins the clouds.  Agents, engines and the demo
+authenticate to Keystone with a password, as deployed.  On RabbitMQ
+(one vhost per cloud) the agents and engines are processes with
+configuration files, as deployed; on the in-process transport (one
+``fake://`` transport per cloud) they are services of the calling
+process, configured from the same files.
 """
 
 import functools
@@ -30,6 +33,7 @@ from oslo_config import cfg  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi  # noqa: E402
+from dtn_migrate.cmd import _errors  # noqa: E402
 from dtn_migrate import conf as dtn_conf  # noqa: E402
 from dtn_migrate.conf import peer as peer_conf  # noqa: E402
 from dtn_migrate import devcloud  # noqa: E402
@@ -44,7 +48,7 @@ RABBIT = ("127.0.0.1", 5672)
 BIN = os.path.dirname(sys.executable)
 
 
-class DemoError(Exception):
+class DemoError(_errors.CommandError):
     """Something the demo needs is missing or failed; the message says
     what.
     """
@@ -172,7 +176,7 @@ def _tail(path, lines=15):
 class Cloud:
     """One cloud: its directory, Glance, DTN agent, engine and bus."""
 
-    def __init__(self, workdir, name, tag):
+    def __init__(self, workdir, name, tag, keystone):
         self.name = name
         self.dir = os.path.join(workdir, "cloud-%s" % name)
         self.staging_dir = os.path.join(self.dir, "staging")
@@ -186,7 +190,8 @@ class Cloud:
         self.engine_conf = os.path.join(self.dir, "engine.conf")
         self.agent_log = os.path.join(self.dir, "agent.log")
         self.engine_log = os.path.join(self.dir, "engine.log")
-        self.glance = devcloud.GlanceServer(self.dir, name=name)
+        self.glance = devcloud.GlanceServer(self.dir, name=name,
+                                            keystone=keystone)
         self.transport = None
 
     def write_configs(self, peer, key, url):
@@ -214,16 +219,13 @@ class Cloud:
                         "allow_local": "true", "mount_check": "off",
                         "commit_interval_bytes": 16 * MiB,
                         "free_space_margin": 0},
-            "glance": {"auth_type": "dtn_migrate_devcloud",
-                       "endpoint": self.glance.endpoint,
-                       "project_id": devcloud.glance.DEFAULT_PROJECT,
-                       "roles": "admin,member,reader",
-                       "cloud_name": self.name, "retry_max_delay": 5},
+            "glance": dict(self.glance.auth_options(),
+                           cloud_name=self.name, retry_max_delay=5),
         })
 
     def admin(self):
-        """A glanceclient with admin rights on this cloud's Glance."""
-        return self.glance.admin_client()
+        """A glanceclient of this cloud's Glance, as the demo's user."""
+        return self.glance.client()
 
     def engine_api(self, timeout=30):
         return engine_rpcapi.EngineAPI(timeout=timeout, retry=3,
@@ -348,8 +350,9 @@ class Clouds:
         self.workdir = workdir
         self.kind = kind
         self.tag = uuid.uuid4().hex[:6]
-        self.a = Cloud(workdir, "a", self.tag)
-        self.b = Cloud(workdir, "b", self.tag)
+        self.keystone = devcloud.KeystoneServer(workdir, name="demo")
+        self.a = Cloud(workdir, "a", self.tag, self.keystone)
+        self.b = Cloud(workdir, "b", self.tag, self.keystone)
         self.key = os.urandom(32).hex()
         self.vhosts = Vhosts()
         self.urls = {}
@@ -392,6 +395,8 @@ class Clouds:
             self.services.start(cloud)
 
     def start_glances(self):
+        """Keystone, then the Glances (each registers in its catalog)."""
+        self.keystone.start()
         for cloud in self.clouds:
             cloud.glance.start()
 
@@ -443,6 +448,9 @@ class Clouds:
                     else cloud.glance.close)
         # While the services exit.
         parallel(*[functools.partial(down, c) for c in self.clouds])
+        attempt("stopping Keystone",
+                functools.partial(self.keystone.stop, kill=True) if keep
+                else self.keystone.close)
         if self.services is not None:
             attempt("waiting for the services", self.services.wait)
             self.services = None

@@ -1,8 +1,9 @@
 """Console entry point: dtn-migrate-demo (the README's main job).
 
 Migrates a generated qcow2 image between two clouds on this machine.
-Each cloud has a Glance (uwsgi, SQLite, file store), a DTN agent, a
-migration engine, a staging directory and a bus of its own: a RabbitMQ
+Each cloud has a Glance (uwsgi, SQLite, file store) in its own region
+of a Keystone both share, a DTN agent, a migration engine, a staging
+directory and a bus of its own: a RabbitMQ
 vhost when RabbitMQ answers on 127.0.0.1:5672, otherwise an in-process
 transport with every service inside this process.  The demo uploads
 the image to cloud a, asks engine a over a's bus to migrate it to cloud
@@ -258,6 +259,10 @@ class Demo:
         self.make_buses(self.vhosts, why)
         a, b = self.clouds.a, self.clouds.b
         self.clouds.start_services()
+        self.say("Keystone %s (uwsgi, SQLite, fernet tokens): regions %s "
+                 "and %s, password sessions" % (
+                     self.clouds.keystone.endpoint, a.glance.region,
+                     b.glance.region))
         for c in (a, b):
             self.say("cloud %s: Glance %s (uwsgi, SQLite, file store), DTN "
                      "agent %s on port %d, engine %s" % (

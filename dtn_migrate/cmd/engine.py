@@ -1,5 +1,7 @@
 """Console entry point: dtn-migrate-engine."""
 
+import sys
+
 from oslo_service import backend
 
 backend.init_backend(backend.BackendType.THREADING)
@@ -9,4 +11,11 @@ from dtn_migrate import service  # noqa: E402
 
 
 def main():
-    service.serve(engine_service.EngineService)
+    made = []
+
+    def make(conf):
+        made.append(engine_service.EngineService(conf))
+        return made[-1]
+    service.serve(make)
+    if made and made[0].lock_lost:
+        sys.exit(3)     # another engine took the persistence database

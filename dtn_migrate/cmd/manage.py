@@ -53,6 +53,7 @@ from oslo_config import cfg
 import oslo_messaging as messaging
 
 from dtn_migrate.agent import rpcapi
+from dtn_migrate.cmd import _errors
 from dtn_migrate.cmd import _progress
 from dtn_migrate import config
 from dtn_migrate.engine import requests as engine_requests
@@ -82,7 +83,7 @@ def _print(data):
     print(json.dumps(data, indent=1, sort_keys=True))
 
 
-class BusTimeout(Exception):
+class BusTimeout(_errors.CommandError):
     """An RPC call outlived its deadline (the broker is unreachable)."""
 
 

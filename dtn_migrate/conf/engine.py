@@ -52,6 +52,18 @@ engine_opts = [
     cfg.IntOpt(
         'rpc_timeout', default=60, min=1,
         help='Timeout of RPC calls to the DTN agent.'),
+    cfg.FloatOpt(
+        'lock_timeout', default=10.0, min=0,
+        help='An engine holds a lock on its persistence database (one '
+             'engine per database): seconds a starting engine waits for '
+             'it (held by another engine, or not yet dropped by the '
+             'database after an engine died) before it refuses to start.'),
+    cfg.FloatOpt(
+        'database_check_interval', default=5.0, min=0.5,
+        help='Seconds between checks of the persistence database: the '
+             'engine lock is taken again after a database restart, and '
+             'migrations whose outcome could not be saved during an '
+             'outage are saved (or run again).'),
 ]
 
 

@@ -32,6 +32,11 @@ transfer_opts = [
                     'Bounds what a crash can cost in resent data.'),
     cfg.IntOpt('max_open_files', default=_d.max_open_files, min=1,
                help='Files of one transfer in flight at once.'),
+    cfg.IntOpt('max_session_bitmap_bytes',
+               default=_d.max_session_bitmap_bytes, min=1,
+               help='Sink: bytes of the done-set bitmaps (one bit per '
+                    'object) of one session\'s open files; a file that '
+                    'would go over it is refused (BOUNDS).'),
     cfg.IntOpt('sync_bytes', default=_d.sync_bytes, min=0,
                help='Sink: fdatasync after this many unsynced bytes ...'),
     cfg.FloatOpt('sync_interval', default=_d.sync_interval, min=0.001,
@@ -93,6 +98,31 @@ transfer_opts = [
                       'this many seconds.'),
     cfg.IntOpt('max_sessions', default=_d.max_sessions, min=1,
                help='Sink: incoming transfers served at once.'),
+    cfg.FloatOpt('handshake_timeout', default=_d.handshake_timeout,
+                 min=0.1,
+                 help='Sink: seconds a new connection has, in all, to '
+                      'complete TLS and authentication; bytes trickling in '
+                      'do not extend it.'),
+    cfg.IntOpt('max_unauthenticated', default=_d.max_unauthenticated,
+               min=1,
+               help='Sink: connections not yet authenticated held at once; '
+                    'more are closed at once.'),
+    cfg.IntOpt('max_unauthenticated_per_address',
+               default=_d.max_unauthenticated_per_address, min=1,
+               help='Sink: connections not yet authenticated held at once '
+                    'from one source address.'),
+    cfg.IntOpt('max_connections', default=_d.max_connections, min=1,
+               help='Sink: connections held at once, each with one thread '
+                    '(a session uses one plus one per stream).'),
+    cfg.BoolOpt('frame_auth', default=_d.frame_auth,
+                help='Authenticate every frame after the handshake with a '
+                     'session key (an HMAC-SHA256 tag on every frame and an '
+                     'HMAC-SHA256 digest of every object), so that no one '
+                     'on the path can change, replay or reorder what '
+                     'travels without TLS. '
+                     'As a source: ask for it. As a sink: refuse sources '
+                     'that do not. Turn off only on a trusted link, to '
+                     'save its CPU cost.'),
 ]
 
 

@@ -15,7 +15,9 @@ the calling venv.
 from dtn_migrate.devcloud._base import available
 from dtn_migrate.devcloud._base import clouds_venv
 from dtn_migrate.devcloud._base import CloudsNotInstalled
+from dtn_migrate.devcloud._base import DevcloudError
 from dtn_migrate.devcloud._base import free_port
+from dtn_migrate.devcloud._base import ImageFailed
 from dtn_migrate.devcloud._base import ServerFailed
 from dtn_migrate.devcloud.faultproxy import FaultProxy
 from dtn_migrate.devcloud.glance import GlanceServer
@@ -24,7 +26,7 @@ from dtn_migrate.devcloud.glance import wait_image
 from dtn_migrate.devcloud.keystone import KeystoneServer
 
 __all__ = [
-    "available", "clouds_venv", "CloudsNotInstalled", "FaultProxy",
-    "free_port", "GlanceServer", "KeystoneServer", "make_qcow2",
-    "ServerFailed", "wait_image",
+    "available", "clouds_venv", "CloudsNotInstalled", "DevcloudError",
+    "FaultProxy", "free_port", "GlanceServer", "ImageFailed",
+    "KeystoneServer", "make_qcow2", "ServerFailed", "wait_image",
 ]

@@ -25,12 +25,20 @@ _PORTS_LOCK = threading.Lock()
 _PORTS_GIVEN = set()
 
 
-class CloudsNotInstalled(RuntimeError):
+class DevcloudError(RuntimeError):
+    """The root of the dev clouds' errors."""
+
+
+class CloudsNotInstalled(DevcloudError):
     """The servers' virtualenv or one of its programs is missing."""
 
 
-class ServerFailed(RuntimeError):
+class ServerFailed(DevcloudError):
     """A server exited or did not answer in time."""
+
+
+class ImageFailed(DevcloudError):
+    """An image did not become what it was waited for."""
 
 
 def clouds_venv():
@@ -86,7 +94,7 @@ def free_port(host="127.0.0.1"):
             if port not in _PORTS_GIVEN:
                 _PORTS_GIVEN.add(port)
                 return port
-    raise RuntimeError("no free port")
+    raise DevcloudError("no free port")
 
 
 def wait_port_free(port, timeout=30, host="127.0.0.1"):
@@ -215,6 +223,7 @@ class UwsgiServer:
         self.threads = threads
         self.proc = None
         self.env = {}
+        self.pythonpath = []    # directories added to the app's sys.path
         self.uwsgi_log = os.path.join(self.dir, "uwsgi.log")
         self.start_seconds = None
 
@@ -257,6 +266,8 @@ class UwsgiServer:
         ]
         for key, value in sorted(self.env.items()):
             lines.append("env = %s=%s" % (key, value))
+        for directory in self.pythonpath:
+            lines.append("pythonpath = %s" % directory)
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         return path

@@ -2,9 +2,12 @@
 
 Two modes:
 
-* noauth (``keystone=None``): the paste pipeline runs Glance's ``context``
-  filter without ``authtoken``; clients send the identity headers
-  (``auth.IdentityHeaders``), so images get real owners and roles.
+* noauth (``keystone=None``): the paste pipeline runs
+  :class:`~dtn_migrate.devcloud.identity.IdentityFromToken` and Glance's
+  ``context`` filter without ``authtoken``; clients use keystoneauth1's
+  ``admin_token`` plugin with a :func:`~dtn_migrate.devcloud.identity.token`
+  naming their project and roles (:meth:`GlanceServer.auth_options`), so
+  images get real owners and roles.
 * keystone: ``authtoken`` + ``context`` against a ``KeystoneServer``; the
   Glance registers itself in the catalog as service ``image`` in its own
   region (``RegionA`` for name ``a``), which is what the
@@ -22,12 +25,15 @@ import subprocess
 import time
 
 from dtn_migrate.devcloud import _base
+from dtn_migrate.devcloud import identity
 
 IMPORT_METHODS = ("glance-direct", "web-download", "copy-image",
                   "glance-download")
 DEFAULT_PROJECT = "devcloud-project"
-MEMBER_ROLES = ("member", "reader")
+MEMBER_ROLES = identity.DEFAULT_ROLES
 ADMIN_ROLES = ("admin", "member", "reader")
+#: The module name of the noauth identity filter in Glance's conf dir.
+IDENTITY_MODULE = "dtn_devcloud_identity"
 
 _PASTE = """\
 [composite:glance-api-devcloud]
@@ -42,7 +48,7 @@ paste.composite_factory = glance.api:root_app_factory
 
 [composite:api]
 paste.composite_factory = glance.api:pipeline_factory
-devcloud = http_proxy_to_wsgi versionnegotiation context rootapp
+devcloud = http_proxy_to_wsgi versionnegotiation identity context rootapp
 keystone = http_proxy_to_wsgi versionnegotiation authtoken context rootapp
 
 [composite:rootapp]
@@ -64,6 +70,9 @@ disable_by_file_path = {healthcheck_disable}
 [filter:versionnegotiation]
 paste.filter_factory = \
 glance.api.middleware.version_negotiation:VersionNegotiationFilter.factory
+
+[filter:identity]
+paste.filter_factory = {identity_module}:filter_factory
 
 [filter:context]
 paste.filter_factory = \
@@ -117,6 +126,7 @@ class GlanceServer(_base.UwsgiServer):
         self.images_dir = os.path.join(self.dir, "images")
         self.staging_dir = os.path.join(self.dir, "staging")
         self.env = {"OS_GLANCE_CONFIG_DIR": self.confdir}
+        self.pythonpath = [self.confdir]
         self._service_user = None
         self._default_user = None
 
@@ -130,8 +140,13 @@ class GlanceServer(_base.UwsgiServer):
             _base.cached_template("glance.db", _build_database, self.db)
         with open(os.path.join(self.confdir, "glance-api-paste.ini"),
                   "w") as f:
-            f.write(_PASTE.format(healthcheck_disable=os.path.join(
-                self.dir, "healthcheck_disable")))
+            f.write(_PASTE.format(
+                healthcheck_disable=os.path.join(self.dir,
+                                                 "healthcheck_disable"),
+                identity_module=IDENTITY_MODULE))
+        # The noauth identity filter, loaded from here by this Glance only.
+        shutil.copyfile(identity.__file__, os.path.join(
+            self.confdir, IDENTITY_MODULE + ".py"))
         sections = {
             "DEFAULT": {
                 "log_file": self.log, "use_stderr": False, "debug": False,
@@ -203,11 +218,34 @@ class GlanceServer(_base.UwsgiServer):
         Keystone, the default test user's password session.
         """
         from keystoneauth1 import session as ks_session
+        from keystoneauth1 import token_endpoint
         if self.keystone:
             return self.default_user().session()
-        from dtn_migrate.devcloud import auth
-        return ks_session.Session(auth=auth.IdentityHeaders(
-            endpoint or self.endpoint, project_id, user_id, roles))
+        return ks_session.Session(auth=token_endpoint.Token(
+            endpoint or self.endpoint,
+            identity.token(project_id, user_id, roles)))
+
+    def auth_options(self, project_id=DEFAULT_PROJECT, roles=ADMIN_ROLES,
+                     user_id=None, endpoint=None):
+        """The keystoneauth1 options of a service's ``[glance]`` section,
+        with stock plugins only (nothing of this package is loaded by
+        name).  keystone: the default user's password, this Glance's
+        region.  noauth: ``admin_token`` acting for PROJECT_ID with ROLES.
+        """
+        if self.keystone:
+            user = self.default_user()
+            return {"auth_type": "password",
+                    "auth_url": self.keystone.auth_url,
+                    "username": user["username"],
+                    "password": user["password"],
+                    "project_name": user["project_name"],
+                    "user_domain_name": "Default",
+                    "project_domain_name": "Default",
+                    "region_name": self.region,
+                    "valid_interfaces": "public"}
+        return {"auth_type": "admin_token",
+                "endpoint": endpoint or self.endpoint,
+                "token": identity.token(project_id, user_id, roles)}
 
     def default_user(self):
         """Keystone mode: ``devcloud-user`` (member) of ``devcloud-project``,
@@ -265,7 +303,7 @@ def wait_image(client, image_id, status="active", timeout=120):
             if tasks and tasks[-1]["status"] == "failure":
                 why = "import task failed: %s" % tasks[-1].get("message")
         if why:
-            raise RuntimeError("image %s: status %s, %s" % (
+            raise _base.ImageFailed("image %s: status %s, %s" % (
                 image_id, image["status"], why))
         if time.monotonic() > deadline:
             raise TimeoutError("image %s still %s after %ss" % (

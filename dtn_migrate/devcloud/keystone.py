@@ -93,6 +93,7 @@ class KeystoneServer(_base.UwsgiServer):
         self.env = {"OS_KEYSTONE_CONFIG_FILES": self.conf}
         self._admin = None
         self._roles = {}
+        self._passwords = {}    # user name -> password this object set
 
     @property
     def auth_url(self):
@@ -184,12 +185,16 @@ class KeystoneServer(_base.UwsgiServer):
         found = self._find("users", name=name, domain_id="default")
         if found:
             user_id = found[0]["id"]
-            self._api("PATCH", "/users/%s" % user_id,
-                      {"user": {"password": password}})
+            # A password change revokes the user's tokens (to the second):
+            # set it only when it is not already the one wanted.
+            if self._passwords.get(name) != password:
+                self._api("PATCH", "/users/%s" % user_id,
+                          {"user": {"password": password}})
         else:
             user_id = self._api("POST", "/users", {"user": {
                 "name": name, "password": password, "domain_id": "default",
                 "default_project_id": project_id}})["user"]["id"]
+        self._passwords[name] = password
         for role in roles:
             self._api("PUT", "/projects/%s/users/%s/roles/%s" % (
                 project_id, user_id, self.ensure_role(role)))

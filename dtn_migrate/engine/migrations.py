@@ -7,6 +7,12 @@ TaskFlow flow persisted in :class:`persistence.Store`; at most
 incoming flows run at once, the rest wait in a queue.  An engine that
 starts finds the flows a previous run left unfinished and runs them
 again: their tasks are idempotent and skip what is done.
+
+A migration whose worker ends on a database error (the database is down
+or restarting) is *stranded*: its outcome, when it has one, is kept in
+memory, and :meth:`Migrations.recover` saves it (or runs the flow again)
+as soon as the database answers.  A request never reuses a record that
+has no live worker: it settles a stranded one first.
 """
 
 import functools
@@ -23,6 +29,7 @@ from taskflow import states as tf_states
 
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine.flows import outgoing as outgoing_flow
+from dtn_migrate.engine import persistence
 from dtn_migrate.engine import requests
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -37,7 +44,7 @@ FINAL_STATES = requests.FINAL_STATES
 _INCOMING_NS = uuid.UUID("8f0d3b8e-2f36-4c55-9d52-6d7c1b7f3a11")
 STAGES = requests.STAGES
 #: Failures of a stage that only follow another stage's.
-_SECONDARY = (base.Cancelled, base.StageFailed)
+_SECONDARY = base.SECONDARY
 
 
 def incoming_id(transfer_id):
@@ -62,9 +69,9 @@ def _reason(exc):
 def _cancelled(exc):
     failures = list(exc) if isinstance(exc, tf_exc.WrappedFailure) else None
     if failures is None:
-        return isinstance(exc, base.Cancelled)
+        return isinstance(exc, base.MigrationCancelled)
     return all(f.check(*_SECONDARY) for f in failures) and \
-        any(f.check(base.Cancelled) for f in failures)
+        any(f.check(base.MigrationCancelled) for f in failures)
 
 
 class _Pool:
@@ -102,6 +109,9 @@ class Migrations:
         self.pending = set()            # ids queued or running here
         self.running = {}               # id -> (flow detail, storage)
         self.wanted = {}                # import id -> attempt asked for
+        # id -> changes of its unsaved outcome, or None (run it again):
+        # its worker ended on a database error.
+        self.stranded = {}
         self.pools = {
             OUTGOING: _Pool("migration", conf.engine.max_concurrent_migrations,
                             self._run),
@@ -131,6 +141,7 @@ class Migrations:
             metadata.check_migratable(image)
         out, stale = [], []
         with self.lock:
+            self._settle_all()
             latest = self._latest_outgoing()
             for image in found:
                 record, replaced = self._outgoing(
@@ -155,6 +166,10 @@ class Migrations:
             LOG.info("image %s to %s: migration %s exists (%s)",
                      image["id"], peer, prior["migration_id"],
                      prior["state"])
+            if prior["state"] in ACTIVE_STATES and \
+                    prior["migration_id"] not in self.pending:
+                # Left without a worker: it gets one.
+                self._submit(prior["migration_id"], OUTGOING)
             return dict(self._record(prior), reused=True), None
         migration_id = uuid.uuid4().hex
         transfer_id, attempt, replaced = migration_id, 1, None
@@ -176,7 +191,7 @@ class Migrations:
             "updated_at": _now(), "finished_at": None, "peer_image": None,
             "stages": {},
         }
-        self.store.create(migration_id, meta)
+        _saved(self.store.create, migration_id, meta)
         LOG.info("migration %s: image %s to %s queued (%s, transfer %s, "
                  "attempt %d)", migration_id, image["id"], peer,
                  opts["mode"], transfer_id, attempt)
@@ -209,6 +224,7 @@ class Migrations:
         attempt = requests.attempt(attempt)
         migration_id = incoming_id(transfer_id)
         with self.lock:
+            self._settle(migration_id)
             if migration_id in self.pending:
                 if attempt:
                     self.wanted[migration_id] = max(
@@ -223,7 +239,7 @@ class Migrations:
                         "created_at": _now(), "updated_at": _now(),
                         "finished_at": None, "stages": {},
                         "image_id": None, "peer_image": None}
-                self.store.create(migration_id, meta)
+                _saved(self.store.create, migration_id, meta)
                 LOG.info("import %s of transfer %s from %s queued",
                          migration_id, transfer_id, peer)
             else:
@@ -233,8 +249,9 @@ class Migrations:
                 if state in ("failed", "cancelled"):
                     if not attempt or attempt <= current:
                         return self._record(meta)
-                    book, _detail = self.store.load(migration_id, lazy=True)
-                    self.store.new_attempt(book, dict(
+                    book, _detail = _saved(self.store.load, migration_id,
+                                           lazy=True)
+                    _saved(self.store.new_attempt, book, dict(
                         meta, state="queued", error=None, attempt=attempt,
                         updated_at=_now(), started_at=None,
                         finished_at=None, stages={}))
@@ -296,11 +313,12 @@ class Migrations:
             if pending:
                 self.res.live_for(migration_id).cancel.set()
         if not running:
-            # Queued, or left unfinished by a previous run of the engine.
-            loaded = self.store.load(migration_id, lazy=True)
+            # Queued, left unfinished by a previous run of the engine, or
+            # stranded by a database error.
+            loaded = _saved(self.store.load, migration_id, lazy=True)
             if loaded is not None:
-                self._finish(loaded[1], "cancelled", "cancelled before it "
-                             "started")
+                _saved(self._finish, loaded[1], "cancelled",
+                       "cancelled before it started")
         LOG.info("migration %s: cancel requested", migration_id)
         return self.get(migration_id)
 
@@ -358,11 +376,19 @@ class Migrations:
     def _run(self, migration_id):
         try:
             self._run_flow(migration_id)
+        except persistence.DATABASE_ERRORS as exc:
+            LOG.error("migration %s: the persistence database failed (%s); "
+                      "it is recovered when the database answers again",
+                      migration_id, exc)
+            with self.lock:
+                self.stranded.setdefault(migration_id, None)
         finally:
             with self.lock:
                 self.pending.discard(migration_id)
                 self.running.pop(migration_id, None)
-                again = self.wanted.pop(migration_id, None)
+                # A stranded one is reconciled by recover().
+                again = None if migration_id in self.stranded else \
+                    self.wanted.pop(migration_id, None)
             self.res.forget(migration_id)
         if again:
             # The source asked for a later attempt while this one ran.
@@ -408,6 +434,8 @@ class Migrations:
         try:
             engine.run()
         except Exception as exc:  # noqa: B902 - recorded and notified
+            if persistence.is_database_error(exc):
+                raise tf_exc.StorageFailure(_reason(exc))
             extra = self._import_result(detail, storage)
             if _cancelled(exc):
                 finish("cancelled", "cancelled by request", **extra)
@@ -451,9 +479,24 @@ class Migrations:
         meta = detail.meta
         live = self.res.live.get(meta["migration_id"])
         stages = live.snapshot() if live else meta.get("stages")
-        self.store.save_meta(detail, storage, state=state, error=error,
-                             updated_at=_now(), finished_at=_now(),
-                             stages=stages, **extra)
+        self._close(detail, dict(extra, state=state, error=error,
+                                 stages=stages), storage)
+
+    def _close(self, detail, changes, storage=None):
+        """Save a migration's outcome (``changes`` of its record), then
+        clean up, report and notify.  A database error strands the
+        migration with its outcome, and is raised.
+        """
+        migration_id, state = detail.meta["migration_id"], changes["state"]
+        try:
+            self.store.save_meta(detail, storage, updated_at=_now(),
+                                 finished_at=_now(), **changes)
+        except persistence.DATABASE_ERRORS:
+            with self.lock:
+                self.stranded[migration_id] = changes
+            raise
+        with self.lock:
+            self.stranded.pop(migration_id, None)
         meta = detail.meta
         if state != "complete":
             if meta["direction"] == INCOMING:
@@ -469,6 +512,48 @@ class Migrations:
             self._notify("end", record)
         else:
             self._notify("error", record)
+
+    def recover(self):
+        """Reconcile the stranded migrations once the database answers:
+        save their outcome, or run them again.  Returns how many were
+        reconciled.
+        """
+        with self.lock:
+            if not self.stranded:
+                return 0
+            count = len(self.stranded)
+            try:
+                self._settle_all()
+            except exception.PersistenceUnavailable as exc:
+                LOG.warning("%d migrations wait for the database: %s",
+                            len(self.stranded), exc)
+            return count - len(self.stranded)
+
+    def _settle_all(self):
+        for migration_id in list(self.stranded):
+            self._settle(migration_id)
+
+    def _settle(self, migration_id):
+        """Give a stranded migration its saved outcome, or a worker that
+        runs it again.  Raises PersistenceUnavailable when the database
+        still fails.  Call with ``self.lock`` held.
+        """
+        if migration_id not in self.stranded or \
+                migration_id in self.pending:
+            return
+        changes = self.stranded[migration_id]
+        # Also the test that the database answers again.
+        loaded = _saved(self.store.load, migration_id, lazy=True)
+        if loaded is None or changes is None:
+            del self.stranded[migration_id]
+            if loaded is not None:
+                LOG.info("migration %s: runs again after a database error",
+                         migration_id)
+                self._submit(migration_id, loaded[1].meta["direction"])
+            return
+        _saved(self._close, loaded[1], changes)
+        LOG.info("migration %s: its outcome (%s) saved after a database "
+                 "error", migration_id, changes["state"])
 
     def _report_failure(self, meta):
         try:
@@ -512,6 +597,17 @@ class Migrations:
             if deadline is not None and time.monotonic() > deadline:
                 return False
             time.sleep(0.1)
+
+
+def _saved(call, *args, **kwargs):
+    """``call(...)``, a database error raised as PersistenceUnavailable
+    (what an operator's request gets back).
+    """
+    try:
+        return call(*args, **kwargs)
+    except persistence.DATABASE_ERRORS as exc:
+        raise exception.PersistenceUnavailable(reason=str(exc) or
+                                               exc.__class__.__name__)
 
 
 def _comparable(opts):

@@ -18,6 +18,7 @@ import os
 import threading
 
 from oslo_log import log as logging
+from sqlalchemy import exc as sa_exc
 from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends
 from taskflow.persistence import models
@@ -26,15 +27,41 @@ LOG = logging.getLogger(__name__)
 
 #: Keys TaskFlow keeps in a flow detail's meta beside the record.
 _TASKFLOW_KEYS = ("injected", "progress", "progress_details")
+#: What the database being down (or restarting) raises: TaskFlow's
+#: wrapper of SQLAlchemy's errors, or SQLAlchemy's own.
+DATABASE_ERRORS = (tf_exc.StorageFailure, sa_exc.SQLAlchemyError)
+
+
+def is_database_error(exc):
+    """Whether ``exc`` (maybe a flow's WrappedFailure) is the database's."""
+    if isinstance(exc, tf_exc.WrappedFailure):
+        return any(f.check(*DATABASE_ERRORS) for f in exc)
+    return isinstance(exc, DATABASE_ERRORS)
+
+
+def sqlite_path(connection):
+    """The file of an SQLite URL, or None (another database, or SQLite in
+    memory).
+    """
+    prefix = "sqlite:///"
+    if connection.startswith(prefix) and connection != prefix:
+        return connection[len(prefix):]
+    return None
 
 
 def _ensure_sqlite_dir(connection):
-    prefix = "sqlite:///"
-    if connection.startswith(prefix) and connection != prefix:
-        path = connection[len(prefix):]
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
+    directory = os.path.dirname(sqlite_path(connection) or "")
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+
+
+def _backend_conf(connection):
+    conf = {"connection": connection}
+    if not connection.startswith("sqlite"):
+        # Pooled connections die with a database restart: test each one
+        # before use, so that the first query after the restart works.
+        conf["engine_args"] = {"pool_pre_ping": True}
+    return conf
 
 
 class Store:
@@ -42,7 +69,7 @@ class Store:
 
     def __init__(self, connection):
         _ensure_sqlite_dir(connection)
-        self.backend = backends.fetch({"connection": connection})
+        self.backend = backends.fetch(_backend_conf(connection))
         self.lock = threading.RLock()
         with self.connection() as conn:
             conn.upgrade()

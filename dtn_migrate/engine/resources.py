@@ -28,13 +28,31 @@ def staged_name(transfer_id, leaf):
     return "%s/%s" % (transfer_id, leaf)
 
 
+class _Cancel(threading.Event):
+    """The operator's cancel of a migration: setting it also sets
+    ``stop``, which every stage waits on.
+    """
+
+    def __init__(self, stop):
+        super().__init__()
+        self._stop = stop
+
+    def set(self):
+        super().set()
+        self._stop.set()
+
+
 class Live:
-    """In-memory state of a running migration: per-stage progress and
-    its cancel event.
+    """In-memory state of a running migration: per-stage progress, its
+    cancel event (the operator's) and its stop event (a cancel, or a
+    stage that failed: the other stages stop at once rather than run on
+    until they stall).
     """
 
     def __init__(self):
-        self.cancel = threading.Event()
+        self.stop = threading.Event()
+        self.cancel = _Cancel(self.stop)
+        self.failed = None              # the first stage that failed
         self.stages = {}
         self.lock = threading.Lock()
         self.updated = time.time()
@@ -43,6 +61,15 @@ class Live:
         with self.lock:
             self.stages.setdefault(name, {}).update(info)
             self.updated = time.time()
+
+    def fail(self, name):
+        """Stage ``name`` failed: stop the others."""
+        with self.lock:
+            if self.failed is None:
+                self.failed = name
+            self.stages.setdefault(name, {}).update(state="failed")
+            self.updated = time.time()
+        self.stop.set()
 
     def snapshot(self):
         with self.lock:

@@ -6,11 +6,13 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_service import service
 
+from dtn_migrate.engine import lock
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.engine import rpcapi
+from dtn_migrate import exception
 from dtn_migrate.image import glance
 from dtn_migrate import rpc
 
@@ -27,7 +29,19 @@ class EngineService(service.Service):
         self.conf = conf
         self.transport = transport
         self.host = conf.host
-        self.store = persistence.Store(conf.engine.persistence_connection)
+        #: Set when another engine took the database's lock.
+        self.lock_lost = False
+        # Before anything touches the database: a second engine on it
+        # refuses to start (PersistenceInUse).
+        self.lock = lock.EngineLock(conf.engine.persistence_connection,
+                                    conf.engine.lock_timeout)
+        self.lock.acquire()
+        try:
+            self.store = persistence.Store(
+                conf.engine.persistence_connection)
+        except BaseException:
+            self.lock.release()
+            raise
         if images is None:
             images = glance.ImageService.from_conf(conf, 'glance')
         self.resources = resources.Resources(conf, images, agent, backend,
@@ -62,6 +76,24 @@ class EngineService(service.Service):
         self.tg.add_timer_args(self.conf.engine.reconcile_interval,
                                self.migrations.reconcile, initial_delay=1.0,
                                stop_on_exception=False)
+        interval = self.conf.engine.database_check_interval
+        self.tg.add_timer_args(interval, self.check_database,
+                               initial_delay=interval,
+                               stop_on_exception=False)
+
+    def check_database(self):
+        """Take the lock again after a database restart, and reconcile
+        the migrations a database outage stranded.  Another engine that
+        took the lock meanwhile stops this one.
+        """
+        try:
+            self.lock.check()
+        except exception.PersistenceInUse as exc:
+            LOG.critical("%s This engine stops.", exc)
+            self.lock_lost = True
+            threading.Thread(target=self.stop, name="lock-lost").start()
+            return
+        self.migrations.recover()
 
     def stop(self, graceful=True):
         """Stop serving; running flows stay 'running' in the database and
@@ -79,6 +111,7 @@ class EngineService(service.Service):
         super().stop(graceful)
         self.resources.close()
         self.store.close()
+        self.lock.release()
 
     def wait(self):
         self._stopped.wait()

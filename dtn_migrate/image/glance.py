@@ -27,6 +27,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 import requests
+import tenacity
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import exception
@@ -47,6 +48,18 @@ _LIST_PARAMS = frozenset((
     'size_min', 'size_max', 'created_at', 'updated_at'))
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+)$')
 _TRANSIENT = (ks_exc.ConnectionError, requests.RequestException, OSError)
+
+
+class _Retry(Exception):
+    """A data request to try again: WHAT it was, WHY it failed, and the
+    Retry-After the answer asked for.
+    """
+
+    def __init__(self, what, why, retry_after=None):
+        super().__init__(why)
+        self.what = what
+        self.why = why
+        self.retry_after = retry_after
 
 
 def _quote(image_id):
@@ -242,19 +255,45 @@ class ImageService:
         cap = min(self.retry_max_delay, FIRST_DELAY * 2 ** (attempt - 1))
         return random.uniform(cap / 2, cap)
 
-    def _backoff(self, attempt, what, why, retry_after=None):
-        """Wait before retry ATTEMPT (from 1) of WHAT, or give up."""
-        if attempt > self.retries:
+    def _retrying(self, failed=0, stop=None):
+        """A tenacity Retrying of a data request that raises _Retry to
+        be tried again, after the failures in a row FAILED made before:
+        at most ``retries`` of them in all, then ImageServiceUnavailable.
+        Setting the event STOP ends a pause between two tries at once
+        (ImageServiceUnavailable).
+        """
+        def pause(seconds):
+            if stop is None:
+                time.sleep(seconds)
+            elif stop.wait(seconds):
+                raise self._unavailable(_('stopped while waiting to retry '
+                                          'a data request'))
+
+        def wait(state):
+            return self._delay(state.attempt_number + failed,
+                               state.outcome.exception().retry_after)
+
+        def log(state):
+            exc = state.outcome.exception()
+            LOG.warning('%(cloud)s image service: %(what)s: %(why)s; retry '
+                        '%(attempt)d of %(retries)d in %(delay).1f s',
+                        {'cloud': self.cloud_name, 'what': exc.what,
+                         'why': exc.why,
+                         'attempt': state.attempt_number + failed,
+                         'retries': self.retries,
+                         'delay': state.upcoming_sleep})
+
+        def give_up(state):
+            exc = state.outcome.exception()
             raise self._unavailable(_('%(what)s: %(why)s (gave up after '
                                       '%(n)d retries)') % {
-                'what': what, 'why': why, 'n': self.retries})
-        delay = self._delay(attempt, retry_after)
-        LOG.warning('%(cloud)s image service: %(what)s: %(why)s; retry '
-                    '%(attempt)d of %(retries)d in %(delay).1f s',
-                    {'cloud': self.cloud_name, 'what': what, 'why': why,
-                     'attempt': attempt, 'retries': self.retries,
-                     'delay': delay})
-        time.sleep(delay)
+                'what': exc.what, 'why': exc.why, 'n': self.retries})
+
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retry),
+            stop=tenacity.stop_after_attempt(self.retries + 1 - failed),
+            wait=wait, before_sleep=log, retry_error_callback=give_up,
+            sleep=pause)
 
     def _invalidate(self):
         """Drop the session's token; True when a new one can be had."""
@@ -344,48 +383,72 @@ class ImageService:
     def _file_url(self, image_id):
         return '/v2/images/%s/file' % _quote(image_id)
 
-    def download(self, image_id, offset=0):
+    def download(self, image_id, offset=0, stop=None):
         """Iterate over the image data from byte OFFSET, in pieces of at
         most ``chunk_size`` bytes.
 
         An offset is asked with ``Range: bytes=OFFSET-`` and must be
         answered 206 with that range.  A broken or short answer is
         resumed from where it stopped (retries count failures in a row).
+        Setting the event STOP ends a pause before a retry at once.
         """
         url = self._file_url(image_id)
-        pos, total, attempt = offset, None, 0
+        pos, total, failed, broken = offset, None, 0, []
         while True:
-            headers = {'Range': 'bytes=%d-' % pos} if pos else {}
-            resp = None
             start = pos
+            retrying = self._retrying(failed, stop)
+            resp, total = retrying(self._open_data, url, image_id, pos,
+                                   total, broken)
+            if resp is None:
+                return
             try:
-                resp = self._http.get(url, headers=headers, stream=True,
-                                      raise_exc=False)
-                code = resp.status_code
-                if code in RETRY_STATUSES:
-                    why, retry_after = 'HTTP %d' % code, _retry_after(resp)
-                else:
-                    total = self._data_range(resp, image_id, pos, total)
-                    if pos == total:
-                        return
-                    for chunk in resp.iter_content(self.chunk_size):
-                        pos += len(chunk)
-                        yield chunk
-                    if total is None or pos == total:
-                        return
-                    why = _('answer ended at byte %(pos)d of %(total)d') % {
-                        'pos': pos, 'total': total}
-                    retry_after = None
+                for chunk in resp.iter_content(self.chunk_size):
+                    pos += len(chunk)
+                    yield chunk
+                if total is None or pos == total:
+                    return
+                why = _('answer ended at byte %(pos)d of %(total)d') % {
+                    'pos': pos, 'total': total}
             except _TRANSIENT as e:
-                why, retry_after = str(e), None
+                why = str(e)
             finally:
-                if resp is not None:
-                    resp.close()
-            attempt = 1 if pos > start else attempt + 1
-            self._backoff(attempt, _('download of image %(id)s at byte '
-                                     '%(pos)d') % {'id': image_id,
-                                                   'pos': pos},
-                          why, retry_after)
+                resp.close()
+            # The broken answer is the first failure of the next run of
+            # retries, which goes on counting unless bytes came.
+            failed = 0 if pos > start else \
+                failed + retrying.statistics.get('attempt_number', 1) - 1
+            broken.append(_Retry(self._what_download(image_id, pos), why))
+
+    def _what_download(self, image_id, pos):
+        return _('download of image %(id)s at byte %(pos)d') % {
+            'id': image_id, 'pos': pos}
+
+    def _open_data(self, url, image_id, pos, total, broken):
+        """(answer streaming bytes POS-, image size), or (None, size)
+        when nothing is left; raises _Retry for an answer to try again
+        (first the failure in BROKEN, if any).
+        """
+        if broken:
+            raise broken.pop()
+        what = self._what_download(image_id, pos)
+        headers = {'Range': 'bytes=%d-' % pos} if pos else {}
+        try:
+            resp = self._http.get(url, headers=headers, stream=True,
+                                  raise_exc=False)
+        except _TRANSIENT as e:
+            raise _Retry(what, str(e))
+        try:
+            if resp.status_code in RETRY_STATUSES:
+                raise _Retry(what, 'HTTP %d' % resp.status_code,
+                             _retry_after(resp))
+            total = self._data_range(resp, image_id, pos, total)
+        except BaseException:
+            resp.close()
+            raise
+        if pos == total:
+            resp.close()
+            return None, total
+        return resp, total
 
     def _data_range(self, resp, image_id, pos, total):
         """Check a data answer for bytes POS-; return the image size
@@ -433,47 +496,59 @@ class ImageService:
         url = self._file_url(image_id)
         headers = {'Content-Type': 'application/octet-stream',
                    'x-openstack-image-size': '%d' % size}
-        attempt, reauthenticated = 0, False
-        while True:
-            body = _Body(open_stream(), size, self.chunk_size)
-            code, retry_after = None, None
-            try:
-                resp = self._http.put(url, data=body, headers=headers,
-                                      raise_exc=False, allow_reauth=False)
-                code = resp.status_code
-                why = 'HTTP %d' % code
-                retry_after = _retry_after(resp)
-            except _TRANSIENT as e:
-                if body.error is not None:
-                    raise body.error
-                why = str(e)
-            finally:
-                body.close()
-            if code is not None and code < 300:
-                return self.get(image_id)
-            if code == 401 and not reauthenticated:
-                reauthenticated = True
+        reauthenticated = []
+
+        def attempt():
+            resp, why, retry_after = self._put(url, open_stream, size,
+                                               headers)
+            if resp is not None and resp.status_code == 401 and \
+                    not reauthenticated:
+                reauthenticated.append(True)
                 if self._invalidate():
                     LOG.warning('%s image service: upload of image %s got '
                                 'HTTP 401, authenticating again',
                                 self.cloud_name, image_id)
-                    continue
-            # A 500 on upload is what Glance answers when the body stalls
-            # (its WSGI server timed out reading): the image went back to
-            # queued and a fresh stream may be sent.
-            if code is not None and code not in RETRY_STATUSES + (409, 500):
-                self._raise_for(resp, image_id)
-            image = self.get(image_id)
-            if image['status'] == 'active':
-                LOG.info('%s image service: image %s is active after '
-                         '%s', self.cloud_name, image_id, why)
-                return image
-            if image['status'] not in UPLOADABLE:
-                raise self._unavailable(_(
-                    'upload of image %(id)s: %(why)s, and the image is now '
-                    '%(status)s') % {'id': image_id, 'why': why,
-                                     'status': image['status']})
-            attempt += 1
-            self._backoff(attempt, _('upload of image %(id)s (%(status)s)')
-                          % {'id': image_id, 'status': image['status']},
-                          why, retry_after)
+                    resp, why, retry_after = self._put(url, open_stream,
+                                                       size, headers)
+            return self._uploaded(image_id, resp, why, retry_after)
+
+        return self._retrying()(attempt)
+
+    def _put(self, url, open_stream, size, headers):
+        """One PUT of the data: (answer or None, why, Retry-After)."""
+        body = _Body(open_stream(), size, self.chunk_size)
+        try:
+            resp = self._http.put(url, data=body, headers=headers,
+                                  raise_exc=False, allow_reauth=False)
+        except _TRANSIENT as e:
+            if body.error is not None:
+                raise body.error
+            return None, str(e), None
+        finally:
+            body.close()
+        return resp, 'HTTP %d' % resp.status_code, _retry_after(resp)
+
+    def _uploaded(self, image_id, resp, why, retry_after):
+        """The image after an upload that got RESP (None: no answer);
+        raises _Retry when Glance takes the upload again.
+        """
+        code = resp.status_code if resp is not None else None
+        if code is not None and code < 300:
+            return self.get(image_id)
+        # A 500 on upload is what Glance answers when the body stalls
+        # (its WSGI server timed out reading): the image went back to
+        # queued and a fresh stream may be sent.
+        if code is not None and code not in RETRY_STATUSES + (409, 500):
+            self._raise_for(resp, image_id)
+        image = self.get(image_id)
+        if image['status'] == 'active':
+            LOG.info('%s image service: image %s is active after '
+                     '%s', self.cloud_name, image_id, why)
+            return image
+        if image['status'] not in UPLOADABLE:
+            raise self._unavailable(_(
+                'upload of image %(id)s: %(why)s, and the image is now '
+                '%(status)s') % {'id': image_id, 'why': why,
+                                 'status': image['status']})
+        raise _Retry(_('upload of image %(id)s (%(status)s)') % {
+            'id': image_id, 'status': image['status']}, why, retry_after)

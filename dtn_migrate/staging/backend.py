@@ -1,4 +1,5 @@
-"""The interface every staging backend offers, and its errors.
+"""The interface every staging backend offers, and the errors of the
+whole staging package (one hierarchy under :class:`StagingError`).
 
 A backend is a directory on a DTN's export.  Names are relative to it
 and are checked with :func:`check_name`.  Writers expose the durability
@@ -11,6 +12,8 @@ import abc
 import errno
 import posixpath
 
+from dtn_migrate.staging import retry
+
 
 class StagingError(Exception):
     """A staging operation failed; the message says what and where."""
@@ -18,8 +21,8 @@ class StagingError(Exception):
     retryable = False
 
 
-class NotFound(StagingError):
-    pass
+class StagingNotFound(StagingError):
+    """A staged file or the staging directory does not exist."""
 
 
 class NoSpace(StagingError):
@@ -60,8 +63,49 @@ class ShortData(StagingError):
     """A source delivered fewer or more bytes than declared."""
 
 
+# The copy engine (copy.py).
+
+class CopyCancelled(StagingError):
+    """The caller's cancel event was set."""
+
+
+class ChecksumMismatch(StagingError):
+    """The data's sha512 is not the expected one."""
+
+
+class CopyStalled(StagingError):
+    """A followed file stopped growing for longer than allowed."""
+
+
+class WriterFailed(StagingError):
+    """The writer of a followed file gave up."""
+
+
+# The libnfs backend (libnfs.py).
+
+class LibraryMissing(StagingError):
+    """libnfs 4.0 (libnfs.so.13) cannot be loaded."""
+
+
+class ConnectionLost(Unavailable):
+    """The connection to the NFS server failed or an RPC timed out."""
+
+
+class WritesLost(Unavailable):
+    """The connection was lost while unstable writes were uncommitted:
+    everything written since the last successful commit must be written
+    again.
+    """
+
+
+class AmbiguousStatus(StagingError):
+    """One of the parallel RPCs of a large libnfs read or write failed,
+    but libnfs reported the status of another one.
+    """
+
+
 _ERRNO = {
-    errno.ENOENT: NotFound,
+    errno.ENOENT: StagingNotFound,
     errno.ENOSPC: NoSpace,
     errno.EDQUOT: NoSpace,
     errno.EFBIG: NoSpace,
@@ -201,17 +245,17 @@ class Backend(abc.ABC):
         replaced by rename while it is opened (another client's
         :meth:`write_small`) is read again.
         """
-        for attempt in range(attempts):
+        def read(attempt):
             try:
                 if self.size(name) is None:
                     return None
                 with self.open_read(name) as r:
                     return r.pread(limit, 0)
-            except NotFound:
+            except StagingNotFound:
                 return None
-            except StaleHandle:
-                if attempt == attempts - 1:
-                    raise
+
+        return retry.call(read, lambda exc: isinstance(exc, StaleHandle),
+                          retry.tries(attempts), retry.NO_WAIT)
 
     def close(self):
         """Release the connection to the export, if any."""

@@ -37,6 +37,7 @@ import threading
 import time
 
 from dtn_migrate.staging import backend as base
+from dtn_migrate.staging import retry
 from dtn_migrate.staging import watermark
 
 LOG = logging.getLogger(__name__)
@@ -44,24 +45,10 @@ LOG = logging.getLogger(__name__)
 MiB = 1 << 20
 
 
-class Cancelled(base.StagingError):
-    """The caller's cancel event was set."""
-
-
-class ChecksumMismatch(base.StagingError):
-    """The data's sha512 is not the expected one."""
-
-
-class Stalled(base.StagingError):
-    """A followed file stopped growing for longer than allowed."""
-
-
-class WriterFailed(base.StagingError):
-    """The writer of a followed file gave up."""
-
-
-class _Stop(Exception):
-    """Internal: leave a thread because the copy is stopping."""
+class _Stopping(Exception):
+    """Internal signal, not an error: leave a thread because the copy is
+    stopping (what stopped it is recorded elsewhere).
+    """
 
 
 @dataclasses.dataclass
@@ -92,9 +79,6 @@ class CopyOptions:
             if getattr(self, field) < 1:
                 raise ValueError("%s must be at least 1" % field)
 
-    def backoff(self, attempt):
-        return min(self.retry_max, self.retry_initial * 2 ** (attempt - 1))
-
 
 @dataclasses.dataclass
 class CopyResult:
@@ -115,7 +99,7 @@ class CopyResult:
 
 
 @dataclasses.dataclass
-class Progress:
+class CopyProgress:
     """Handed to progress callbacks."""
 
     name: str
@@ -143,10 +127,26 @@ def _digest_hex(value):
     return value.lower() if value else None
 
 
+def _poll_waits(opts):
+    """Waits between the polls of a followed file."""
+    return retry.doubling(opts.poll_initial, opts.poll_max)
+
+
 def _clean_wait(stop, seconds):
-    """Sleep unless ``stop`` is set; raise _Stop if it is."""
+    """Sleep unless ``stop`` is set; raise _Stopping if it is."""
     if stop.wait(seconds):
-        raise _Stop()
+        raise _Stopping()
+
+
+def _block_until(attempt, stop, slice_=0.1):
+    """Call ``attempt(timeout)``, a blocking call giving up after
+    ``timeout`` seconds, until it returns True; raise _Stopping as soon
+    as ``stop`` is set (checked before every call).
+    """
+    while not stop.is_set():
+        if attempt(slice_):
+            return
+    raise _Stopping()
 
 
 def _restate(exc, message):
@@ -159,31 +159,32 @@ def _restate(exc, message):
     return err
 
 
+def _retryable(exc):
+    return isinstance(exc, base.StagingError) and exc.retryable
+
+
 def _retrying(opts, stop, op, reopen, what, on_retry=None):
     """Run ``op``; on a retryable error, back off, ``reopen`` and try
     again, at most ``opts.retries`` times.
     """
-    attempt = 0
-    broken = False
-    while True:
-        try:
-            if broken:
-                reopen()
-                broken = False
-            return op()
-        except base.StagingError as exc:
-            if not exc.retryable or attempt >= opts.retries:
-                if attempt:
-                    raise _restate(exc, "%s failed after %d retries: %s"
-                                   % (what, attempt, exc))
-                raise
-            attempt += 1
-            broken = True
-            LOG.warning("%s: %s; retry %d of %d", what, exc, attempt,
-                        opts.retries)
-            if on_retry is not None:
-                on_retry()
-            _clean_wait(stop, opts.backoff(attempt))
+    def attempt(number):
+        if number > 1:
+            reopen()
+        return op()
+
+    try:
+        return retry.call(
+            attempt, _retryable, retry.tries(opts.retries + 1),
+            retry.doubling(opts.retry_initial, opts.retry_max),
+            sleep=lambda seconds: _clean_wait(stop, seconds),
+            before_retry=on_retry and (lambda exc, number: on_retry()),
+            what=what)
+    except base.StagingError as exc:
+        retries = retry.attempts_made(exc) - 1
+        if retries:
+            raise _restate(exc, "%s failed after %d retries: %s"
+                           % (what, retries, exc))
+        raise
 
 
 # Resume state and housekeeping.
@@ -366,30 +367,31 @@ class _ReadHandle:
         time later: a followed file not found is looked for again, under
         the name the follower gives, for up to ``stall_timeout`` seconds.
         """
-        deadline = None
-        delay = self.opts.poll_initial
-        while True:
-            try:
-                return _retrying(self.opts, self.stop,
-                                 lambda: self._pread(offset, length),
-                                 self._reopen,
-                                 "reading %s at %d" % (self.name, offset),
-                                 self.on_retry)
-            except base.NotFound as exc:
-                if not self.follows:
-                    raise
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.opts.stall_timeout
-                elif now >= deadline:
-                    raise _restate(exc, "staged %s not found under the "
-                                        "name its follower gives for "
-                                        "%.0f s: %s"
-                                   % (self.name, self.opts.stall_timeout,
-                                      exc))
-                self.close()
-                _clean_wait(self.stop, min(delay, deadline - now))
-                delay = min(delay * 2, self.opts.poll_max)
+        def attempt(number):
+            return _retrying(self.opts, self.stop,
+                             lambda: self._pread(offset, length),
+                             self._reopen,
+                             "reading %s at %d" % (self.name, offset),
+                             self.on_retry)
+
+        if not self.follows:
+            return attempt(1)
+        stop, wait = retry.deadline(self.opts.stall_timeout,
+                                    _poll_waits(self.opts))
+        try:
+            return retry.call(
+                attempt, lambda exc: isinstance(exc, base.StagingNotFound),
+                stop, wait, sleep=self._sleep,
+                before_retry=lambda exc, number: self.close())
+        except base.StagingNotFound as exc:
+            if retry.attempts_made(exc) == 1:
+                raise
+            raise _restate(exc, "staged %s not found under the name its "
+                                "follower gives for %.0f s: %s"
+                           % (self.name, self.opts.stall_timeout, exc))
+
+    def _sleep(self, seconds):
+        _clean_wait(self.stop, seconds)
 
 
 def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
@@ -399,7 +401,7 @@ def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
     try:
         for offset in range(0, end, opts.block_size):
             if stop.is_set():
-                raise _Stop()
+                raise _Stopping()
             h.update(handle.read(offset, min(opts.block_size,
                                              end - offset)))
     finally:
@@ -427,7 +429,7 @@ class _Shared:
     def fail(self, exc, stop=True):
         """Record the first error; unless ``stop`` is False, stop."""
         with self.cond:
-            if self.error is None and not isinstance(exc, _Stop):
+            if self.error is None and not isinstance(exc, _Stopping):
                 self.error = exc
             if stop:
                 self.stop.set()
@@ -645,7 +647,7 @@ class _LocalCopy:
         try:
             self.stream(start, hasher)
         except Exception as exc:
-            if isinstance(exc, _Stop):
+            if isinstance(exc, _Stopping):
                 raise
             # The copy fails, but what was read is still written and
             # committed: a retry resumes after it.
@@ -673,20 +675,20 @@ class _LocalCopy:
     def verify(self, hasher):
         digest = hasher.hexdigest()
         if self.expected and digest != self.expected:
-            raise ChecksumMismatch(
+            raise base.ChecksumMismatch(
                 "sha512 of the source of %s is %s, expected %s"
                 % (self.name, digest, self.expected))
         self.shared.digest = digest
 
     def put(self, item):
-        while True:
-            if self.shared.stop.is_set():
-                raise _Stop()
+        def attempt(timeout):
             try:
-                self.queue.put(item, timeout=0.1)
-                return
+                self.queue.put(item, timeout=timeout)
             except queue.Full:
-                continue
+                return False
+            return True
+
+        _block_until(attempt, self.shared.stop)
 
     # Coordination.
     def run(self):
@@ -745,8 +747,8 @@ class _LocalCopy:
                 shared.cond.wait(min(0.1, self.opts.progress_interval))
                 live, prefix = shared.live, shared.prefix
             if self.cancel is not None and self.cancel.is_set():
-                shared.fail(Cancelled("staging %s was cancelled"
-                                      % self.name))
+                shared.fail(base.CopyCancelled(
+                    "staging %s was cancelled" % self.name))
             if shared.error is None and start < prefix < self.size:
                 try:
                     self.publish(prefix)
@@ -763,8 +765,8 @@ class _LocalCopy:
         if self.progress is None:
             return
         s = self.shared
-        p = Progress(self.name, self.size, start + s.read, s.prefix,
-                     s.read, time.monotonic() - began)
+        p = CopyProgress(self.name, self.size, start + s.read, s.prefix,
+                         s.read, time.monotonic() - began)
         try:
             self.progress(p)
         except Exception:
@@ -804,7 +806,7 @@ def stage(backend, name, source, size, offset=None, expected_sha512=None,
     for a given offset -- which resumes after the committed watermark by
     itself.  A copy whose watermark already equals ``size`` is only
     re-hashed.  ``observer(committed, failed)`` sees every published
-    watermark; ``progress(Progress)`` is called every
+    watermark; ``progress(CopyProgress)`` is called every
     ``progress_interval``; setting ``cancel`` stops the copy (a source
     blocked inside its own read is waited for).
 
@@ -837,15 +839,18 @@ class _Availability:
         self.grown = time.monotonic()
 
     def wait_for(self, end):
-        delay = self.opts.poll_initial
-        while self.value < end:
-            with self.lock:
-                if self.value < end:
-                    self.poll()
-            if self.value >= end:
-                return
-            _clean_wait(self.stop, delay)
-            delay = min(delay * 2, self.opts.poll_max)
+        """Return once ``end`` bytes may be read (polling the follower)."""
+        if self.value >= end:
+            return
+        retry.poll(lambda: self._available(end), lambda value: value >= end,
+                   _poll_waits(self.opts),
+                   sleep=lambda seconds: _clean_wait(self.stop, seconds))
+
+    def _available(self, end):
+        with self.lock:
+            if self.value < end:
+                self.poll()
+            return self.value
 
     def refresh(self):
         """The file's current name, asking the follower first."""
@@ -860,8 +865,9 @@ class _Availability:
         if len(reply) > 2 and reply[2]:
             self.current = reply[2]
         if state in watermark.FAILED_STATES:
-            raise WriterFailed("the writer of %s gave up (%s) at %d bytes"
-                               % (self.name, state, available))
+            raise base.WriterFailed(
+                "the writer of %s gave up (%s) at %d bytes"
+                % (self.name, state, available))
         if state == watermark.DONE:
             available = self.size
         now = time.monotonic()
@@ -870,9 +876,9 @@ class _Availability:
             self.grown = now
         elif self.value < self.size and \
                 now - self.grown > self.opts.stall_timeout:
-            raise Stalled("%s has not grown past %d of %d bytes for %.0f s"
-                          % (self.name, self.value, self.size,
-                             now - self.grown))
+            raise base.CopyStalled(
+                "%s has not grown past %d of %d bytes for %.0f s"
+                % (self.name, self.value, self.size, now - self.grown))
 
 
 def _read_ahead(stream):
@@ -902,8 +908,9 @@ class StagedStream:
     :mod:`~dtn_migrate.staging.watermark`) only bytes below the followed
     watermark are read.  The last block is given out only after the
     sha512 of all ``size`` bytes matched ``expected_sha512``; on a
-    mismatch ChecksumMismatch is raised instead.  Threads start at the
-    first read; :meth:`close` (or leaving the ``with`` block) stops them.
+    mismatch :class:`~dtn_migrate.staging.backend.ChecksumMismatch` is
+    raised instead.  Threads start at the first read; :meth:`close` (or
+    leaving the ``with`` block) stops them.
     """
 
     def __init__(self, backend, name, size, expected_sha512=None,
@@ -932,9 +939,11 @@ class StagedStream:
     # Reader side.
     def claim(self):
         """(offset, length) of the next block to read, or None."""
-        while not self._slots.acquire(timeout=0.1):
-            if self.stop.is_set():
-                return None
+        try:
+            _block_until(lambda timeout: self._slots.acquire(timeout=timeout),
+                         self.stop)
+        except _Stopping:
+            return None
         with self._cond:
             offset = self._next
             if offset >= self.size or self.stop.is_set():
@@ -956,7 +965,7 @@ class StagedStream:
 
     def _fail(self, exc):
         with self._cond:
-            if self._error is None and not isinstance(exc, _Stop):
+            if self._error is None and not isinstance(exc, _Stopping):
                 self._error = exc
             self.stop.set()
             self._cond.notify_all()
@@ -976,7 +985,7 @@ class StagedStream:
         if self._error is not None:
             raise self._error
         if self.cancel is not None and self.cancel.is_set():
-            raise Cancelled("reading %s was cancelled" % self.name)
+            raise base.CopyCancelled("reading %s was cancelled" % self.name)
 
     def _take(self, offset):
         with self._cond:
@@ -991,8 +1000,9 @@ class StagedStream:
     def _verify(self, hasher):
         digest = hasher.hexdigest()
         if self.expected and digest != self.expected:
-            raise ChecksumMismatch("sha512 of staged %s is %s, expected %s"
-                                   % (self.name, digest, self.expected))
+            raise base.ChecksumMismatch(
+                "sha512 of staged %s is %s, expected %s"
+                % (self.name, digest, self.expected))
         return digest
 
     def _start(self):
@@ -1039,8 +1049,8 @@ class StagedStream:
                 not force and now - last < self.opts.progress_interval):
             return last
         try:
-            self.progress(Progress(self.name, self.size, done, done, done,
-                                   now - began))
+            self.progress(CopyProgress(self.name, self.size, done, done,
+                                       done, now - began))
         except Exception:
             LOG.exception("progress callback of %s failed", self.name)
         return now

@@ -1,9 +1,7 @@
 """Staging backend over libnfs, a userspace NFSv3 client, through ctypes.
 
-No kernel NFS client is needed.  The binding is pinned to the synchronous
-API of libnfs 4.0 (``libnfs.so.13``, Debian package libnfs13): later
-libnfs versions reorder the arguments of ``nfs_pread``/``nfs_pwrite`` and
-change the soname, so no other library is loaded.
+No kernel NFS client is needed.  The C library, libnfs 4.0 only, is
+bound in :mod:`~dtn_migrate.staging.nfslib`.
 
 Durability: :meth:`LibnfsWriter.pwrite` sends UNSTABLE WRITEs and
 :meth:`LibnfsWriter.commit` a COMMIT (``nfs_fsync``); ``sync=True`` opens
@@ -18,8 +16,9 @@ lost unstable writes; this module watches the connection instead:
   between threads and its calls run one at a time.  For parallel streams
   open one writer per thread (on the same name if need be).
 * Every RPC has a timeout (``timeout``), so a dead server or a cut link
-  gives :class:`ConnectionLost` (an ``Unavailable``), never a hang.  The
-  context is then dropped and mounted again by the next call.
+  gives :class:`~dtn_migrate.staging.backend.ConnectionLost` (an
+  ``Unavailable``), never a hang.  The context is then dropped and
+  mounted again by the next call.
 * Calls that are safe to repeat are retried on a new connection for up
   to ``reconnect_timeout`` seconds, so they ride out a server restart:
   name operations, opens, reads, FILE_SYNC writes, and unstable writes
@@ -27,38 +26,31 @@ lost unstable writes; this module watches the connection instead:
   name and must still be the same file (file id), else
   :class:`~dtn_migrate.staging.backend.StaleHandle`.
 * With unstable writes outstanding, a lost connection raises
-  :class:`WritesLost` (an ``Unavailable``) at once: everything written
-  since the last successful commit must be written again.  libnfs itself
-  reconnects once inside a call (see :meth:`LibnfsBackend._mount`);
-  that is noticed from the socket and reported the same way.
+  :class:`~dtn_migrate.staging.backend.WritesLost` (an ``Unavailable``)
+  at once: everything written since the last successful commit must be
+  written again.  libnfs itself reconnects once inside a call (see
+  :meth:`LibnfsBackend._mount`); that is noticed from the socket and
+  reported the same way.
 * ESTALE of an open file raises ``StaleHandle``; ``reopen()`` opens the
   name again.  Name operations remount once on ESTALE (the staging
   directory itself may have been replaced).
 
-Errors: libnfs 4.0 returns ``-errno``, but reports NFS errors of
-``nfs_pread``/``nfs_pwrite`` as ``-EFAULT`` with the reply structure
-printed as text, and NFS3ERR_DQUOT as ``-ERANGE``; the NFS status is
-therefore taken from ``nfs_get_error``.  RPC failures (``-EFAULT``,
-``-EINTR`` on timeouts, ``-EIO``, ``-1``) without an NFS status mean a
-lost connection.
+What libnfs's errors mean is decoded in :mod:`~dtn_migrate.staging.nfslib`.
 """
 
 import contextlib
 import ctypes
-import errno
 import math
 import os
 import posixpath
-import re
 import threading
-import time
 import urllib.parse
 import weakref
 
 from dtn_migrate.staging import backend
+from dtn_migrate.staging import nfslib
+from dtn_migrate.staging import retry
 
-#: The only library loaded: libnfs 4.0.x.
-LIBRARY = "libnfs.so.13"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RECONNECT_TIMEOUT = 30.0
 #: Largest single nfs_pread/nfs_pwrite call, in server transfers; libnfs
@@ -69,261 +61,6 @@ DEFAULT_IO = 1 << 20
 
 _URL_KEYS = ("nfsport", "mountport", "version", "uid", "gid", "timeout",
              "reconnect_timeout", "export")
-
-
-class LibraryMissing(backend.StagingError):
-    """libnfs 4.0 (libnfs.so.13) cannot be loaded."""
-
-
-class ConnectionLost(backend.Unavailable):
-    """The connection to the NFS server failed or an RPC timed out."""
-
-
-class WritesLost(backend.Unavailable):
-    """The connection was lost while unstable writes were uncommitted:
-    everything written since the last successful commit must be written
-    again.
-    """
-
-
-# --------------------------------------------------------------- library
-
-class NfsStat64(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "nfs_dev", "nfs_ino", "nfs_mode", "nfs_nlink", "nfs_uid", "nfs_gid",
-        "nfs_rdev", "nfs_size", "nfs_blksize", "nfs_blocks", "nfs_atime",
-        "nfs_mtime", "nfs_ctime", "nfs_atime_nsec", "nfs_mtime_nsec",
-        "nfs_ctime_nsec", "nfs_used")]
-
-
-class NfsStatvfs64(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files",
-        "f_ffree", "f_favail", "f_fsid", "f_flag", "f_namemax")]
-
-
-_P = ctypes.c_void_p
-_S = ctypes.c_char_p
-_I = ctypes.c_int
-_U64 = ctypes.c_uint64
-_PP = ctypes.POINTER(ctypes.c_void_p)
-
-# Prototypes of libnfs 4.0's include/nfsc/libnfs.h (sync API).
-_PROTOTYPES = {
-    "nfs_init_context": (_P, []),
-    "nfs_destroy_context": (None, [_P]),
-    "nfs_get_error": (_S, [_P]),
-    "nfs_get_fd": (_I, [_P]),
-    "nfs_set_error": (None, [_P, _S]),   # (nfs, fmt, ...): fmt only
-    "nfs_set_timeout": (None, [_P, _I]),
-    "nfs_get_timeout": (_I, [_P]),
-    "nfs_set_autoreconnect": (None, [_P, _I]),
-    "nfs_set_tcp_syncnt": (None, [_P, _I]),
-    "nfs_set_dircache": (None, [_P, _I]),
-    "nfs_set_uid": (None, [_P, _I]),
-    "nfs_set_gid": (None, [_P, _I]),
-    "nfs_set_version": (_I, [_P, _I]),
-    "nfs_parse_url_dir": (_P, [_P, _S]),
-    "nfs_destroy_url": (None, [_P]),
-    "nfs_mount": (_I, [_P, _S, _S]),
-    "nfs_get_readmax": (_U64, [_P]),
-    "nfs_get_writemax": (_U64, [_P]),
-    "nfs_open": (_I, [_P, _S, _I, _PP]),
-    "nfs_create": (_I, [_P, _S, _I, _I, _PP]),
-    "nfs_close": (_I, [_P, _P]),
-    "nfs_pread": (_I, [_P, _P, _U64, _U64, _P]),
-    "nfs_pwrite": (_I, [_P, _P, _U64, _U64, _P]),
-    "nfs_fsync": (_I, [_P, _P]),
-    "nfs_fstat64": (_I, [_P, _P, ctypes.POINTER(NfsStat64)]),
-    "nfs_stat64": (_I, [_P, _S, ctypes.POINTER(NfsStat64)]),
-    "nfs_statvfs64": (_I, [_P, _S, ctypes.POINTER(NfsStatvfs64)]),
-    "nfs_unlink": (_I, [_P, _S]),
-    "nfs_rename": (_I, [_P, _S, _S]),
-    "nfs_mkdir2": (_I, [_P, _S, _I]),
-    "nfs_rmdir": (_I, [_P, _S]),
-}
-
-_libs = {}
-_libs_lock = threading.Lock()
-
-
-def load_library(name=LIBRARY):
-    """The ctypes handle of libnfs with prototypes set (cached)."""
-    with _libs_lock:
-        lib = _libs.get(name)
-        if lib is not None:
-            return lib
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError as exc:
-            raise LibraryMissing(
-                "cannot load %s, the libnfs 4.0 NFS client library (%s); "
-                "install it (Debian/Ubuntu: apt-get install libnfs13) or "
-                "use the kernel-mounted 'path' staging backend"
-                % (name, exc)) from exc
-        for fn, (restype, argtypes) in _PROTOTYPES.items():
-            try:
-                func = getattr(lib, fn)
-            except AttributeError as exc:
-                raise LibraryMissing("%s lacks %s(): not libnfs 4.0"
-                                     % (name, fn)) from exc
-            func.restype = restype
-            func.argtypes = argtypes
-        _libs[name] = lib
-        return lib
-
-
-class _Py_buffer(ctypes.Structure):
-    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
-                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
-                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("format", ctypes.c_char_p),
-                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("suboffsets", ctypes.c_void_p),
-                ("internal", ctypes.c_void_p)]
-
-
-_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
-_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_Py_buffer),
-                        ctypes.c_int]
-_get_buffer.restype = ctypes.c_int
-_release_buffer = ctypes.pythonapi.PyBuffer_Release
-_release_buffer.argtypes = [ctypes.POINTER(_Py_buffer)]
-_release_buffer.restype = None
-
-
-@contextlib.contextmanager
-def _pinned(data):
-    """(address, length) of a contiguous bytes-like object, without a
-    copy, held for the duration of the block.
-    """
-    view = _Py_buffer()
-    _get_buffer(data, ctypes.byref(view), 0)   # PyBUF_SIMPLE
-    try:
-        yield view.buf or 0, view.len
-    finally:
-        _release_buffer(ctypes.byref(view))
-
-
-# --------------------------------------------------------------- errors
-
-# NFS3ERR_x / MNT3ERR_x names found in libnfs's error text -> errno.
-_STATUS_ERRNO = {
-    "PERM": errno.EPERM, "NOENT": errno.ENOENT, "IO": errno.EIO,
-    "NXIO": errno.ENXIO, "ACCES": errno.EACCES, "EXIST": errno.EEXIST,
-    "XDEV": errno.EXDEV, "NODEV": errno.ENODEV, "NOTDIR": errno.ENOTDIR,
-    "ISDIR": errno.EISDIR, "INVAL": errno.EINVAL, "FBIG": errno.EFBIG,
-    "NOSPC": errno.ENOSPC, "ROFS": errno.EROFS, "MLINK": errno.EMLINK,
-    "NAMETOOLONG": errno.ENAMETOOLONG, "NOTEMPTY": errno.ENOTEMPTY,
-    "DQUOT": errno.EDQUOT, "STALE": errno.ESTALE,
-    "BADHANDLE": errno.ESTALE, "REMOTE": errno.EIO,
-    "NOT_SYNC": errno.EIO, "BAD_COOKIE": errno.EIO,
-    "NOTSUPP": errno.EOPNOTSUPP, "TOOSMALL": errno.EIO,
-    "SERVERFAULT": errno.EIO, "BADTYPE": errno.EINVAL,
-    "JUKEBOX": errno.EAGAIN,
-}
-# nfsstat3 values (RFC 1813) -> names.
-NFS3_STATUS = {
-    1: "PERM", 2: "NOENT", 5: "IO", 6: "NXIO", 13: "ACCES", 17: "EXIST",
-    18: "XDEV", 19: "NODEV", 20: "NOTDIR", 21: "ISDIR", 22: "INVAL",
-    27: "FBIG", 28: "NOSPC", 30: "ROFS", 31: "MLINK", 63: "NAMETOOLONG",
-    66: "NOTEMPTY", 69: "DQUOT", 70: "STALE", 71: "REMOTE",
-    10001: "BADHANDLE", 10002: "NOT_SYNC", 10003: "BAD_COOKIE",
-    10004: "NOTSUPP", 10005: "TOOSMALL", 10006: "SERVERFAULT",
-    10007: "BADTYPE", 10008: "JUKEBOX",
-}
-_STATUS_RE = re.compile(r"\b(?:NFS3ERR|MNT3ERR)_([A-Z_]+)")
-# libnfs 4.0's sync nfs_pread/nfs_pwrite report an NFS error as -EFAULT
-# and print the reply structure as a string: the bytes of its leading
-# nfsstat3 (little endian) up to the first NUL.
-_RAW_RE = re.compile(rb'^(?:pread|pwrite|read|write) call failed with '
-                     rb'"(.{0,3})"$', re.S)
-# What libnfs returns when the RPC itself failed (no NFS status).
-_RPC_FAILURE = frozenset((errno.EPERM, errno.EFAULT, errno.EINTR,
-                          errno.EIO, errno.ECONNREFUSED, errno.ECONNRESET,
-                          errno.ETIMEDOUT, errno.EPIPE, errno.ENOTCONN,
-                          errno.EHOSTUNREACH, errno.ENETUNREACH))
-
-
-_HINTS = {
-    errno.ENOSPC: "the export is full",
-    errno.EDQUOT: "the quota on the export is exhausted",
-    errno.EFBIG: "the file is too large for the export",
-    errno.EROFS: "the export is read-only",
-    errno.ESTALE: "stale file handle: the file or directory was removed "
-                  "or replaced on the server",
-    errno.EAGAIN: "the server asks to retry later (NFS3ERR_JUKEBOX)",
-}
-
-
-class _Ambiguous(backend.StagingError):
-    """One of the parallel RPCs of a large read or write failed, but
-    libnfs reported the status of another one.
-    """
-
-
-def _text(lib, ctx):
-    return lib.nfs_get_error(ctx) or b""
-
-
-def explain(ret, raw):
-    """(text, nfs status or None) of libnfs error text ``raw`` (bytes):
-    the NFS status decoded from a mangled pread/pwrite report (0 when
-    the report is of a successful RPC), else parsed by name.
-    """
-    m = _RAW_RE.match(raw) if ret == -errno.EFAULT else None
-    if m:
-        status = int.from_bytes(m.group(1).ljust(4, b"\0"), "little")
-        name = NFS3_STATUS.get(status)
-        call = raw.split(b" ", 1)[0].decode()
-        if name:
-            return ("%s failed with NFS3ERR_%s(%d)" % (call, name, status),
-                    name)
-        return "%s failed with NFS status %d" % (call, status), status
-    text = raw.decode("utf-8", "replace")
-    found = [s for s in _STATUS_RE.findall(text) if s in _STATUS_ERRNO]
-    return text, (found[-1] if found else None)
-
-
-def classify(ret, raw):
-    """(errno, lost) for a libnfs return code ``ret`` < 0 and its error
-    text: the errno of the NFS status if one came back, else of ``ret``;
-    ``lost`` when no NFS status came back and ``ret`` is one that libnfs
-    uses for failed RPCs (the connection is unusable).
-    """
-    return _classify_status(ret, explain(ret, raw)[1])
-
-
-def _classify_status(ret, status):
-    """:func:`classify` from the status :func:`explain` found."""
-    if status in _STATUS_ERRNO:
-        return _STATUS_ERRNO[status], False
-    if status is not None:
-        return errno.EIO, False
-    err = abs(ret) if ret else errno.EIO
-    return err, err in _RPC_FAILURE
-
-
-def make_error(ret, raw, what):
-    """The StagingError for a failed libnfs call: ``what`` (operation,
-    name and server) and libnfs's error text ``raw`` (bytes).
-    """
-    text, status = explain(ret, raw)
-    err, lost = _classify_status(ret, status)
-    detail = text.strip() or os.strerror(err)
-    if lost:
-        return ConnectionLost("%s: no usable connection to the NFS server "
-                              "(%s)" % (what, detail))
-    message = "%s: %s [%s]" % (what, detail,
-                               errno.errorcode.get(err, str(err)))
-    hint = _HINTS.get(err)
-    if hint:
-        message += ": " + hint
-    if status == 0:
-        return _Ambiguous(message)
-    if err == errno.EAGAIN:
-        return backend.Unavailable(message)
-    return backend.error_for_errno(err, message)
 
 
 # --------------------------------------------------------------- URLs
@@ -479,8 +216,9 @@ class _Connection:
         self.lib.nfs_set_error(ctx, b"")
         ret = fn(ctx, *args)
         if ret < 0:
-            exc = make_error(ret, _text(self.lib, ctx), what)
-            if isinstance(exc, ConnectionLost):
+            exc = nfslib.make_error(ret, nfslib.error_text(self.lib, ctx),
+                                    what)
+            if isinstance(exc, backend.ConnectionLost):
                 self.drop()
                 raise exc
         sock = self._socket()
@@ -533,7 +271,7 @@ class _File:
                       what=self._what("open"))
         self.fh = fh.value
         self.generation = conn.generation
-        st = NfsStat64()
+        st = nfslib.NfsStat64()
         conn.call(lib.nfs_fstat64, self.fh, ctypes.byref(st),
                   what=self._what("stat"))
         return st.nfs_ino
@@ -548,7 +286,7 @@ class _File:
         if self.fh is None or self.generation != self.conn.generation:
             try:
                 fileid = self._open(create=False)
-            except backend.NotFound as exc:
+            except backend.StagingNotFound as exc:
                 raise backend.StaleHandle(
                     "%s was removed on %s while open"
                     % (self.name, self.owner.where)) from exc
@@ -572,7 +310,7 @@ class _File:
         try:
             return self.conn.call(fn, fh, offset, count, addr,
                                   what=self._what(verb, offset))
-        except _Ambiguous as exc:
+        except backend.AmbiguousStatus as exc:
             if count <= step:
                 raise backend.StagingError(str(exc)) from exc
         done = 0
@@ -637,7 +375,7 @@ class LibnfsWriter(_File, backend.Writer):
     def _first_open(self, truncate=False):
         try:
             return self._open(create=True, truncate=truncate)
-        except backend.NotFound:
+        except backend.StagingNotFound:
             self.owner._makedirs(self.conn, posixpath.dirname(self.name))
             return self._open(create=True, truncate=truncate)
 
@@ -645,7 +383,7 @@ class LibnfsWriter(_File, backend.Writer):
         """Write all of ``data`` at ``offset``: FILE_SYNC when opened with
         ``sync``, else UNSTABLE until :meth:`commit`.
         """
-        with self.conn.lock, _pinned(data) as (addr, length):
+        with self.conn.lock, nfslib.pinned(data) as (addr, length):
             done = 0
             while done < length:
                 at = offset + done
@@ -680,27 +418,28 @@ class LibnfsWriter(_File, backend.Writer):
 
     def _guarded(self, fn, *args, what):
         """``fn(*args)``, retried on new connections while nothing
-        uncommitted can have been lost; else :class:`WritesLost`.
+        uncommitted can have been lost; else
+        :class:`~dtn_migrate.staging.backend.WritesLost`.
         """
         def attempt():
             dirty = self.dirty
             before = self.conn.reconnects
             try:
                 result = fn(*args)
-            except ConnectionLost as exc:
+            except backend.ConnectionLost as exc:
                 self.dirty = False
                 if not dirty:
                     raise       # only this call's own data was at risk
-                raise WritesLost("%s; unstable writes since the last "
-                                 "commit may be lost: write them again"
-                                 % exc) from exc
+                raise backend.WritesLost(
+                    "%s; unstable writes since the last commit may be "
+                    "lost: write them again" % exc) from exc
             if dirty and self.conn.reconnects != before:
                 # libnfs re-made the connection inside the call and sent
                 # it again: the server may have restarted in between.
-                raise WritesLost("%s: the connection to the NFS server was "
-                                 "re-made; unstable writes since the last "
-                                 "commit may be lost: write them again"
-                                 % what)
+                raise backend.WritesLost(
+                    "%s: the connection to the NFS server was re-made; "
+                    "unstable writes since the last commit may be lost: "
+                    "write them again" % what)
             return result
 
         return self.owner._retry(attempt, what)
@@ -730,7 +469,7 @@ class LibnfsReader(_File, backend.Reader):
         """Fill the writable buffer ``buf`` from ``offset``; the number of
         bytes read (less than ``len(buf)`` only at end of file).
         """
-        with self.conn.lock, _pinned(buf) as (addr, length):
+        with self.conn.lock, nfslib.pinned(buf) as (addr, length):
             done = 0
             while done < length:
                 at = offset + done
@@ -777,7 +516,7 @@ class LibnfsBackend(backend.Backend):
     def __init__(self, server, export=None, path=None, nfsport=None,
                  mountport=None, version=None, timeout=None,
                  reconnect_timeout=None, uid=None, gid=None, connect=True,
-                 library=LIBRARY):
+                 library=nfslib.LIBRARY):
         given = {k: v for k, v in dict(
             path=path, nfsport=nfsport, mountport=mountport,
             version=version, timeout=timeout,
@@ -814,7 +553,7 @@ class LibnfsBackend(backend.Backend):
         self.where = "nfs://%s%s" % (
             "[%s]" % self.server if ":" in self.server else self.server,
             full.rstrip("/") or "/")
-        self.lib = load_library(library)
+        self.lib = nfslib.load_library(library)
         self._mounted = None    # (export that mounted, directory in it)
         self._io = None
         self._mount_lock = threading.Lock()
@@ -838,8 +577,8 @@ class LibnfsBackend(backend.Backend):
         def check():
             st = self._stat(self._path(None), "stat %s" % self.where)
             if st is None:
-                raise backend.NotFound("staging directory %s does not "
-                                       "exist" % self.where)
+                raise backend.StagingNotFound(
+                    "staging directory %s does not exist" % self.where)
             if (st.nfs_mode & 0o170000) != 0o040000:
                 raise backend.StagingError("%s is not a directory"
                                            % self.where)
@@ -883,8 +622,9 @@ class LibnfsBackend(backend.Backend):
             url = lib.nfs_parse_url_dir(
                 ctx, ("nfs://localhost/?" + "&".join(args)).encode())
             if not url:
+                text = nfslib.error_text(lib, ctx)
                 raise backend.StagingError("libnfs refused %s: %s" % (
-                    args, _text(lib, ctx).decode("utf-8", "replace")))
+                    args, text.decode("utf-8", "replace")))
             lib.nfs_destroy_url(url)
             self._mount_export(ctx)
             self._io = min(int(lib.nfs_get_readmax(ctx)),
@@ -922,9 +662,9 @@ class LibnfsBackend(backend.Backend):
                     if self._mounted is None:
                         self._mounted = (export, inside)
                 return
-            exc = make_error(ret, _text(self.lib, ctx), "mount %s:%s" % (
-                self.server, export))
-            if not isinstance(exc, (backend.NotFound,
+            exc = nfslib.make_error(ret, nfslib.error_text(self.lib, ctx),
+                                    "mount %s:%s" % (self.server, export))
+            if not isinstance(exc, (backend.StagingNotFound,
                                     backend.PermissionDenied)):
                 raise exc
             first = first or exc
@@ -932,29 +672,23 @@ class LibnfsBackend(backend.Backend):
                           "this client may not mount it)" % first)
 
     def _retry(self, op, what):
-        """``op()``; on Unavailable (except :class:`WritesLost`) try again
-        with backoff for up to ``reconnect_timeout`` seconds.
+        """``op()``; on Unavailable (except
+        :class:`~dtn_migrate.staging.backend.WritesLost`) try again with
+        backoff for up to ``reconnect_timeout`` seconds.
         """
-        deadline = None
-        delay = 0.1
-        while True:
-            try:
-                return op()
-            except WritesLost:
+        def retryable(exc):
+            return (isinstance(exc, backend.Unavailable)
+                    and not isinstance(exc, backend.WritesLost))
+
+        try:
+            return retry.call(lambda attempt: op(), retryable,
+                              retry.within(self.reconnect_timeout),
+                              retry.doubling(0.1, 2.0))
+        except backend.Unavailable as exc:
+            if self.reconnect_timeout <= 0 or not retryable(exc):
                 raise
-            except backend.Unavailable as exc:
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.reconnect_timeout
-                if now + delay > deadline:
-                    if self.reconnect_timeout <= 0:
-                        raise
-                    raise type(exc)("%s (still failing after retrying "
-                                    "for %.0f s)" % (
-                                        exc, self.reconnect_timeout)
-                                    ) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+            raise type(exc)("%s (still failing after retrying for %.0f s)"
+                            % (exc, self.reconnect_timeout)) from exc
 
     def _stale_once(self, op):
         """``op()``, again on a new mount after ESTALE: a name operation
@@ -984,11 +718,11 @@ class LibnfsBackend(backend.Backend):
         return "/" + "/".join(parts)
 
     def _stat(self, path, what):
-        st = NfsStat64()
+        st = nfslib.NfsStat64()
         try:
             self._meta.call(self.lib.nfs_stat64, path.encode(),
                             ctypes.byref(st), what=what)
-        except backend.NotFound:
+        except backend.StagingNotFound:
             return None
         return st
 
@@ -1036,7 +770,7 @@ class LibnfsBackend(backend.Backend):
                 self._meta.call(self.lib.nfs_unlink,
                                 self._path(name).encode(),
                                 what="remove %s on %s" % (name, self.where))
-            except backend.NotFound:
+            except backend.StagingNotFound:
                 pass
 
         self._meta_op(op, "remove %s on %s" % (name, self.where))
@@ -1053,7 +787,7 @@ class LibnfsBackend(backend.Backend):
             try:
                 self._meta.call(self.lib.nfs_rename, old_path.encode(),
                                 new_path.encode(), what=what)
-            except backend.NotFound:
+            except backend.StagingNotFound:
                 # A repeated RENAME whose first attempt went through.
                 if len(tries) > 1 and \
                         self._stat(old_path, what) is None and \
@@ -1077,7 +811,7 @@ class LibnfsBackend(backend.Backend):
             try:
                 self._meta.call(self.lib.nfs_rmdir,
                                 self._path(name).encode(), what=what)
-            except backend.NotFound:
+            except backend.StagingNotFound:
                 pass
 
         self._meta_op(op, what)
@@ -1086,7 +820,7 @@ class LibnfsBackend(backend.Backend):
         what = "statvfs on %s" % self.where
 
         def op():
-            sv = NfsStatvfs64()
+            sv = nfslib.NfsStatvfs64()
             self._meta.call(self.lib.nfs_statvfs64,
                             self._path(None).encode(), ctypes.byref(sv),
                             what=what)

@@ -62,8 +62,8 @@ class LocalBackend(backend.Backend):
     def __init__(self, root):
         self.root = os.path.realpath(root)
         if not os.path.isdir(self.root):
-            raise backend.NotFound("staging directory %s does not exist"
-                                   % root)
+            raise backend.StagingNotFound(
+                "staging directory %s does not exist" % root)
 
     def path(self, name):
         path = os.path.join(self.root, backend.check_name(name))

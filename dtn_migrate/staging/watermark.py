@@ -70,7 +70,7 @@ def publish_in_place(backend, name, committed, failed=False, suffix=SUFFIX):
     path = side_file(name, suffix)
     old = backend.size(path)
     if old is None:
-        raise base.NotFound("%s has no watermark to update" % name)
+        raise base.StagingNotFound("%s has no watermark to update" % name)
     data = format_watermark(committed, failed)
     if len(data) < old:
         data = data[:-1] + b" " * (old - len(data)) + b"\n"

@@ -18,17 +18,53 @@ sink's proof before it sends anything else.  TLS, when configured, wraps
 the connection first (encryption for links outside a Science DMZ, and
 certificate checks in both directions when a CA is given); the HMAC
 exchange still runs inside it.
+
+Frame authentication (protocol version 2, CONNECT caps FRAME_AUTH).
+Both sides derive keys for the rest of the connection::
+
+    prk      = HMAC(key, "dtn-migrate/2 session" || transcript
+                         || proof_s || proof_c)
+    k_source = HMAC(prk, "source->sink")     frames the source sends
+    k_sink   = HMAC(prk, "sink->source")     frames the sink sends
+    k_object = HMAC(prk, "objects")          object digests (control
+                                             connection's, per session)
+
+Every later frame carries ``tag = HMAC(k_dir, seq || header || body)``
+truncated to 16 bytes, where ``seq`` (u64) counts the frames sent in
+that direction since the keys were set.  The transcript holds both
+nonces, the role, stream index, transfer id and epoch, so every
+connection and direction has keys of its own: a frame that is changed,
+dropped, replayed, reordered or moved to another connection fails its
+tag.  An object's bytes (which follow its NEW_BLOCK, or are read with
+RDMA) are covered by the NEW_BLOCK's ``mac``::
+
+    mac = HMAC(k_object, file_id || index || offset || length || bytes)
+
+truncated to 16 bytes, computed by the source in the pass that reads
+the object and computes its xxh3, and by the sink in the pass that
+receives it.  HMAC-SHA256 runs at about 1.7 GB/s per core with SHA-NI,
+twice keyed BLAKE2b's speed here.  Frames are authenticated, not
+encrypted: TLS is the option for confidentiality.
 """
 
+import collections
 import hashlib
 import hmac
 import os
 import ssl
+import struct
 
 NONCE_SIZE = 32
 _SINK_LABEL = b"dtn-migrate/1 sink"
 _SOURCE_LABEL = b"dtn-migrate/1 source"
+_SESSION_LABEL = b"dtn-migrate/2 session"
 MIN_KEY_BYTES = 16
+TAG_SIZE = 16
+_SEQ = struct.Struct("!Q")
+_OBJECT = struct.Struct("!IIQI")
+
+SessionKeys = collections.namedtuple("SessionKeys",
+                                     ("source", "sink", "objects"))
 
 
 def nonce():
@@ -46,6 +82,49 @@ def source_proof(key, transcript, proof_s):
 
 def verify(expected, got):
     return hmac.compare_digest(expected, got)
+
+
+def session_keys(key, transcript, proof_s, proof_c):
+    """The connection's keys once both proofs are known."""
+    prk = hmac.digest(key, _SESSION_LABEL + transcript + proof_s + proof_c,
+                      "sha256")
+    return SessionKeys(*(hmac.digest(prk, label, "sha256") for label in (
+        b"source->sink", b"sink->source", b"objects")))
+
+
+class FrameMac:
+    """Tags of one direction of one connection (not thread-safe: the
+    connection serialises sends, and has one reader).
+    """
+
+    def __init__(self, key):
+        self._key = key
+        self.seq = 0
+
+    def tag(self, frame):
+        """Tag of the next frame (``frame``: its header and body)."""
+        tag = hmac.digest(self._key, _SEQ.pack(self.seq) + frame,
+                          "sha256")[:TAG_SIZE]
+        self.seq += 1
+        return tag
+
+    def check(self, frame, tag):
+        return hmac.compare_digest(self.tag(frame), tag)
+
+
+def object_mac(key, file_id, index, offset, length):
+    """An HMAC of one object, to ``update`` with its bytes; None without
+    a key (no frame authentication).
+    """
+    if key is None:
+        return None
+    return hmac.new(key, _OBJECT.pack(file_id, index, offset, length),
+                    hashlib.sha256)
+
+
+def object_tag(mac):
+    """The NEW_BLOCK ``mac`` field of a finished ``object_mac``."""
+    return bytes(TAG_SIZE) if mac is None else mac.digest()[:TAG_SIZE]
 
 
 def load_key(text=None, path=None):

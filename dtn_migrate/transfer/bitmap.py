@@ -9,6 +9,11 @@ _NOT_FF = re.compile(rb"[^\xff]")
 _NOT_00 = re.compile(rb"[^\x00]")
 
 
+def nbytes(nbits):
+    """Bytes of a Bitmap of ``nbits`` bits."""
+    return (nbits + 7) >> 3
+
+
 class Bitmap:
     """``nbits`` bits in a bytearray, bit ``i`` is byte ``i >> 3``,
     bit ``i & 7`` (least significant first).
@@ -18,14 +23,14 @@ class Bitmap:
 
     def __init__(self, nbits, raw=None):
         self.nbits = nbits
-        nbytes = (nbits + 7) >> 3
+        size = nbytes(nbits)
         if raw is None:
-            self.bits = bytearray(nbytes)
+            self.bits = bytearray(size)
             self._count = 0
         else:
-            if len(raw) != nbytes:
+            if len(raw) != size:
                 raise ValueError("bitmap of %d bits needs %d bytes, got %d"
-                                 % (nbits, nbytes, len(raw)))
+                                 % (nbits, size, len(raw)))
             self.bits = bytearray(raw)
             if nbits & 7:
                 self.bits[-1] &= (1 << (nbits & 7)) - 1
@@ -121,15 +126,15 @@ class Bitmap:
         current = 0           # value of the run being counted
         length = 0
         bits, nbits = self.bits, self.nbits
-        nbytes = len(bits)
+        size = len(bits)
         pos = 0
-        while pos < nbytes:
+        while pos < size:
             # Skip whole bytes that continue the current run (C speed).
             m = (_NOT_FF if current else _NOT_00).search(bits, pos)
-            stop = m.start() if m else nbytes
+            stop = m.start() if m else size
             length += (stop - pos) * 8
             pos = stop
-            if pos >= nbytes:
+            if pos >= size:
                 break
             byte = bits[pos]
             for bit in range(8):
@@ -142,7 +147,7 @@ class Bitmap:
                     length = 1
             pos += 1
         # Bits past nbits in the last byte are always clear: drop them.
-        overshoot = nbytes * 8 - nbits
+        overshoot = size * 8 - nbits
         if overshoot:
             if current:
                 raise AssertionError("bits past the end are set")

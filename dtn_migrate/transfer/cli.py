@@ -86,6 +86,16 @@ def _tuning(parser):
                    default=d.transport)
     g.add_argument("--tcp-user-timeout", type=float,
                    default=d.tcp_user_timeout)
+    g.add_argument("--no-frame-auth", dest="frame_auth",
+                   action="store_false", default=None,
+                   help="source: do not tag frames; sink: accept sources "
+                        "that do not (trusted links only)")
+    g.add_argument("--rdma-device",
+                   help="RDMA device (default: the first usable one)")
+    g.add_argument("--rdma-port", type=int, default=1)
+    g.add_argument("--rdma-gid-index", type=int,
+                   help="GID index (default: the first RoCE v2 GID, as "
+                        "the agent picks)")
     g.add_argument("-v", "--verbose", action="count", default=0)
 
 
@@ -98,17 +108,22 @@ def _config(args):
         socket_buffer_bytes=args.socket_buffer, transport=args.transport,
         tcp_user_timeout=args.tcp_user_timeout)
     for name in ("logger", "log_method", "rate_limit", "reconnect_deadline",
-                 "preallocate", "verify_sha512", "min_free_bytes"):
+                 "preallocate", "verify_sha512", "min_free_bytes",
+                 "frame_auth"):
         if getattr(args, name, None) is not None:
             fields[name] = getattr(args, name)
     return config.TransferConfig(**fields)
 
 
-def _rdma(cfg):
+def _rdma(cfg, args):
     if cfg.transport == "tcp":
         return None
     from dtn_migrate.transfer.transport import rdma
-    dev, reason = rdma.probe()
+    # The agent's defaults ([rdma] gid_index unset: a RoCE v2 GID), so
+    # that both ends of a transfer route alike.
+    dev, reason = rdma.probe(getattr(args, "rdma_device", None),
+                             getattr(args, "rdma_port", 1),
+                             getattr(args, "rdma_gid_index", None))
     if dev is None:
         logging.getLogger(__name__).info("RDMA not used: %s", reason)
     return dev
@@ -124,7 +139,7 @@ def cmd_serve(args):
     host, port = args.listen
     server = sink.SinkServer(paths.StagingRoot(args.root), cfg, args.name,
                              lambda peer: key, host=host, port=port,
-                             tls_context=tls, rdma_device=_rdma(cfg))
+                             tls_context=tls, rdma_device=_rdma(cfg, args))
     server.start()
     print("listening on %s:%d" % (host, server.port), flush=True)
     stop = threading.Event()
@@ -164,7 +179,7 @@ def cmd_send(args):
                                         {"object_size": cfg.object_size},
                                         transfer_id=tid)
     transfer = source.SourceTransfer(manifest, peer, cfg, args.state_dir,
-                                     args.name, rdma_device=_rdma(cfg))
+                                     args.name, rdma_device=_rdma(cfg, args))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *a: transfer.cancel())
     runner = threading.Thread(target=transfer.run, daemon=True)

@@ -24,6 +24,9 @@ class TransferConfig:
     # This bounds what a restart can resend.
     window_bytes: int = 64 * MiB
     max_open_files: int = 128
+    # Sink: the done-set bitmaps of one session's open files, in bytes
+    # (64 MiB: 2 TiB of files in 4 KiB objects, 128 TiB in 256 KiB ones).
+    max_session_bitmap_bytes: int = 64 * MiB
     # Sink durability batching: fdatasync when this many bytes are
     # unsynced or this many seconds have passed, whichever comes first.
     sync_bytes: int = 16 * MiB
@@ -54,6 +57,18 @@ class TransferConfig:
     growing_stall_timeout: float = 600.0
     # Sink limits.
     max_sessions: int = 64
+    # Before authentication a connection gets this long, in all (not per
+    # byte received), to complete TLS and the HMAC handshake.
+    handshake_timeout: float = 10.0
+    # Unauthenticated connections held at once: in all, and from one
+    # source address; further ones are closed at once.
+    max_unauthenticated: int = 64
+    max_unauthenticated_per_address: int = 8
+    # Connections (and so handler threads) held at once, authenticated
+    # or not.
+    max_connections: int = 1024
+    # Authenticate every frame after the handshake (protocol.rst).
+    frame_auth: bool = True
 
     def __post_init__(self):
         self.validate()
@@ -89,7 +104,14 @@ class TransferConfig:
                      "max_file_retries", "hash_checkpoint_bytes"):
             need(getattr(self, name) >= 0, "%s must be >= 0" % name)
         need(self.max_sessions >= 1, "max_sessions must be >= 1")
+        need(self.handshake_timeout > 0, "handshake_timeout must be > 0")
+        need(1 <= self.max_unauthenticated_per_address
+             <= self.max_unauthenticated <= self.max_connections,
+             "need 1 <= max_unauthenticated_per_address <= "
+             "max_unauthenticated <= max_connections")
         need(self.max_open_files >= 1, "max_open_files must be >= 1")
+        need(self.max_session_bitmap_bytes >= 1,
+             "max_session_bitmap_bytes must be >= 1")
 
     @property
     def pool_objects(self):

@@ -12,6 +12,12 @@ objects below it.  The watermark is either a callable (in-process
 writers) or a small side file whose content is the decimal watermark,
 optionally followed by ``failed`` if the writer gave up.  Writers update
 it by writing a temporary file and renaming it over the old one.
+
+A file's identity is recorded when the transfer is defined (device,
+inode, size, mtime, ctime).  The source opens it again without following
+a symlink and refuses another file (device or inode differ); a file
+whose content may have changed since (size, mtime or ctime differ) is
+sent again from its start, never stitched from old and new bytes.
 """
 
 import dataclasses
@@ -34,6 +40,11 @@ class FileSpec:
     mode: int = 0o644
     growing: bool = False
     watermark_file: str = None  # side file of a growing file
+    # Identity of the file validated when the transfer was defined
+    # (None: bound when the source first opens it).
+    dev: int = None
+    ino: int = None
+    ctime_ns: int = None
 
     def to_dict(self):
         # Every field is a plain value: no need for asdict's deep copy
@@ -49,8 +60,14 @@ class FileSpec:
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(FileSpec))
 
 
-class GrowingFileFailed(errors.TransferError):
+class SourceChanged(errors.TransferError):
+    """A source file is not (or no longer) the file that was defined."""
+
     code = errors.Code.SOURCE_CHANGED
+
+
+class GrowingFileFailed(SourceChanged):
+    """A growing file's writer failed, or the file stopped growing."""
 
 
 def format_watermark(committed, failed=False):
@@ -107,10 +124,65 @@ def spec_for_path(path, name=None, sha512=None, st=None):
     """FileSpec of an existing regular file (``st``: its stat, if known)."""
     if st is None:
         st = os.stat(path)
-    return FileSpec(name=name or os.path.basename(path),
+    spec = FileSpec(name=name or os.path.basename(path),
                     path=os.path.abspath(path), size=st.st_size,
-                    sha512=sha512, mtime_ns=st.st_mtime_ns,
-                    mode=st.st_mode & 0o777)
+                    sha512=sha512)
+    bind(spec, st)
+    return spec
+
+
+def growing_spec(path, name, size, sha512=None, watermark_file=None,
+                 st=None):
+    """FileSpec of a file still being written up to ``size`` bytes; ``st``
+    (its stat when it was validated) pins its device and inode.
+    """
+    spec = FileSpec(name=name, path=path, size=size, sha512=sha512,
+                    growing=True, watermark_file=watermark_file)
+    if st is not None:
+        spec.dev, spec.ino = st.st_dev, st.st_ino
+    return spec
+
+
+def bind(spec, st):
+    """Record ``st`` (a stat of the file) as ``spec``'s identity."""
+    spec.dev, spec.ino = st.st_dev, st.st_ino
+    spec.mode = st.st_mode & 0o777
+    if not spec.growing:
+        spec.mtime_ns, spec.ctime_ns = st.st_mtime_ns, st.st_ctime_ns
+
+
+def open_source(spec):
+    """Open ``spec``'s file for reading; return (fd, its stat).
+
+    Never through a symlink (BadNameError), and only the very file that
+    was validated: another device or inode raises SourceChanged.
+    """
+    fd, st = paths.open_regular(spec.path)
+    expected = (spec.dev, spec.ino)
+    if spec.ino is not None and (st.st_dev, st.st_ino) != expected:
+        os.close(fd)
+        raise SourceChanged(
+            "%s was replaced by another file since the transfer was "
+            "defined (device %d inode %d, expected device %d inode %d)"
+            % (spec.path, st.st_dev, st.st_ino, spec.dev, spec.ino))
+    return fd, st
+
+
+def changes(spec, st):
+    """What differs between ``spec`` and a stat of its (same) file: a
+    list of ``size``, ``mtime``, ``ctime`` (empty when unchanged, and
+    always for a growing file).
+    """
+    if spec.growing:
+        return []
+    found = []
+    if st.st_size != spec.size:
+        found.append("size")
+    if spec.mtime_ns and st.st_mtime_ns != spec.mtime_ns:
+        found.append("mtime")
+    if spec.ctime_ns is not None and st.st_ctime_ns != spec.ctime_ns:
+        found.append("ctime")
+    return found
 
 
 def expand(root, items, hashes=None):

@@ -21,6 +21,7 @@ class Code(enum.IntEnum):
     UNKNOWN_SESSION = 12  # data stream for a session that is gone
     SOURCE_CHANGED = 13   # the source file changed under the transfer
     INTERNAL = 14
+    INTEGRITY = 15        # a frame or object failed its authentication tag
 
 
 class TransferError(Exception):
@@ -51,6 +52,15 @@ class BoundsError(ProtocolError):
 
 class TruncatedFrame(ProtocolError):
     """The connection ended in the middle of a frame."""
+
+
+class IntegrityError(ProtocolError):
+    """A frame or an object failed its session-key tag: changed,
+    replayed, reordered or spliced on the way.  Never accepted; the
+    connection (or object) is retried.
+    """
+
+    code = Code.INTEGRITY
 
 
 class AuthenticationError(TransferError):

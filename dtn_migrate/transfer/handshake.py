@@ -25,19 +25,25 @@ def _client(conn, connect, key):
     # A connection lost before the sink proved or refused anything is a
     # network fault (retried), not an authentication failure (fatal).
     try:
-        msg = conn.recv(expect=(P.MsgType.CHALLENGE, P.MsgType.ERROR))
+        msg = conn.recv(expect=(P.MsgType.CHALLENGE, P.MsgType.ERROR),
+                        max_body=P.MAX_PREAUTH_BODY)
     except errors.TruncatedFrame as exc:
         raise ConnectionError("%s: connection lost during authentication: "
                               "%s" % (conn.peer, exc))
     if isinstance(msg, P.Error):
-        raise errors.PeerError("%s refused the connection: %s"
-                               % (conn.peer, msg.message), msg.code)
+        raise errors.PeerError("%s refused the connection: %s%s"
+                               % (conn.peer, msg.message, _hint(msg)),
+                               msg.code)
     transcript = body + msg.nonce
     if not auth.verify(auth.sink_proof(key, transcript), msg.proof):
         raise errors.AuthenticationError(
             "%s could not prove the shared key: wrong key for this "
             "peering, or not the expected agent" % conn.peer)
-    conn.send(P.Auth(auth.source_proof(key, transcript, msg.proof)))
+    proof_c = auth.source_proof(key, transcript, msg.proof)
+    conn.send(P.Auth(proof_c))
+    if connect.caps & P.Caps.FRAME_AUTH:
+        keys = auth.session_keys(key, transcript, msg.proof, proof_c)
+        conn.authenticate(keys.source, keys.sink, keys.objects)
     try:
         reply = conn.recv(expect=(P.MsgType.CONNECT_ACK, P.MsgType.ERROR))
     except errors.TruncatedFrame as exc:
@@ -50,21 +56,27 @@ def _client(conn, connect, key):
     return reply
 
 
-def server(conn, lookup_key):
+def _hint(error):
+    if error.code == errors.Code.VERSION:
+        return " (this agent speaks protocol %d: upgrade the older agent)" \
+            % P.VERSION
+    return ""
+
+
+def server(conn, lookup_key, require_frame_auth=True):
     """Sink side up to a verified AUTH.  Returns (Connect, key).
 
     ``lookup_key(peer_name)`` gives the shared key or None.  An unknown
     peer gets the same treatment as a wrong key, so that a prober
-    learns nothing about which peer names exist.
+    learns nothing about which peer names exist.  Frames are tagged from
+    the CONNECT_ACK on when the source asks for it; with
+    ``require_frame_auth`` a source that does not is refused.
     """
-    mtype, length, crc = conn.recv_header()
-    if mtype != P.MsgType.CONNECT:
-        raise errors.ProtocolError("%s sent %s before CONNECT"
-                                   % (conn.peer, mtype.name))
-    body = bytearray(length)
-    conn.recv_into(memoryview(body), length)
-    body = bytes(body)
-    connect = P.decode_body(mtype, body, crc)
+    # Nothing of the size an unauthenticated peer asks for is allocated.
+    connect = conn.recv(expect=(P.MsgType.CONNECT,),
+                        max_body=P.MAX_PREAUTH_BODY,
+                        refuse="%s sent %%s before CONNECT" % conn.peer)
+    body = connect.encode()
     if not (connect.version_min <= P.VERSION <= connect.version_max):
         conn.send(P.Error(errors.Code.VERSION, 1, P.NO_FILE,
                           "no common protocol version (sink speaks %d)"
@@ -81,15 +93,28 @@ def server(conn, lookup_key):
     transcript = body + nonce
     proof_s = auth.sink_proof(key, transcript)
     conn.send(P.Challenge(P.VERSION, nonce, proof_s))
-    reply = conn.recv(expect=(P.MsgType.AUTH,))
+    reply = conn.recv(expect=(P.MsgType.AUTH,), max_body=P.MAX_PREAUTH_BODY)
     if not known or not auth.verify(
             auth.source_proof(key, transcript, proof_s), reply.proof):
-        try:
-            conn.send(P.Error(errors.Code.AUTH, 1, P.NO_FILE, _AUTH_FAILED))
-        except ConnectionError:
-            pass
+        _refuse(conn, _AUTH_FAILED)
         raise errors.AuthenticationError(
             "%s failed authentication as peer %r (%s)"
             % (conn.peer, connect.peer,
                "wrong key" if known else "unknown peer"))
+    if connect.caps & P.Caps.FRAME_AUTH:
+        keys = auth.session_keys(key, transcript, proof_s, reply.proof)
+        conn.authenticate(keys.sink, keys.source, keys.objects)
+    elif require_frame_auth:
+        _refuse(conn, "this sink requires frame authentication: set "
+                "[transfer] frame_auth on the source")
+        raise errors.AuthenticationError(
+            "%s (peer %s) did not ask for frame authentication, which "
+            "this sink requires" % (conn.peer, connect.peer))
     return connect, key
+
+
+def _refuse(conn, why):
+    try:
+        conn.send(P.Error(errors.Code.AUTH, 1, P.NO_FILE, why))
+    except ConnectionError:
+        pass

@@ -18,6 +18,8 @@ from dtn_migrate.transfer import protocol
 PARTIAL_DIR = ".dtn-partial"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO must not wait for a writer.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def check_name(name):
@@ -117,19 +119,9 @@ class StagingRoot:
         parts = check_name(name)
         dfd = self.open_dir(parts, create=False)
         try:
-            # O_NONBLOCK: opening a FIFO must not wait for a writer.
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW |
-                         os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise errors.BadNameError("%r is a symlink" % name)
-            raise
+            return open_regular_at(dfd, parts[-1], repr(name))[0]
         finally:
             os.close(dfd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise errors.BadNameError("%r is not a regular file" % name)
-        return fd
 
     def partial_dir(self, transfer_hex):
         """fd of ``<root>/.dtn-partial/<transfer>`` (created)."""
@@ -148,6 +140,36 @@ class StagingRoot:
             pass
         finally:
             os.close(fd)
+
+
+def open_regular_at(dfd, name, what):
+    """Open regular file ``name`` of directory ``dfd`` for reading, never
+    through a symlink; return (fd, its stat).  ``what`` names it in errors.
+    """
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise errors.BadNameError("%s is a symlink" % what)
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise errors.BadNameError("%s is not a regular file" % what)
+    return fd, st
+
+
+def open_regular(path):
+    """Open the regular file at ``path`` for reading: its directory by
+    path, then the file relative to it without following a symlink;
+    return (fd, its stat).
+    """
+    dfd = os.open(os.path.dirname(path) or ".",
+                  os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_regular_at(dfd, os.path.basename(path), path)
+    finally:
+        os.close(dfd)
 
 
 def resolve_source(root, path):

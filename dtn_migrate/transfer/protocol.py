@@ -1,14 +1,23 @@
-"""The DTN object-transfer wire protocol, version 1.
+"""The DTN object-transfer wire protocol, version 2.
 
 Every message travels in a frame::
 
     offset size field
     0      4    magic      b"DTNM"
-    4      1    version    protocol version of this frame (1)
+    4      1    version    protocol version of this frame (2)
     5      1    type       MsgType
-    6      2    flags      reserved, must be 0
+    6      2    flags      FLAG_TAG or 0; other bits reserved, must be 0
     8      4    length     body length in bytes (<= MAX_BODY)
     12     4    crc32      zlib CRC-32 of the body
+    16     n    body
+    16+n   16   tag        with FLAG_TAG only: see auth.FrameMac
+
+After the handshake of a connection whose CONNECT asked for it
+(Caps.FRAME_AUTH) every frame in both directions carries the tag, an
+HMAC-SHA256 with a per-connection, per-direction session key over the
+frame's sequence number, header and body; a NEW_BLOCK's ``mac`` field is
+an HMAC-SHA256 of its object's bytes under the session's object key (see
+``auth``).
 
 All integers are big-endian.  The body is the message's fields packed in
 the order listed on each class below: fixed-width integers, fixed-size
@@ -18,9 +27,10 @@ value outside the bounds in this module; such a frame closes only the
 connection that carried it.
 
 Over TCP the object bytes of a NEW_BLOCK follow its frame directly
-(``length`` bytes, not covered by the frame CRC but by the message's
-xxh3 field).  Over RDMA the NEW_BLOCK names a registered remote buffer
-(``addr``/``rkey``) that the sink reads with RDMA READ.
+(``length`` bytes, not covered by the frame CRC or tag but by the
+message's xxh3 and ``mac`` fields).  Over RDMA the NEW_BLOCK names a
+registered remote buffer (``addr``/``rkey``) that the sink reads with
+RDMA READ.
 
 Message types 0-6 keep the numbering of FT-LADS (Kasu et al. 2019,
 Listing 1); the others are this protocol's additions for authentication,
@@ -41,14 +51,20 @@ import zlib
 from dtn_migrate.transfer import errors
 
 MAGIC = b"DTNM"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+VERSION = 2
+# Versions whose frame header is understood: enough to read a peer's
+# refusal (an ERROR) and to name the mismatch clearly.
+KNOWN_VERSIONS = (1, 2)
+FLAG_TAG = 0x0001
+TAG_SIZE = 16
 
 HEADER = struct.Struct("!4sBBHII")
 HEADER_SIZE = HEADER.size
 
 # Bounds checked on every decode.
 MAX_BODY = 8 << 20
+# Before authentication (CONNECT, CHALLENGE, AUTH and an ERROR).
+MAX_PREAUTH_BODY = 8 << 10
 MAX_NAME = 4096
 MAX_COMPONENT = 255
 MAX_MESSAGE_TEXT = 2048
@@ -89,6 +105,7 @@ class Role(enum.IntEnum):
 class Caps(enum.IntFlag):
     NONE = 0
     RDMA = 1
+    FRAME_AUTH = 2      # tag every frame after the handshake
 
 
 class DataPlane(enum.IntEnum):
@@ -371,9 +388,14 @@ class FileId(Message):
 
 @_message(MsgType.NEW_BLOCK, [
     ("file_id", "u32"), ("index", "u32"), ("offset", "u64"),
-    ("length", "u32"), ("xxh3", "u64"), ("rkey", "u32"), ("addr", "u64")])
+    ("length", "u32"), ("xxh3", "u64"), ("rkey", "u32"), ("addr", "u64"),
+    ("mac", "b16")])
 class NewBlock(Message):
-    """One object.  Over TCP its ``length`` bytes follow the frame."""
+    """One object.  Over TCP its ``length`` bytes follow the frame.
+
+    ``mac``: with frame authentication, the object's keyed digest
+    (``auth.object_mac``); zeros otherwise.
+    """
 
     file_id: int
     index: int
@@ -382,6 +404,7 @@ class NewBlock(Message):
     xxh3: int
     rkey: int = 0
     addr: int = 0
+    mac: bytes = bytes(TAG_SIZE)
 
     def validate(self):
         _check(self.length <= MAX_OBJECT_SIZE, "object length out of range")
@@ -505,35 +528,51 @@ def object_span(index, size, object_size):
     return offset, max(0, min(object_size, size - offset))
 
 
-def encode_frame(msg):
-    """Frame a message: header followed by body."""
+def encode_frame(msg, flags=0):
+    """Frame a message: header followed by body (the tag, if any, is
+    the connection's to add).
+    """
     body = msg.encode()
     if len(body) > MAX_BODY:
         raise errors.BoundsError("%s body of %d bytes exceeds %d"
                                  % (msg.TYPE.name, len(body), MAX_BODY))
-    return HEADER.pack(MAGIC, VERSION, msg.TYPE, 0, len(body),
+    return HEADER.pack(MAGIC, VERSION, msg.TYPE, flags, len(body),
                        zlib.crc32(body)) + body
 
 
 def parse_header(raw):
     """Validate a frame header; return (type, body length, crc)."""
+    _version, mtype, _flags, length, crc = parse_header_full(raw)
+    return mtype, length, crc
+
+
+def parse_header_full(raw):
+    """Validate a frame header; return (version, type, flags, body
+    length, crc).  ``version`` is one of KNOWN_VERSIONS: whether it is
+    acceptable here is the connection's decision.
+    """
     if len(raw) != HEADER_SIZE:
         raise errors.TruncatedFrame("connection closed inside a frame header")
     magic, version, mtype, flags, length, crc = HEADER.unpack(raw)
     if magic != MAGIC:
         raise errors.ProtocolError("bad frame magic %r: not a dtn-migrate "
                                    "peer" % magic)
-    if version not in SUPPORTED_VERSIONS:
+    if version not in KNOWN_VERSIONS:
         raise errors.ProtocolError("unsupported protocol version %d"
                                    % version, code=errors.Code.VERSION)
     if mtype not in MESSAGES:
         raise errors.ProtocolError("unknown message type %d" % mtype)
-    if flags:
+    if flags & ~FLAG_TAG:
         raise errors.ProtocolError("reserved frame flags set")
     if length > MAX_BODY:
         raise errors.BoundsError("frame body of %d bytes exceeds %d"
                                  % (length, MAX_BODY))
-    return MsgType(mtype), length, crc
+    fixed = MESSAGES[mtype]._struct
+    if fixed is not None and length != fixed.size:
+        # Refused before a receiver allocates anything for the body.
+        raise errors.BoundsError("%s body is %d bytes, expected %d"
+                                 % (MsgType(mtype).name, length, fixed.size))
+    return version, MsgType(mtype), flags, length, crc
 
 
 def decode_body(mtype, body, crc):

@@ -33,6 +33,8 @@ import socket
 import threading
 import time
 
+from dtn_migrate.transfer import admission
+from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
@@ -57,6 +59,9 @@ COMPLETE_SYNC_DELAY = 0.01
 # directory: small files cost one journal commit per batch, not per file.
 SYNCFS_MIN_FILES = 8
 XATTR_SHA512 = "user.dtn_migrate.sha512"
+# Beside <key>.part while that copy, created afresh, has had no object
+# reported: a done set announced for it then is stale, and answered RESET.
+UNCONFIRMED = ".new"
 _local = threading.local()
 
 
@@ -162,6 +167,11 @@ class SinkFile:
         self.hashing = False
         self.rehash = False
         self.inflight = 0
+        # Its name in the partial directory is not yet known durable.
+        self.entry_durable = False
+        # Created afresh, and no object of it reported yet (its mark,
+        # <key>.new, is in the partial directory).
+        self.unconfirmed = False
 
     @property
     def part(self):
@@ -213,6 +223,9 @@ class SinkServer:
         self._sock = None
         self._threads = []
         self._stopping = threading.Event()
+        self.admission = admission.Admission(
+            cfg.max_connections, cfg.max_unauthenticated,
+            cfg.max_unauthenticated_per_address, cfg.handshake_timeout)
         if self.rdma_device is not None:
             # The sink's buffers are READ targets only: peers may not
             # read them.
@@ -244,6 +257,7 @@ class SinkServer:
         sock.listen(128)
         self._sock = sock
         self.port = sock.getsockname()[1]
+        self.admission.start()
         t = threading.Thread(target=self._accept_loop, name="sink-accept",
                              daemon=True)
         t.start()
@@ -264,6 +278,7 @@ class SinkServer:
             except OSError:
                 pass
             self._sock.close()
+        self.admission.stop()
         with self.lock:
             sessions = list(self.sessions.values())
         for s in sessions:
@@ -273,14 +288,27 @@ class SinkServer:
         self.notify.shutdown(wait=False)
 
     def pool_for(self, object_size):
+        """The buffer pool for sessions of ``object_size``.
+
+        With an RDMA device every pool is registered (not remotely
+        readable), so that an RDMA session may use it whatever its object
+        size; its buffers are then a power of two, so that at most a few
+        pools are ever pinned.
+        """
         if self.pool is not None and object_size <= self.pool.size:
             return self.pool
+        if self.rdma_device is not None:
+            object_size = 1 << (object_size - 1).bit_length()
         with self.lock:
             pool = self._pools.get(object_size)
             if pool is None:
                 count = max(2, self.cfg.buffer_pool_bytes // object_size)
-                pool = self._pools[object_size] = buffers.BufferPool(
-                    count, object_size)
+                if self.rdma_device is not None:
+                    pool = self.rdma_device.make_pool(count, object_size,
+                                                      remote_read=False)
+                else:
+                    pool = buffers.BufferPool(count, object_size)
+                self._pools[object_size] = pool
             return pool
 
     # Status.
@@ -314,21 +342,42 @@ class SinkServer:
                     return
                 time.sleep(0.05)
                 continue
-            t = threading.Thread(target=self._handle, args=(sock, addr),
-                                 name="sink-conn", daemon=True)
-            t.start()
+            ticket, why = self.admission.admit(sock, addr[0])
+            if ticket is None:
+                LOG.warning("sink %s: refused a connection from %s: %s",
+                            self.name, addr[0], why)
+                sock.close()
+                continue
+            try:
+                threading.Thread(target=self._handle,
+                                 args=(sock, addr, ticket), name="sink-conn",
+                                 daemon=True).start()
+            except RuntimeError:      # no thread to be had
+                self.admission.release(ticket)
+                sock.close()
 
-    def _handle(self, sock, addr):
+    def _handle(self, sock, addr, ticket):
+        try:
+            self._serve(sock, addr, ticket)
+        finally:
+            self.admission.release(ticket)
+
+    def _serve(self, sock, addr, ticket):
         cfg = self.cfg
         try:
+            # The deadline is the admission watchdog's; a read timeout
+            # is only a backstop.
             conn = stream.accept(sock, addr, cfg.socket_buffer_bytes,
-                                 cfg.tcp_user_timeout, self.tls_context)
+                                 cfg.tcp_user_timeout, self.tls_context,
+                                 2 * cfg.handshake_timeout)
         except (errors.TransferError, ConnectionError) as exc:
             LOG.warning("sink %s: rejected connection from %s: %s",
                         self.name, addr[0], exc)
             return
         try:
-            connect, key = handshake.server(conn, self.lookup_key)
+            connect, key = handshake.server(conn, self.lookup_key,
+                                            cfg.frame_auth)
+            self.admission.authenticated(ticket)
             if self.require_tls(connect.peer) and not conn.tls:
                 conn.send(P.Error(errors.Code.AUTH, 1, P.NO_FILE,
                                   "this sink requires TLS from %s"
@@ -409,7 +458,8 @@ class SinkServer:
             rec.sessions += 1
             rec.active = True
             if connect.caps & P.Caps.RDMA and self.rdma_device is not None:
-                plane = self.rdma_device.sink_plane(self.pool)
+                plane = self.rdma_device.sink_plane(
+                    self.pool_for(connect.object_size))
             else:
                 plane = tcp.TcpSinkPlane()
             session = SinkSession(self, connect, conn, rec.epoch, plane, rec)
@@ -522,6 +572,8 @@ class SinkSession:
         self.streams = connect.streams
         self.object_size = connect.object_size
         self.control = conn
+        # Key of the objects' digests (None without frame authentication).
+        self.object_key = conn.object_key
         self.plane = plane
         self.record = record
         self.pool = server.pool_for(connect.object_size)
@@ -538,6 +590,7 @@ class SinkSession:
         self.data = {}
         self.closed = False
         self.pdir = self.root.partial_dir(self.transfer_id)
+        self.pdir_durable = False
         # On tmpfs, fallocate would only zero-fill memory that the objects
         # overwrite anyway (0.3 s per GiB here): space is checked instead.
         self.preallocate = server.cfg.preallocate and \
@@ -561,7 +614,8 @@ class SinkSession:
                     P.MsgType.NEW_FILE, P.MsgType.FILE_CLOSE,
                     P.MsgType.BYE, P.MsgType.ABORT))
                 if isinstance(msg, P.NewFile):
-                    self.outbox.post(self._open_file(msg))
+                    self.outbox.post(self._check_new_file(msg) or
+                                     self._open_file(msg))
                 elif isinstance(msg, P.FileClose):
                     self._declare(msg)
                 elif isinstance(msg, P.Bye):
@@ -583,6 +637,46 @@ class SinkSession:
             reason = str(exc)
         finally:
             self.close(reason)
+
+    def _check_new_file(self, msg):
+        """Session bounds of a NEW_FILE: its object size is the
+        session's (so its done set and bitmap are sized by the file, not
+        by the peer's choice), and the session holds at most
+        ``max_open_files`` files (their bitmaps: ``_check_bitmaps``, once
+        the file is known to fit the file system).  A FILE_ID REFUSED,
+        or None if it fits.
+        """
+        if msg.object_size != self.object_size:
+            return self._refuse(msg, errors.BoundsError(
+                "%s: object size %d differs from the session's %d"
+                % (msg.name, msg.object_size, self.object_size)))
+        with self.lock:
+            held = sum(1 for f in self.files.values()
+                       if f.state in ("open", "closing") and
+                       f.file_id != msg.file_id)
+        if held >= self.cfg.max_open_files:
+            return self._refuse(msg, errors.TransferError(
+                "%s: the session already holds %d open files, the sink's "
+                "limit" % (msg.name, held), errors.Code.LIMIT))
+        return None
+
+    def _check_bitmaps(self, msg):
+        """The session's done-set bitmaps stay within
+        ``max_session_bitmap_bytes`` with this file's: a FILE_ID REFUSED,
+        or None if it fits.
+        """
+        with self.lock:
+            held = [f.nobjects for f in self.files.values()
+                    if f.state in ("open", "closing") and
+                    f.file_id != msg.file_id]
+        need = sum(bitmap.nbytes(n) for n in held + [msg.nobjects])
+        if need <= self.cfg.max_session_bitmap_bytes:
+            return None
+        return self._refuse(msg, errors.BoundsError(
+            "%s: %d objects of %d bytes would take the session's "
+            "done-set bitmaps to %d bytes, more than the sink's %d"
+            % (msg.name, msg.nobjects, msg.object_size, need,
+               self.cfg.max_session_bitmap_bytes)))
 
     def _refuse(self, msg, exc):
         LOG.warning("sink: transfer %s: refusing %r: %s", self.transfer_id,
@@ -623,6 +717,9 @@ class SinkSession:
                 "not enough space for %s: %d bytes is more than the sink's "
                 "whole file system (%d bytes)"
                 % (msg.name, msg.size, vfs.f_blocks * vfs.f_frsize)))
+        refused = self._check_bitmaps(msg)
+        if refused is not None:
+            return refused
         try:
             if not flags & (P.FileFlags.RESTART | P.FileFlags.GROWING) and \
                     self._already_there(msg, parts):
@@ -690,22 +787,50 @@ class SinkSession:
         except FileNotFoundError:
             st = None
         fresh = flags & P.FileFlags.RESTART or not len(done) or \
-            st is None or st.st_size != msg.size
+            st is None or st.st_size != msg.size or \
+            self._exists(key + UNCONFIRMED)
         status = P.FileStatus.OPEN
         if fresh and len(done):
             status = P.FileStatus.RESET
         if fresh:
+            # The old content's hash checkpoint goes first: a crash while
+            # the partial copy is recreated must not leave it behind.
+            self._unlink(key + ".sha")
+            # A copy created afresh holds nothing a done set may claim
+            # until it reports objects of its own: the source may not
+            # have heard the RESET (or logged its RESTART) before a crash.
+            os.close(os.open(key + UNCONFIRMED, os.O_WRONLY | os.O_CREAT |
+                             os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=self.pdir))
             fd = self._create(part, msg, st)
             done = bitmap.Bitmap(msg.nobjects)
             hasher = checksum.ResumableSha512()
-            self._unlink(key + ".sha")
         else:
             fd = os.open(part, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC,
                          dir_fd=self.pdir)
             hasher = self._load_hash(key + ".sha", done, msg)
         if flags & P.FileFlags.NO_SHA512:
             hasher = None
-        return SinkFile(msg, parts, key, fd, done, hasher), status
+        f = SinkFile(msg, parts, key, fd, done, hasher)
+        f.unconfirmed = bool(fresh)
+        return f, status
+
+    def _exists(self, name):
+        try:
+            os.stat(name, dir_fd=self.pdir, follow_symlinks=False)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _confirm(self, files):
+        """Drop the mark of copies created afresh before their first
+        objects are reported (the directory sync that precedes the
+        report makes it durable).
+        """
+        for f in files:
+            if f.unconfirmed:
+                self._unlink(f.key + UNCONFIRMED)
+                f.unconfirmed = False
 
     def _create(self, part, msg, st):
         vfs = os.statvfs(self.pdir)
@@ -807,15 +932,9 @@ class SinkSession:
             self.plane.release_stream(index)
 
     def _receive(self, conn, index):
-        drain = None
         while not self.closed:
-            mtype, length, crc = conn.recv_header()
-            if mtype != P.MsgType.NEW_BLOCK:
-                raise errors.ProtocolError("data streams carry only "
-                                           "NEW_BLOCK, got %s" % mtype.name)
-            body = bytearray(length)
-            conn.recv_into(memoryview(body), length)
-            msg = P.decode_body(mtype, bytes(body), crc)
+            msg = conn.recv(expect=(P.MsgType.NEW_BLOCK,),
+                            refuse="data streams carry only NEW_BLOCK, got %s")
             if msg.length > self.object_size:
                 raise errors.BoundsError(
                     "object of %d bytes exceeds the session's object size "
@@ -827,10 +946,7 @@ class SinkSession:
                         "object for file %d, which was never announced"
                         % msg.file_id)
                 # A file that just finished or failed: discard the bytes.
-                if drain is None:
-                    drain = buffers.Buffer(-1, buffers.aligned(
-                        self.object_size))
-                self.plane.receive(conn, index, msg, drain)
+                self.plane.discard(conn, index, msg)
                 if self.plane.acks_pull:
                     conn.send(P.BlockPulled(msg.file_id, msg.index))
                 continue
@@ -849,24 +965,21 @@ class SinkSession:
                 if self.closed:
                     return
                 buf = self.pool.acquire(timeout=0.5)
+            mac = auth.object_mac(self.object_key, msg.file_id, msg.index,
+                                  offset, length)
             try:
-                digest = self.plane.receive(conn, index, msg, buf)
+                damage = self._receive_object(conn, index, msg, buf, mac)
             except BaseException:
                 self.pool.release(buf)
                 raise
-            if self.plane.acks_pull:
-                conn.send(P.BlockPulled(msg.file_id, msg.index))
-            self.record.add(bytes_received=length, objects_received=1)
-            if digest is None:
-                digest = checksum.xxh3(buf.view[:length])
-            if digest != msg.xxh3:
+            if damage is not None:
                 self.pool.release(buf)
                 self.record.add(objects_corrupt=1)
                 LOG.warning("sink: transfer %s: object %d of %s failed its "
-                            "checksum; asking for it again",
-                            self.transfer_id, msg.index, f.name)
+                            "%s; asking for it again", self.transfer_id,
+                            msg.index, f.name, damage[1])
                 self.outbox.post(P.BlockNack(msg.file_id, msg.index,
-                                             errors.Code.CHECKSUM))
+                                             damage[0]))
                 continue
             with self.lock:
                 f.inflight += 1
@@ -878,6 +991,30 @@ class SinkSession:
                 self._task_done(f)
                 self.pool.release(buf)
                 return
+
+    def _receive_object(self, conn, index, msg, buf, mac):
+        """Receive one object into ``buf``, checking its xxh3 and, with
+        frame authentication, its keyed digest (in the same pass over
+        TCP).  None, or (code, what failed).
+        """
+        length = msg.length
+        if mac is not None and getattr(self.plane, "hashes_mac", False):
+            digest = self.plane.receive(conn, index, msg, buf, mac)
+        else:
+            digest = self.plane.receive(conn, index, msg, buf)
+            if mac is not None:
+                mac.update(buf.view[:length])
+        if self.plane.acks_pull:
+            conn.send(P.BlockPulled(msg.file_id, msg.index))
+        self.record.add(bytes_received=length, objects_received=1)
+        if digest is None:
+            digest = checksum.xxh3(buf.view[:length])
+        if digest != msg.xxh3:
+            return errors.Code.CHECKSUM, "checksum"
+        if mac is not None and not auth.verify(auth.object_tag(mac),
+                                               msg.mac):
+            return errors.Code.INTEGRITY, "authentication tag"
+        return None
 
     def _task_done(self, f=None):
         with self.lock:
@@ -972,9 +1109,16 @@ class SinkSession:
                 self.pending_bytes = 0
                 installs, self.installed = self.installed, []
             live = [(f, i) for f, i in batch.items() if f.fd is not None]
+            self._confirm([f for f, _ in live])
             whole = len(live) + len(installs) >= SYNCFS_MIN_FILES and \
                 self._syncfs()
-            synced = live if whole else self._datasync(live)
+            if whole:
+                synced = live
+                for f, _ in live:
+                    f.entry_durable = True
+                self.pdir_durable = True
+            else:
+                synced = self._datasync(live)
             triples = []
             grew = []
             with self.lock:
@@ -1004,14 +1148,61 @@ class SinkSession:
             return False
 
     def _datasync(self, live):
+        """fdatasync each file of the batch, then make the names of new
+        partial copies durable (see the power-loss model in
+        doc/source/architecture.rst); returns the files synced.
+        """
         synced = []
         for f, indices in live:
             try:
-                os.fdatasync(f.fd)
-                synced.append((f, indices))
+                if self._sync_file(f):
+                    synced.append((f, indices))
             except OSError as exc:
                 self._fail(f, exc)
+        fresh = [(f, i) for f, i in synced if not f.entry_durable]
+        if not fresh:
+            return synced
+        try:
+            self._sync_partial_dir()
+        except OSError as exc:
+            for f, _ in fresh:
+                self._fail(f, exc)
+            return [(f, i) for f, i in synced if f.entry_durable]
+        for f, _ in fresh:
+            f.entry_durable = True
         return synced
+
+    def _sync_file(self, f):
+        """fdatasync one file (fsync the first time: its inode is new).
+
+        A RESTART may close the file meanwhile: its descriptor is taken
+        under the lock and duplicated, so the sync never sees a closed
+        or reused one.  False if the file was closed already.
+        """
+        with self.lock:
+            if f.fd is None:
+                return False
+            fd = os.dup(f.fd)
+        try:
+            (os.fdatasync if f.entry_durable else os.fsync)(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def _sync_partial_dir(self):
+        """fsync the partial directory (new entries in it), and the
+        first time also the directories above it, up to the root.
+        """
+        os.fsync(self.pdir)
+        if self.pdir_durable:
+            return
+        for parts in ([paths.PARTIAL_DIR, ""], [""]):
+            dfd = self.root.open_dir(parts, create=False)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        self.pdir_durable = True
 
     def _after_durable(self, f):
         if f.hasher is None:
@@ -1070,6 +1261,9 @@ class SinkSession:
                      os.O_NOFOLLOW, 0o600, dir_fd=self.pdir)
         try:
             os.write(fd, blob)
+            # Durable before its name: a rename that outlives a power cut
+            # must never name an empty or torn checkpoint.
+            os.fsync(fd)
         finally:
             os.close(fd)
         os.rename(tmp, f.sidecar, src_dir_fd=self.pdir, dst_dir_fd=self.pdir)
@@ -1119,7 +1313,10 @@ class SinkSession:
         """
         failed = {}
         if not dirs_durable:
-            for key in {tuple(f.parts[:-1]) for f, _, _ in batch}:
+            # Every directory on the way too: _install may have made some.
+            keys = {tuple(f.parts[:-1]) for f, _, _ in batch}
+            for key in sorted({k[:n] for k in keys
+                               for n in range(len(k) + 1)}):
                 try:
                     dfd = self.root.open_dir(list(key) + [""], create=False)
                     try:
@@ -1129,7 +1326,9 @@ class SinkSession:
                 except (OSError, errors.TransferError) as exc:
                     failed[key] = exc
         for f, digest, final in batch:
-            exc = failed.get(tuple(f.parts[:-1]))
+            key = tuple(f.parts[:-1])
+            exc = next((failed[key[:n]] for n in range(len(key) + 1)
+                        if key[:n] in failed), None)
             if exc is not None:
                 self._fail(f, exc, getattr(exc, "code", None))
                 continue
@@ -1163,6 +1362,7 @@ class SinkSession:
             os.close(dfd)
         self._close_file(f)
         self._unlink(f.sidecar)
+        self._confirm([f])
         return os.path.join(self.root.path, f.name)
 
     # Teardown.

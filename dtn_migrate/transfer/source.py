@@ -30,6 +30,9 @@ import random
 import threading
 import time
 
+import tenacity
+
+from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
@@ -82,9 +85,12 @@ def open_connection(peer, connect, cfg, timeout=None, buffer_bytes=0):
 
     Returns (connection, the sink's ConnectAck); the connection keeps
     ``timeout`` (default: ``cfg.connect_timeout``) and is closed if the
-    handshake fails.
+    handshake fails.  With ``cfg.frame_auth`` it asks for frame
+    authentication, and every later frame is tagged (see auth).
     """
     timeout = cfg.connect_timeout if timeout is None else timeout
+    if cfg.frame_auth:
+        connect.caps |= P.Caps.FRAME_AUTH
     conn = stream.connect(peer.host, peer.port, timeout, buffer_bytes,
                           cfg.tcp_user_timeout, peer.tls_context,
                           peer.server_hostname)
@@ -109,6 +115,7 @@ class SourceFile:
         self.error = None
         self.code = errors.Code.NONE
         self.restart = False
+        self.changed = False      # its content changed between runs
         self.file_retries = 0
         self.nacks = collections.Counter()
         self.sha512 = bytes.fromhex(spec.sha512) if spec.sha512 else None
@@ -118,8 +125,11 @@ class SourceFile:
         self.last_growth = time.monotonic()
         # Per attempt.
         self.pending = collections.deque()
-        self.outstanding = set()
+        self.outstanding = set()      # window held, one slot per index
         self.declared = False
+        # Bumped when the file is announced again (RESTART): objects
+        # queued for an older announcement are dropped, not sent.
+        self.generation = 0
 
     def span(self, index):
         return P.object_span(index, self.spec.size, self.object_size)
@@ -208,69 +218,12 @@ class SourceTransfer:
         """Transfer until every file is complete or failed; return the
         final status.  Safe to call again after a cancel or failure.
         """
-        cfg = self.cfg
         self.state = "running"
         self._cancel.clear()
+        self._check_sources()
         self._start_hashers()
-        backoff = cfg.reconnect_initial_interval
-        first_failure = None
-        protocol_failures = 0
-        tls_closed = 0
         try:
-            while not self._all_terminal():
-                if self._cancel.is_set():
-                    raise errors.Cancelled("transfer cancelled")
-                done_before = self.progress.bytes_done
-                self.progress.add(attempts=1)
-                attempt = _Attempt(self)
-                self._attempt = attempt
-                try:
-                    attempt.run()
-                    first_failure = None
-                    backoff = cfg.reconnect_initial_interval
-                    continue
-                except errors.Cancelled:
-                    raise
-                except errors.AuthenticationError as exc:
-                    raise _Fatal(str(exc))
-                except errors.PeerError as exc:
-                    if exc.fatal and exc.code in (errors.Code.AUTH,
-                                                  errors.Code.VERSION):
-                        raise _Fatal(str(exc))
-                    self.error = str(exc)
-                except errors.ProtocolError as exc:
-                    self.error = str(exc)
-                    protocol_failures += 1
-                    if protocol_failures >= 5:
-                        raise _Fatal("giving up after repeated protocol "
-                                     "errors: %s" % exc)
-                except stream.TlsClosed as exc:
-                    self.error = str(exc)
-                    tls_closed += 1
-                    if tls_closed >= 3:
-                        raise _Fatal("%s, %d times in a row: the peer "
-                                     "probably rejects this agent's "
-                                     "certificate" % (exc, tls_closed))
-                except (ConnectionError, OSError, TimeoutError) as exc:
-                    self.error = str(exc)
-                    tls_closed = 0
-                finally:
-                    self._attempt = None
-                if self.progress.bytes_done > done_before:
-                    first_failure = None
-                    protocol_failures = 0
-                now = time.monotonic()
-                first_failure = first_failure or now
-                if now - first_failure > cfg.reconnect_deadline:
-                    raise _Fatal("peer %s unreachable for %.0f s: %s"
-                                 % (self.peer.name, now - first_failure,
-                                    self.error))
-                delay = backoff * random.uniform(0.8, 1.2)
-                LOG.warning("transfer %s: attempt failed (%s); retrying in "
-                            "%.1f s", self.transfer_id, self.error, delay)
-                if self._cancel.wait(delay):
-                    raise errors.Cancelled("transfer cancelled")
-                backoff = min(backoff * 2, cfg.reconnect_max_interval)
+            self._attempts()
             failed = [f for f in self.files if f.state == FileState.FAILED]
             if failed:
                 self.state = "failed"
@@ -300,6 +253,94 @@ class SourceTransfer:
     def close(self):
         self.log.close()
 
+    # Attempts, with exponential back-off (and jitter) between failed
+    # ones.
+    def _attempts(self):
+        """Run attempts until every file is complete or failed."""
+        failures = _Failures()
+        cfg = self.cfg
+
+        def backoff(retry_state):
+            # Doubles with every failure since the last attempt that
+            # ended well, up to the maximum.
+            exponent = min(failures.count - 1, 32)
+            return min(cfg.reconnect_initial_interval * 2 ** exponent,
+                       cfg.reconnect_max_interval) * random.uniform(0.8, 1.2)
+
+        tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_AttemptFailed),
+            wait=backoff, sleep=self._sleep, before_sleep=self._log_retry,
+            reraise=True)(self._attempts_until_failure, failures)
+
+    def _sleep(self, seconds):
+        if self._cancel.wait(seconds):
+            raise errors.Cancelled("transfer cancelled")
+
+    def _log_retry(self, retry_state):
+        LOG.warning("transfer %s: attempt failed (%s); retrying in %.1f s",
+                    self.transfer_id, self.error,
+                    retry_state.next_action.sleep)
+
+    def _attempts_until_failure(self, failures):
+        while not self._all_terminal():
+            if self._cancel.is_set():
+                raise errors.Cancelled("transfer cancelled")
+            done_before = self.progress.bytes_done
+            self.progress.add(attempts=1)
+            try:
+                self._attempt_once(failures)
+            except _AttemptFailed:
+                if self.progress.bytes_done > done_before:
+                    failures.first = None
+                    failures.protocol = 0
+                now = time.monotonic()
+                failures.first = failures.first or now
+                if now - failures.first > self.cfg.reconnect_deadline:
+                    raise _Fatal("peer %s unreachable for %.0f s: %s"
+                                 % (self.peer.name, now - failures.first,
+                                    self.error))
+                failures.count += 1
+                raise
+            failures.first = None
+            failures.count = 0
+
+    def _attempt_once(self, failures):
+        """One attempt; _AttemptFailed when a new one may do better."""
+        self._attempt = _Attempt(self)
+        try:
+            self._attempt.run()
+        except errors.Cancelled:
+            raise
+        except errors.AuthenticationError as exc:
+            raise _Fatal(str(exc))
+        except errors.PeerError as exc:
+            if exc.fatal and exc.code in (errors.Code.AUTH,
+                                          errors.Code.VERSION):
+                raise _Fatal(str(exc))
+            self.error = str(exc)
+            raise _AttemptFailed() from exc
+        except errors.ProtocolError as exc:
+            self.error = str(exc)
+            failures.protocol += 1
+            if failures.protocol >= 5:
+                raise _Fatal("giving up after repeated protocol errors: %s"
+                             % exc)
+            raise _AttemptFailed() from exc
+        except stream.TlsClosed as exc:
+            self.error = str(exc)
+            failures.tls_closed += 1
+            if failures.tls_closed >= 3:
+                raise _Fatal("%s, %d times in a row: the peer probably "
+                             "rejects this agent's certificate"
+                             % (exc, failures.tls_closed))
+            raise _AttemptFailed() from exc
+        except (ConnectionError, OSError, TimeoutError) as exc:
+            self.error = str(exc)
+            failures.tls_closed = 0
+            raise _AttemptFailed() from exc
+        finally:
+            self._attempt = None
+
     # Helpers shared with attempts.
     @contextlib.contextmanager
     def timed_log(self):
@@ -319,6 +360,81 @@ class SourceTransfer:
         if f.fd is not None:
             os.close(f.fd)
             f.fd = None
+
+    # Source files: the very files defined, whose content is either
+    # unchanged since it was last sent or sent again from its start.
+    def _check_sources(self):
+        """Between runs: refuse a file replaced since the transfer was
+        defined; restart one whose content may have changed.
+        """
+        bound = False
+        for f in self.files:
+            if f.state in TERMINAL:
+                continue
+            fd = self.open_source(f, between_runs=True)
+            if fd is not None:
+                os.close(fd)
+                bound = True
+        if bound:
+            # The identities bound now (first open, restarted files) hold
+            # for the next run too.
+            self.manifest.save(self.dir)
+
+    def open_source(self, f, between_runs=False):
+        """Open ``f``'s file (no symlink, the file that was defined);
+        return its fd, or None once the file failed.  A file whose size,
+        mtime or ctime changed is sent again from its start between runs,
+        and fails within a run.
+        """
+        try:
+            fd, st = dataset.open_source(f.spec)
+        except errors.TransferError as exc:
+            self.fail_file(f, str(exc), exc.code)
+            return None
+        except OSError as exc:
+            self.fail_file(f, "cannot open %s: %s" % (f.spec.path, exc))
+            return None
+        changed = dataset.changes(f.spec, st)
+        if not changed or (between_runs and "size" not in changed):
+            if changed:
+                self._restart_changed(f, changed)
+            dataset.bind(f.spec, st)
+            return fd
+        os.close(fd)
+        if "size" in changed:
+            message = ("%s is %d bytes, expected %d: it changed since the "
+                       "transfer was defined" % (f.spec.path, st.st_size,
+                                                 f.spec.size))
+        else:
+            message = ("%s changed while it was being sent (%s); a new "
+                       "run sends it again from its start"
+                       % (f.spec.path, ", ".join(changed)))
+        self.fail_file(f, message, errors.Code.SOURCE_CHANGED)
+        return None
+
+    def _restart_changed(self, f, changed):
+        """Forget what was sent of ``f`` and every hash of its old
+        content: the next NEW_FILE asks the sink to RESTART it.
+        """
+        LOG.warning("transfer %s: %s changed since it was last sent (%s); "
+                    "sending it again from its start", self.transfer_id,
+                    f.spec.path, ", ".join(changed))
+        try:
+            os.unlink(self._hash_checkpoint(f))
+        except FileNotFoundError:
+            pass
+        if f.spec.sha512 is None:
+            f.sha512 = None
+        self.forget(f)
+        f.restart = f.changed = True
+
+    def forget(self, f):
+        """The sink has no usable partial copy: forget the done set."""
+        with self.timed_log():
+            self.log.reset(f.file_id)
+        self.progress.add(bytes_done=-f.done_bytes(),
+                          objects_done=-len(f.done))
+        f.done = bitmap.Bitmap(f.nobjects)
 
     def fail_file(self, f, message, code=errors.Code.IO):
         with self.lock:
@@ -383,8 +499,20 @@ class SourceTransfer:
             except _Stop:
                 return
 
+    def _hash_checkpoint(self, f):
+        return os.path.join(self.hash_dir, "%d.sha" % f.file_id)
+
     def _hash_file(self, f):
-        ckpt = os.path.join(self.hash_dir, "%d.sha" % f.file_id)
+        fd = self.open_source(f)
+        if fd is None:
+            return
+        try:
+            self._hash_fd(f, fd)
+        finally:
+            os.close(fd)
+
+    def _hash_fd(self, f, fd):
+        ckpt = self._hash_checkpoint(f)
         h = None
         try:
             with open(ckpt, "rb") as fh:
@@ -394,30 +522,26 @@ class SourceTransfer:
         h = h or checksum.ResumableSha512()
         last_ckpt = h.offset
         view = buffers.aligned(HASH_CHUNK)
-        fd = os.open(f.spec.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            while h.offset < f.spec.size:
-                if self._hash_stop.is_set():
-                    self._save_hash(ckpt, h)
-                    raise _Stop()
-                if f.state in TERMINAL:
-                    return
-                avail = self.available(f)
-                if avail <= h.offset:
-                    self._hash_stop.wait(POLL)
-                    continue
-                want = min(HASH_CHUNK, avail - h.offset)
-                n = os.preadv(fd, [view[:want]], h.offset)
-                if n <= 0:
-                    raise dataset.GrowingFileFailed(
-                        "%s is shorter than its declared size %d"
-                        % (f.spec.path, f.spec.size))
-                h.update(view[:n])
-                if h.offset - last_ckpt >= self.cfg.hash_checkpoint_bytes:
-                    self._save_hash(ckpt, h)
-                    last_ckpt = h.offset
-        finally:
-            os.close(fd)
+        while h.offset < f.spec.size:
+            if self._hash_stop.is_set():
+                self._save_hash(ckpt, h)
+                raise _Stop()
+            if f.state in TERMINAL:
+                return
+            avail = self.available(f)
+            if avail <= h.offset:
+                self._hash_stop.wait(POLL)
+                continue
+            want = min(HASH_CHUNK, avail - h.offset)
+            n = os.preadv(fd, [view[:want]], h.offset)
+            if n <= 0:
+                raise dataset.GrowingFileFailed(
+                    "%s is shorter than its declared size %d"
+                    % (f.spec.path, f.spec.size))
+            h.update(view[:n])
+            if h.offset - last_ckpt >= self.cfg.hash_checkpoint_bytes:
+                self._save_hash(ckpt, h)
+                last_ckpt = h.offset
         digest = h.digest()
         with self.lock:
             f.sha512 = digest
@@ -446,6 +570,20 @@ class _Fatal(Exception):
 
 class _Stop(Exception):
     pass
+
+
+class _AttemptFailed(Exception):
+    """An attempt failed in a way that a new attempt may cure."""
+
+
+class _Failures:
+    """Failed attempts of a run, for back-off and giving up."""
+
+    def __init__(self):
+        self.count = 0          # since the last attempt that ended well
+        self.first = None       # monotonic time of the first without progress
+        self.protocol = 0       # protocol errors without progress
+        self.tls_closed = 0     # TLS closes in a row
 
 
 class _TokenBucket:
@@ -597,8 +735,10 @@ class _Attempt:
         if ack.data_plane == P.DataPlane.RDMA and dev is not None:
             count = min(cfg.pool_objects,
                         window // t.object_size + cfg.io_threads)
-            self.pool = dev.make_pool(count, t.object_size)
-            self.plane = dev.source_plane(self.pool)
+            # Registered for this attempt only, in a protection domain
+            # of its own: closing the plane deregisters it.
+            self.plane = dev.source_plane(count, t.object_size)
+            self.pool = self.plane.pool
         else:
             if cfg.transport == "rdma":
                 raise _Fatal("transport=rdma but the sink offers only TCP")
@@ -626,7 +766,7 @@ class _Attempt:
         for i, conn in enumerate(self.data):
             self._thread(self._sender, "send-%d" % i, i, conn)
             if not self.plane.releases_on_send:
-                self._thread(self._pulled_reader, "pulled-%d" % i, conn)
+                self._thread(self._pulled_reader, "pulled-%d" % i, i, conn)
 
     def _teardown(self):
         self._stop_workers()
@@ -685,38 +825,39 @@ class _Attempt:
                         continue
             for msg in announce:
                 self.outbox.post(msg)
-            if pick is None:
-                continue
-            f, index = pick
-            length = f.span(index)[1]
-            while not self.window.acquire(length, timeout=0.2):
-                with self.cond:
-                    self._check()
-            self.rate.take(length, self.stopped)
-            with self.cond:
-                if f.state != FileState.OPEN or index in f.done:
-                    self.window.release(length)
-                    continue
-                f.outstanding.add(index)
-            self.read_q.put((f, index))
+            if pick is not None and self._take(*pick):
+                self.read_q.put(pick)
         self.outbox.post(P.Bye(P.ByeFlags.REQUEST))
         self.bye.wait(timeout=30.0)
+
+    def _take(self, f, generation, index):
+        """Hold window for object ``index`` of ``f``; False (and nothing
+        held) if it no longer needs sending.
+
+        Invariant: the window holds exactly the bytes of the objects in
+        the ``outstanding`` sets, one slot per index, and every path that
+        takes an index out of a set (BLOCK_SYNC, NACK, RESTART, a failed
+        or complete file) gives its slot back.
+        """
+        length = f.span(index)[1]
+        while not self.window.acquire(length, timeout=0.2):
+            with self.cond:
+                self._check()
+        self.rate.take(length, self.stopped)
+        with self.cond:
+            if f.state != FileState.OPEN or f.generation != generation or \
+                    index in f.done or index in f.outstanding:
+                self.window.release(length)
+                return False
+            f.outstanding.add(index)
+        return True
 
     def _announce(self, f):
         """NEW_FILE for ``f`` (called with the lock held)."""
         t = self.t
         if f.fd is None:
-            try:
-                f.fd = os.open(f.spec.path, os.O_RDONLY | os.O_CLOEXEC)
-                st = os.fstat(f.fd)
-            except OSError as exc:
-                t.fail_file(f, "cannot open %s: %s" % (f.spec.path, exc))
-                return None
-            if not f.spec.growing and st.st_size != f.spec.size:
-                t.fail_file(f, "%s is %d bytes, expected %d: it changed "
-                            "since the transfer was defined"
-                            % (f.spec.path, st.st_size, f.spec.size),
-                            errors.Code.SOURCE_CHANGED)
+            f.fd = t.open_source(f)
+            if f.fd is None:
                 return None
         flags = P.FileFlags.NONE
         if f.spec.growing:
@@ -732,9 +873,10 @@ class _Attempt:
             done = f.done.encode_runs()
             if len(done) > P.MAX_BODY - P.MAX_NAME - 1024:
                 # Pathologically fragmented: start the file over.
-                self._forget(f)
+                t.forget(f)
                 done = b""
         f.restart = False
+        f.generation += 1
         f.state = FileState.ANNOUNCED
         self.open[f.file_id] = f
         return P.NewFile(f.file_id, flags, f.spec.size, f.spec.mtime_ns,
@@ -742,7 +884,9 @@ class _Attempt:
                          f.sha512 or NO_SHA512, f.spec.name, done)
 
     def _pick(self):
-        """Next (file, index) to send, or (None, seconds to wait)."""
+        """Next (file, generation, index) to send, or (None, seconds to
+        wait).
+        """
         wait = 0.5
         for f in self.open.values():
             if f.state != FileState.OPEN or not f.pending:
@@ -759,16 +903,8 @@ class _Attempt:
                     wait = POLL
                     continue
             f.pending.popleft()
-            return (f, index), 0
+            return (f, f.generation, index), 0
         return None, wait
-
-    def _forget(self, f):
-        """The sink has no usable partial copy: forget the done set."""
-        t = self.t
-        with t.timed_log():
-            t.log.reset(f.file_id)
-        t.progress.add(bytes_done=-f.done_bytes(), objects_done=-len(f.done))
-        f.done = bitmap.Bitmap(f.nobjects)
 
     def _drop(self, f, message, code):
         """Fail ``f`` and give back its window (lock held)."""
@@ -808,8 +944,8 @@ class _Attempt:
             item = self.read_q.get()
             if item is None or self.stopped.is_set():
                 return
-            f, index = item
-            if f.state != FileState.OPEN:
+            f, generation, index = item
+            if f.state != FileState.OPEN or f.generation != generation:
                 continue
             buf = None
             if not self.zero_copy:
@@ -817,8 +953,10 @@ class _Attempt:
                 if buf is None:
                     return
             offset, length = f.span(index)
+            mac = auth.object_mac(self.control.object_key, f.file_id, index,
+                                  offset, length)
             try:
-                digest = self._read(f.fd, offset, length, buf, scratch)
+                digest = self._read(f.fd, offset, length, buf, scratch, mac)
             except OSError as exc:
                 if buf is not None:
                     self.pool.release(buf)
@@ -833,13 +971,15 @@ class _Attempt:
                     self._drop(f, "%s shrank while being sent" % f.spec.path,
                                errors.Code.SOURCE_CHANGED)
                 continue
-            msg = P.NewBlock(f.file_id, index, offset, length, digest)
-            self.send_q.put((f, msg, buf))
+            msg = P.NewBlock(f.file_id, index, offset, length, digest,
+                             mac=auth.object_tag(mac))
+            self.send_q.put((f, generation, msg, buf))
 
     @staticmethod
-    def _read(fd, offset, length, buf, scratch):
+    def _read(fd, offset, length, buf, scratch, mac=None):
         """xxh3 of ``length`` bytes at ``offset`` (read into ``buf`` if
-        given), or None if the file is shorter.
+        given, and fed to ``mac`` in the same pass), or None if the file
+        is shorter.
         """
         h = checksum.xxh3_stream()
         pos = 0
@@ -849,6 +989,8 @@ class _Attempt:
             if os.preadv(fd, [view], offset + pos) != n:
                 return None
             h.update(view)
+            if mac is not None:
+                mac.update(view)
             pos += n
         return h.intdigest()
 
@@ -858,28 +1000,50 @@ class _Attempt:
             item = self.send_q.get()
             if item is None or self.stopped.is_set():
                 return
-            f, msg, buf = item
-            if f.state != FileState.OPEN:
+            f, generation, msg, buf = item
+            if f.state != FileState.OPEN or f.generation != generation:
                 if buf is not None:
                     self.pool.release(buf)
                 continue
             if not f.sent.add(msg.index):
                 t.progress.add(bytes_resent=msg.length, objects_resent=1)
             if not self.plane.releases_on_send:
+                # The sink answers a stream's NEW_BLOCKs in order, so the
+                # stream's BLOCK_PULLED frees the oldest buffer it exposes
+                # (one object may be exposed twice: a NACK's resend can
+                # go out before the first copy's BLOCK_PULLED arrives).
                 with self.cond:
-                    self.rdma_bufs[(msg.file_id, msg.index)] = buf
+                    self.rdma_bufs.setdefault(
+                        stream_index, collections.deque()).append(
+                            ((msg.file_id, msg.index), buf))
             self.plane.send(conn, stream_index, msg, buf, f.fd)
             t.progress.add(bytes_sent=msg.length)
             if self.plane.releases_on_send and buf is not None:
                 self.pool.release(buf)
 
-    def _pulled_reader(self, conn):
+    def _pulled_reader(self, stream_index, conn):
         while not self.stopped.is_set():
-            msg = conn.recv(expect=(P.MsgType.BLOCK_PULLED,))
+            try:
+                msg = conn.recv(expect=(P.MsgType.BLOCK_PULLED,))
+            except ConnectionError:
+                with self.cond:
+                    if self.rdma_bufs.get(stream_index):
+                        raise
+                # Nothing exposed on this stream: the sink closing it (as
+                # it does at the end of a session) loses nothing; the
+                # control connection tells how the attempt ends.
+                return
             with self.cond:
-                buf = self.rdma_bufs.pop((msg.file_id, msg.index), None)
-            if buf is not None:
-                self.pool.release(buf)
+                exposed = self.rdma_bufs.get(stream_index)
+                key, buf = exposed.popleft() if exposed else (None, None)
+            if key != (msg.file_id, msg.index):
+                raise errors.ProtocolError(
+                    "BLOCK_PULLED for object %d of file %d on data stream "
+                    "%d, which exposes %s" % (
+                        msg.index, msg.file_id, stream_index,
+                        "object %d of file %d" % key[::-1] if key
+                        else "no buffer"))
+            self.pool.release(buf)
 
     def _control_reader(self):
         conn = self.control
@@ -919,7 +1083,7 @@ class _Attempt:
             if status == P.FileStatus.RESET and len(f.done):
                 LOG.info("transfer %s: sink has no partial copy of %s; "
                          "sending it whole", t.transfer_id, f.spec.name)
-                self._forget(f)
+                t.forget(f)
             f.pending = collections.deque(f.done.missing())
             f.state = FileState.OPEN
             self.cond.notify_all()
@@ -955,6 +1119,13 @@ class _Attempt:
             if f is None or f.state != FileState.OPEN or \
                     msg.index >= f.nobjects or msg.index in f.done:
                 return
+            if msg.index not in f.outstanding:
+                # Not sent in this announcement of the file (or already
+                # given back): nothing to resend or release.
+                return
+            # The damaged copy is gone: its window slot goes back before
+            # the object is queued again, or every NACK would leak one.
+            self._release(f, (msg.index,))
             f.nacks[msg.index] += 1
             t.progress.add(objects_corrupt=1)
             if f.nacks[msg.index] > self.cfg.max_object_retries:
@@ -976,8 +1147,25 @@ class _Attempt:
                                             FileState.ANNOUNCED):
                 return
             status = P.CloseStatus(msg.status)
+            changed = self._changed_under(f)
+            if changed:
+                # The sink's copy may mix old and new content: the next
+                # run finds the change and sends the file from its start.
+                self._drop(f, "%s changed while it was being sent (%s); a "
+                           "new run sends it again from its start"
+                           % (f.spec.path, ", ".join(changed)),
+                           errors.Code.SOURCE_CHANGED)
+                return
             if status == P.CloseStatus.OK:
                 self._complete(f, "verified")
+                return
+            if status == P.CloseStatus.MISMATCH and f.changed and \
+                    f.spec.sha512:
+                # Sending it again cannot help: it is not the content
+                # that the given sha512 describes any more.
+                self._drop(f, "%s changed since the transfer was defined "
+                           "and no longer matches the sha512 given for it"
+                           % f.spec.path, errors.Code.SOURCE_CHANGED)
                 return
             if status == P.CloseStatus.MISMATCH and \
                     f.file_retries < self.cfg.max_file_retries:
@@ -988,7 +1176,7 @@ class _Attempt:
                             self.cfg.max_file_retries)
                 self._release(f)
                 f.pending.clear()
-                self._forget(f)
+                t.forget(f)
                 f.restart = True
                 announce = self._announce(f)
             else:
@@ -996,6 +1184,13 @@ class _Attempt:
                            errors.Code(msg.code or errors.Code.IO))
                 return
         self.outbox.post(announce)
+
+    @staticmethod
+    def _changed_under(f):
+        """What changed in ``f``'s open file since it was checked."""
+        if f.fd is None:
+            return []
+        return dataset.changes(f.spec, os.fstat(f.fd))
 
     def _complete(self, f, how):
         """Mark ``f`` complete (lock held)."""

@@ -14,7 +14,11 @@ about their length, and reads the sink's replies with a timeout::
     data.wait_closed()                            # seconds until EOF
 
 A ``RawPeer`` is one connection; a ``Session`` is a control connection
-plus the data connections opened with its CONNECT_ACK's epoch.
+plus the data connections opened with its CONNECT_ACK's epoch.  After
+``hello`` (with frame authentication, the default) ``send`` and
+``send_block`` tag their frames and objects as a source does, so that
+what the sink checks next is the message itself; ``send_raw`` sends
+bytes as they are.
 """
 
 import errno
@@ -62,6 +66,7 @@ class RawPeer:
         self.ack = None           # the CONNECT_ACK, after hello()
         self.skipped = []         # messages expect() passed over
         self.drained = b""        # bytes wait_closed() read
+        self.object_key = None    # the session's, for NEW_BLOCK digests
 
     @property
     def sock(self):
@@ -76,8 +81,14 @@ class RawPeer:
             return False
 
     def send(self, msg, payload=b""):
-        """Send a well-formed frame (encoded without bound checks)."""
-        return self.send_raw(frame(msg) + bytes(payload))
+        """Send a well-formed frame (encoded without bound checks), tagged
+        once the handshake set keys.
+        """
+        try:
+            self.conn.send(msg, payload=bytes(payload))
+            return True
+        except ConnectionError:
+            return False
 
     def recv(self, timeout=None):
         """The next message (validated by the engine's decoder)."""
@@ -134,7 +145,7 @@ class RawPeer:
 
     def hello(self, peer, key, role=P.Role.CONTROL, transfer_id=None,
               epoch=0, stream_index=0, streams=1, object_size=4096,
-              version=(P.VERSION, P.VERSION)):
+              version=(P.VERSION, P.VERSION), caps=P.Caps.FRAME_AUTH):
         """CONNECT / CHALLENGE / AUTH with ``key`` (bytes, or hex).
 
         Unlike the source, AUTH is sent even when the sink's proof does
@@ -143,7 +154,7 @@ class RawPeer:
         """
         if isinstance(key, str):
             key = bytes.fromhex(key)
-        connect = P.Connect(version[0], version[1], role, stream_index, 0,
+        connect = P.Connect(version[0], version[1], role, stream_index, caps,
                             transfer_id or os.urandom(16), epoch,
                             object_size, streams, auth.nonce(), peer)
         body = connect.encode()
@@ -154,8 +165,13 @@ class RawPeer:
         transcript = body + challenge.nonce
         self.sink_proved = auth.verify(auth.sink_proof(key, transcript),
                                        challenge.proof)
-        self.send(P.Auth(auth.source_proof(key, transcript,
-                                           challenge.proof)))
+        proof_c = auth.source_proof(key, transcript, challenge.proof)
+        self.send(P.Auth(proof_c))
+        if caps & P.Caps.FRAME_AUTH:
+            keys = auth.session_keys(key, transcript, challenge.proof,
+                                     proof_c)
+            self.conn.authenticate(keys.source, keys.sink, keys.objects)
+            self.object_key = keys.objects
         reply = self.expect(P.MsgType.CONNECT_ACK, P.MsgType.ERROR)
         if reply.TYPE == P.MsgType.CONNECT_ACK:
             self.ack = reply
@@ -163,17 +179,21 @@ class RawPeer:
 
     def send_block(self, file_id, index, data, offset=None, length=None,
                    xxh3=None, send=None):
-        """NEW_BLOCK for ``data``; ``offset``/``length``/``xxh3`` default
-        to the truth (offset from the session's object size), ``send``
-        how many payload bytes actually go out.
+        """NEW_BLOCK for ``data``; ``offset``/``length``/``xxh3`` (and the
+        keyed digest) default to the truth (offset from the session's
+        object size), ``send`` how many payload bytes actually go out.
         """
-        msg = P.NewBlock(file_id, index,
-                         index * self.object_size if offset is None
-                         else offset,
-                         len(data) if length is None else length,
-                         checksum.xxh3(data) if xxh3 is None else xxh3)
+        offset = index * self.object_size if offset is None else offset
+        length = len(data) if length is None else length
+        mac = auth.object_mac(self.object_key, file_id, index,
+                              offset & (2 ** 64 - 1), length & (2 ** 32 - 1))
+        if mac is not None:
+            mac.update(data)
+        msg = P.NewBlock(file_id, index, offset, length,
+                         checksum.xxh3(data) if xxh3 is None else xxh3,
+                         mac=auth.object_tag(mac))
         payload = bytes(data) if send is None else bytes(data)[:send]
-        return self.send_raw(frame(msg) + payload)
+        return self.send(msg, payload)
 
     @property
     def object_size(self):
@@ -228,6 +248,7 @@ class Session:
             conn.close()
             raise AssertionError("sink refused data stream %d: %r"
                                  % (index, reply))
+        conn.object_key = self.control.object_key
         self.streams_open.append(conn)
         return conn
 

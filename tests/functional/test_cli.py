@@ -60,6 +60,9 @@ class TestDemo(testtools.TestCase):
         self.assertRegex(out, r"peer image: [0-9a-f-]{36} on cloud b, "
                               r"active")
         self.assertRegex(out, r"migrated 16.3 MiB in [0-9.]+ s")
+        # Behind a real Keystone, with stock password sessions.
+        self.assertRegex(out, r"(?m)^Keystone http://127.0.0.1:\d+ .*"
+                              r"regions RegionA and RegionB")
         # Everything is gone: work directory, processes (their ports).
         self.assertEqual([], os.listdir(self.parent))
         return out

@@ -21,20 +21,21 @@ import time
 
 from taskflow.patterns import linear_flow
 from taskflow import retry
+import tenacity
 
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import incoming as tasks
 from dtn_migrate import exception
-from dtn_migrate.staging import copy
+from dtn_migrate.staging import backend as staging_backend
 
 NAME = "incoming-migration"
 IMPORT_ATTEMPTS = 3
 #: Pause before the second import attempt (doubled for each later one).
 RETRY_DELAY = 2.0
 #: Failures that another attempt would meet again.
-FINAL_FAILURES = (base.Cancelled, exception.ImageHashMismatch,
+FINAL_FAILURES = (base.MigrationCancelled, exception.ImageHashMismatch,
                   base.MetadataMismatch, exception.InvalidInput,
-                  copy.ChecksumMismatch)
+                  staging_backend.ChecksumMismatch)
 
 
 class ImportRetry(retry.Times):
@@ -45,13 +46,16 @@ class ImportRetry(retry.Times):
     def __init__(self, attempts, delay=0.0, **kwargs):
         super().__init__(attempts, **kwargs)
         self.delay = delay
+        self.wait = tenacity.wait_exponential(multiplier=delay)
 
     def on_failure(self, history, *args, **kwargs):
         if any(history.caused_by(cls, index=-1) for cls in FINAL_FAILURES):
             return retry.REVERT
         decision = super().on_failure(history, *args, **kwargs)
         if decision == retry.RETRY and self.delay:
-            time.sleep(self.delay * 2 ** (len(history) - 1))
+            state = tenacity.RetryCallState(None, None, (), {})
+            state.attempt_number = len(history)
+            time.sleep(self.wait(state))
         return decision
 
 

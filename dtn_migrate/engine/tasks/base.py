@@ -1,5 +1,6 @@
 """Common ground of the migration tasks."""
 
+import contextlib
 import time
 
 import oslo_messaging as messaging
@@ -19,11 +20,11 @@ TRANSIENT_RPC = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
                  messaging.ClientSendError)
 
 
-class Cancelled(exception.DtnMigrateException):
+class MigrationCancelled(exception.DtnMigrateException):
     msg_fmt = "Migration %(migration_id)s was cancelled."
 
 
-class Stalled(exception.DtnMigrateException):
+class StageStalled(exception.DtnMigrateException):
     msg_fmt = ("Migration %(migration_id)s: %(stage)s made no progress "
                "for %(seconds)d s.")
 
@@ -39,6 +40,10 @@ class StageFailed(exception.DtnMigrateException):
 class MetadataMismatch(exception.DtnMigrateException):
     msg_fmt = ("Image %(image_id)s: its metadata at the peer differs: "
                "%(differences)s.")
+
+
+#: Failures of a stage that only follow another stage's (or a cancel).
+SECONDARY = (MigrationCancelled, StageFailed)
 
 
 class MigrationTask(task.Task):
@@ -61,26 +66,68 @@ class MigrationTask(task.Task):
         return self.res.live_for(migration_id)
 
     def check_cancel(self, migration_id):
-        if self.live(migration_id).cancel.is_set():
-            raise Cancelled(migration_id=migration_id)
+        """Raise MigrationCancelled after a cancel, StageFailed after
+        another stage's failure.
+        """
+        live = self.live(migration_id)
+        if live.cancel.is_set():
+            raise MigrationCancelled(migration_id=migration_id)
+        if live.stop.is_set():
+            raise StageFailed(migration_id=migration_id, stage=self.name,
+                              reason="%s failed" % live.failed)
 
     def pause(self, migration_id, seconds=None):
-        """Sleep a poll interval, or less if the migration is cancelled."""
+        """Sleep a poll interval, or less if the migration is cancelled
+        or another of its stages failed.
+        """
         seconds = self.conf.engine.poll_interval if seconds is None \
             else seconds
-        if self.live(migration_id).cancel.wait(seconds):
-            raise Cancelled(migration_id=migration_id)
+        if self.live(migration_id).stop.wait(seconds):
+            self.check_cancel(migration_id)
 
-    def poll(self, migration_id, what, call, *args, **kwargs):
-        """``call(*args, **kwargs)``, or ``(False, None)`` after a
-        transient RPC failure (logged); else ``(True, result)``.
+    @contextlib.contextmanager
+    def stage_of(self, migration_id, stage):
+        """Run a stage: its own failure stops the migration's other
+        stages within a poll interval; a failure after they stopped is
+        StageFailed (or MigrationCancelled).
         """
         try:
-            return True, call(*args, **kwargs)
-        except TRANSIENT_RPC as exc:
-            LOG.warning("migration %s: %s: %s; polling again",
-                        migration_id, what, exc.__class__.__name__)
-            return False, None
+            yield
+        except SECONDARY:
+            raise
+        except Exception:
+            # A stage that fails once the migration is stopped fails
+            # because of it: the first failure is the one to report.
+            self.check_cancel(migration_id)
+            self.live(migration_id).fail(stage)
+            raise
+
+    def follow(self, migration_id, stage, step, interval=None):
+        """Poll until ``step()`` returns a result, and return it.
+
+        ``step()`` returns ``(result, progress)``: ``result`` None to
+        poll again after ``interval`` (the poll interval by default);
+        ``progress`` anything that changes while ``stage`` moves on.
+        The wait fails with StageStalled once it stayed the same for
+        ``stall_timeout``, and stops at once on a cancel or when another
+        stage failed.  A transient RPC failure of ``step`` is logged and
+        counts as no progress.
+        """
+        clock = StallClock(migration_id, stage,
+                           self.conf.engine.stall_timeout)
+        progress = None
+        while True:
+            self.check_cancel(migration_id)
+            try:
+                result, progress = step()
+            except TRANSIENT_RPC as exc:
+                LOG.warning("migration %s: %s: %s; polling again",
+                            migration_id, stage, exc.__class__.__name__)
+                result = None
+            if result is not None:
+                return result
+            clock.see(progress)
+            self.pause(migration_id, interval)
 
 
 class RemoveStaged(MigrationTask):
@@ -109,5 +156,5 @@ class StallClock:
             self.last = value
             self.since = time.monotonic()
         elif time.monotonic() - self.since > self.timeout:
-            raise Stalled(migration_id=self.migration_id, stage=self.stage,
-                          seconds=self.timeout)
+            raise StageStalled(migration_id=self.migration_id,
+                               stage=self.stage, seconds=self.timeout)

@@ -12,12 +12,14 @@ import threading
 import time
 
 from oslo_log import log as logging
+import tenacity
 
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
+from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import watermark
 
@@ -84,16 +86,16 @@ class ReadDescriptor(base.MigrationTask):
 
     def execute(self, migration_id, transfer_id, attempt):
         name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
-        clock = base.StallClock(migration_id, "descriptor",
-                                self.conf.engine.stall_timeout)
-        while True:
+
+        def step():
             info = incoming_file(self.res, transfer_id, name, None)
             if info and info.get("state") == "done":
-                break
+                return True, None
             if info is None and self.res.backend().size(name):
-                break           # agent restarted; file is complete
-            clock.see(info and info.get("durable"))
-            self.pause(migration_id)
+                return True, None   # agent restarted; file is complete
+            return None, info and info.get("durable")
+
+        self.follow(migration_id, "descriptor", step)
         data = self.res.backend().read_small(
             name, limit=outgoing.MAX_DESCRIPTOR + 1)
         try:
@@ -187,9 +189,9 @@ class UploadImage(base.MigrationTask):
         try:
             self._upload(migration_id, transfer_id, incoming, image_id,
                          reporter)
-        except copy.Cancelled:
-            raise base.Cancelled(migration_id=migration_id)
-        except copy.ChecksumMismatch as exc:
+        except staging_backend.CopyCancelled:
+            raise base.MigrationCancelled(migration_id=migration_id)
+        except staging_backend.ChecksumMismatch as exc:
             raise exception.ImageHashMismatch(
                 image_id=image_id, where="the received data",
                 actual=str(exc), expected=desc["os_hash_value"])
@@ -210,19 +212,18 @@ class UploadImage(base.MigrationTask):
             return incoming_file(self.res, transfer_id, name, size)
 
         if opts.get("mode") == "serial":
-            clock = base.StallClock(migration_id, "transfer",
-                                    self.conf.engine.stall_timeout)
-            while True:
+            def step():
                 i = info()
                 if i and i.get("state") == "done":
-                    break
+                    return True, None
                 if i and i.get("state") in watermark.FAILED_STATES:
                     raise exception.MigrationFailed(
                         migration_id=migration_id,
                         reason="the transfer of the data failed")
-                clock.see(i and i.get("durable"))
                 reporter.post("transferring", None)
-                self.pause(migration_id)
+                return None, i and i.get("durable")
+
+            self.follow(migration_id, "transfer", step)
             follow = None
         else:
             follow = watermark.sink_follower(info, root=root)
@@ -304,21 +305,22 @@ class ReportImport(base.MigrationTask):
     def execute(self, migration_id, transfer_id, incoming, peer_image):
         report = dict(peer_image, state="active",
                       attempt=incoming["attempt"])
-        deadline = time.monotonic() + self.conf.engine.stall_timeout
-        delay = self.conf.engine.poll_interval
-        while True:
-            try:
-                self.res.agent.set_import_report(
-                    base.CTXT, self.res.agent_host, transfer_id, report)
-                return
-            except Exception as exc:  # noqa: B902 - retried, then raised
-                if time.monotonic() + delay > deadline:
-                    raise
-                LOG.warning("import %s: could not report the image to the "
-                            "agent (%s); again in %.1f s", migration_id,
-                            exc, delay)
-            self.pause(migration_id, delay)
-            delay = min(delay * 2, MAX_REPORT_DELAY)
+
+        def again(retry_state):
+            LOG.warning("import %s: could not report the image to the "
+                        "agent (%s); again in %.1f s", migration_id,
+                        retry_state.outcome.exception(),
+                        retry_state.upcoming_sleep)
+
+        engine = self.conf.engine
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_before_delay(engine.stall_timeout),
+            wait=tenacity.wait_exponential(multiplier=engine.poll_interval,
+                                           max=MAX_REPORT_DELAY),
+            sleep=lambda seconds: self.pause(migration_id, seconds),
+            before_sleep=again, reraise=True)
+        retrying(self.res.agent.set_import_report, base.CTXT,
+                 self.res.agent_host, transfer_id, report)
 
 
 class CleanupIncoming(base.RemoveStaged):

@@ -14,6 +14,7 @@ from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
+from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import report as report_mod
@@ -89,6 +90,11 @@ class StageImage(base.MigrationTask):
     default_provides = "export_result"
 
     def execute(self, migration_id, transfer_id, image_id, descriptor):
+        with self.stage_of(migration_id, "export"):
+            return self._stage(migration_id, transfer_id, image_id,
+                               descriptor)
+
+    def _stage(self, migration_id, transfer_id, image_id, descriptor):
         live = self.live(migration_id)
         backend = self.res.backend()
         name = res_mod.staged_name(transfer_id, res_mod.DATA)
@@ -104,24 +110,26 @@ class StageImage(base.MigrationTask):
 
         def source(offset):
             live.stage("export", resumed_from=offset)
-            return self.res.images.download(image_id, offset)
+            return self.res.images.download(image_id, offset,
+                                            stop=live.stop)
 
         try:
             result = copy.stage(
                 backend, name, source, size,
                 expected_sha512=descriptor["os_hash_value"],
                 observer=observer, options=self.res.copy_options(),
-                cancel=live.cancel, progress=progress)
-        except copy.Cancelled:
-            live.stage("export", state="cancelled")
-            raise base.Cancelled(migration_id=migration_id)
-        except copy.ChecksumMismatch as exc:
+                cancel=live.stop, progress=progress)
+        except Exception as exc:
+            if live.stop.is_set():
+                # Stopped by a cancel, or because another stage failed.
+                live.stage("export", state="cancelled"
+                           if live.cancel.is_set() else "stopped")
+                self.check_cancel(migration_id)
             live.stage("export", state="failed")
-            raise exception.ImageHashMismatch(
-                image_id=image_id, where="the exported data",
-                actual=str(exc), expected=descriptor["os_hash_value"])
-        except Exception:
-            live.stage("export", state="failed")
+            if isinstance(exc, staging_backend.ChecksumMismatch):
+                raise exception.ImageHashMismatch(
+                    image_id=image_id, where="the exported data",
+                    actual=str(exc), expected=descriptor["os_hash_value"])
             raise
         live.stage("export", state="complete", done=size, rate=result.rate,
                    resumed_from=result.start)
@@ -150,6 +158,12 @@ class TransferImage(base.MigrationTask):
     default_name = "transfer-image"
 
     def execute(self, migration_id, transfer_id, peer, descriptor, options):
+        with self.stage_of(migration_id, "transfer"):
+            self._transfer(migration_id, transfer_id, peer, descriptor,
+                           options)
+
+    def _transfer(self, migration_id, transfer_id, peer, descriptor,
+                  options):
         live = self.live(migration_id)
         agent, host = self.res.agent, self.res.agent_host
         desc = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
@@ -163,24 +177,25 @@ class TransferImage(base.MigrationTask):
             # The agent opens the file at once: wait until staging began.
             self._await_staging(migration_id, data)
         live.stage("transfer", state="running", size=descriptor["size"])
-        clock = base.StallClock(migration_id, "transfer",
-                                self.conf.engine.stall_timeout)
-        status = self._call(migration_id, clock, "starting the transfer",
+        status = self._call(migration_id, "starting the transfer",
                             agent.start_transfer, base.CTXT, host, peer,
                             [{"path": desc, "name": desc}, spec],
                             options=options.get("transfer_options") or None,
                             transfer_id=transfer_id)
         if status.get("state") in ("failed", "cancelled"):
-            status = self._call(migration_id, clock, "resuming the transfer",
+            status = self._call(migration_id, "resuming the transfer",
                                 agent.resume_transfer, base.CTXT, host,
                                 transfer_id)
-        while True:
+        latest = [status]
+
+        def step():
+            status = latest[0]
             state = status.get("state")
             live.stage("transfer", state=state,
                        done=_data_bytes(status, data),
                        rate=status.get("rate"), eta=status.get("eta"))
             if state == "complete":
-                return
+                return True, None
             if state in ("failed", "cancelled"):
                 raise exception.MigrationFailed(
                     migration_id=migration_id,
@@ -189,24 +204,18 @@ class TransferImage(base.MigrationTask):
             stages = live.snapshot()
             if pipelined:
                 _failed_stage(migration_id, stages, ("export",), "transfer")
-            clock.see((status.get("bytes_done"),
-                       stages.get("export", {}).get("done")))
-            self.pause(migration_id)
-            ok, fresh = self.poll(migration_id, "transfer status",
-                                  agent.get_transfer, base.CTXT, host,
-                                  transfer_id)
-            if ok:
-                status = fresh
+            progress = (status.get("bytes_done"),
+                        stages.get("export", {}).get("done"))
+            # Seen by the next step (a transient failure keeps this one).
+            latest[0] = agent.get_transfer(base.CTXT, host, transfer_id)
+            return None, progress
 
-    def _call(self, migration_id, clock, what, call, *args, **kwargs):
+        self.follow(migration_id, "transfer", step)
+
+    def _call(self, migration_id, what, call, *args, **kwargs):
         """An idempotent agent call, repeated after transient failures."""
-        while True:
-            ok, result = self.poll(migration_id, what, call, *args,
-                                   **kwargs)
-            if ok:
-                return result
-            clock.see(None)
-            self.pause(migration_id)
+        return self.follow(migration_id, what,
+                           lambda: (call(*args, **kwargs), None))
 
     def _await_staging(self, migration_id, data):
         """Wait until the staged data file exists; fail when staging
@@ -216,11 +225,12 @@ class TransferImage(base.MigrationTask):
         live = self.live(migration_id)
         backend = self.res.backend()
         suffix = self.conf.staging.watermark_suffix
-        clock = base.StallClock(migration_id, "staging",
-                                self.conf.engine.stall_timeout)
         # A failure left by an earlier attempt is not this one's.
         before = copy.status(backend, data, suffix)
-        while backend.size(data) is None:
+
+        def step():
+            if backend.size(data) is not None:
+                return True, None
             mark = copy.status(backend, data, suffix)
             stages = live.snapshot()
             export = stages.get("export") or {}
@@ -229,8 +239,9 @@ class TransferImage(base.MigrationTask):
                                        stage="transfer",
                                        reason="staging failed")
             _failed_stage(migration_id, stages, ("export",), "transfer")
-            clock.see((mark, export.get("state"), export.get("committed")))
-            self.pause(migration_id, 0.2)
+            return None, (mark, export.get("state"), export.get("committed"))
+
+        self.follow(migration_id, "staging", step, 0.2)
 
     def revert(self, transfer_id, *args, **kwargs):
         try:
@@ -260,16 +271,18 @@ class AwaitPeerImport(base.MigrationTask):
     default_provides = "peer_image"
 
     def execute(self, migration_id, transfer_id, peer, descriptor, attempt):
+        with self.stage_of(migration_id, "import"):
+            return self._await(migration_id, transfer_id, peer, descriptor,
+                               attempt)
+
+    def _await(self, migration_id, transfer_id, peer, descriptor, attempt):
         live = self.live(migration_id)
         agent, host = self.res.agent, self.res.agent_host
-        size = descriptor["size"]
-        clock = base.StallClock(migration_id, "peer import",
-                                self.conf.engine.stall_timeout)
-        while True:
+
+        def step():
             try:
-                _ok, report = self.poll(
-                    migration_id, "peer report", agent.get_peer_report,
-                    base.CTXT, host, peer, transfer_id, attempt=attempt)
+                report = agent.get_peer_report(base.CTXT, host, peer,
+                                               transfer_id, attempt=attempt)
             except exception.PeerUnreachable as exc:
                 LOG.warning("migration %s: %s; retrying", migration_id, exc)
                 report = None
@@ -277,32 +290,42 @@ class AwaitPeerImport(base.MigrationTask):
                     report_mod.attempt_of(report) < attempt:
                 report = None
             if report is not None:
-                state = report.get("state")
-                live.stage("import", state=state, done=report.get("bytes"),
-                           size=size)
-                if state == "active":
-                    live.stage("import", done=size)
-                    got = report.get("os_hash_value")
-                    if got != descriptor["os_hash_value"]:
-                        raise exception.ImageHashMismatch(
-                            image_id=report.get("image_id"),
-                            where="the peer's image", actual=got,
-                            expected=descriptor["os_hash_value"])
-                    return {k: report.get(k) for k in (
-                        "image_id", "os_hash_value", "status", "verified",
-                        "differences")}
-                if state == "failed":
-                    raise exception.MigrationFailed(
-                        migration_id=migration_id,
-                        reason="import at %s failed: %s"
-                               % (peer, report.get("error")))
+                result = self._reported(migration_id, peer, descriptor,
+                                        report)
+                if result is not None:
+                    return result, None
             stages = live.snapshot()
             _failed_stage(migration_id, stages, ("export", "transfer"),
                           "peer import")
-            clock.see((report and (report.get("state"), report.get("bytes")),
-                       (stages.get("export") or {}).get("done"),
-                       (stages.get("transfer") or {}).get("done")))
-            self.pause(migration_id)
+            return None, (
+                report and (report.get("state"), report.get("bytes")),
+                (stages.get("export") or {}).get("done"),
+                (stages.get("transfer") or {}).get("done"))
+
+        return self.follow(migration_id, "peer import", step)
+
+    def _reported(self, migration_id, peer, descriptor, report):
+        """The peer image of an ``active`` report; None while it runs."""
+        state = report.get("state")
+        live = self.live(migration_id)
+        live.stage("import", state=state, done=report.get("bytes"),
+                   size=descriptor["size"])
+        if state == "failed":
+            raise exception.MigrationFailed(
+                migration_id=migration_id,
+                reason="import at %s failed: %s" % (peer,
+                                                    report.get("error")))
+        if state != "active":
+            return None
+        live.stage("import", done=descriptor["size"])
+        got = report.get("os_hash_value")
+        if got != descriptor["os_hash_value"]:
+            raise exception.ImageHashMismatch(
+                image_id=report.get("image_id"), where="the peer's image",
+                actual=got, expected=descriptor["os_hash_value"])
+        return {k: report.get(k) for k in (
+            "image_id", "os_hash_value", "status", "verified",
+            "differences")}
 
 
 class CleanupStaging(base.RemoveStaged):

@@ -19,6 +19,8 @@ Buffers come from a ``buffers.BufferPool``; with RDMA the pool is made by
 
 import abc
 
+from dtn_migrate.transfer import buffers
+
 
 class SourcePlane(abc.ABC):
     """Source side of a data plane, one per session attempt."""
@@ -58,6 +60,15 @@ class SinkPlane(abc.ABC):
         """Fill ``buf.view[:msg.length]`` with the object's bytes; return
         their xxh3 if computed on the way (or None).
         """
+
+    def discard(self, conn, stream, msg):
+        """Consume object ``msg`` without keeping it (its file is gone).
+
+        By default its bytes are received into scratch memory; a plane
+        whose bytes do not follow the frame overrides this.
+        """
+        scratch = buffers.Buffer(-1, buffers.aligned(msg.length))
+        self.receive(conn, stream, msg, scratch)
 
     def release_stream(self, stream):
         """Forget the endpoint of a data stream that has gone."""

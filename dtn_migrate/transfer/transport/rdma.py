@@ -12,8 +12,10 @@ each side.  Queue pair endpoints travel as opaque bytes in the ``rdma``
 field of the data connection's CONNECT / CONNECT_ACK; ``Endpoint`` is
 their versioned encoding.
 
-pyverbs is imported lazily: importing this module never needs it, and
-``probe`` tells, without raising, why RDMA cannot be used here.
+pyverbs is imported lazily (``verbs.load``, across rdma-core releases):
+importing this module never needs it, and ``probe`` tells, without
+raising, why RDMA cannot be used here.  Each source session has its own
+protection domain and registered pool, freed when its plane closes.
 See doc/source/rdma.rst for the design.
 """
 
@@ -24,12 +26,12 @@ import os
 import struct
 import threading
 import time
-import types
 
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
+from dtn_migrate.transfer.transport import verbs as verbs_loader
 
 PAGE_SIZE = mmap.PAGESIZE
 
@@ -76,6 +78,14 @@ ENDPOINT_SIZE = _ENDPOINT_V1.size
 
 class RdmaError(errors.TransferError):
     """A local RDMA resource could not be created or used."""
+
+
+class RdmaExhausted(RdmaError, ConnectionError):
+    """A local RDMA resource is exhausted for now (pinned memory, MRs).
+
+    A ConnectionError, so that the source retries the attempt with
+    back-off, as it does when the link fails.
+    """
 
 
 # Endpoints.
@@ -274,18 +284,7 @@ class RegionPool(buffers.BufferPool):
 
 def _load_verbs():
     """Import the parts of pyverbs this module uses (lazily)."""
-    from pyverbs import addr
-    from pyverbs import cq
-    from pyverbs import device
-    from pyverbs import enums
-    from pyverbs import mr
-    from pyverbs import pd
-    from pyverbs import pyverbs_error
-    from pyverbs import qp
-    from pyverbs import wr
-    return types.SimpleNamespace(addr=addr, cq=cq, device=device, e=enums,
-                                 mr=mr, pd=pd, qp=qp, wr=wr,
-                                 error=pyverbs_error.PyverbsError)
+    return verbs_loader.load()
 
 
 class _Unusable(Exception):
@@ -297,17 +296,23 @@ def _device_name(dev):
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def probe(device=None, port=1, gid_index=0):
+def probe(device=None, port=1, gid_index=None):
     """Open an RDMA device: ``(RdmaDevice, "")`` or ``(None, reason)``.
 
     ``device`` None takes the first device whose ``port`` is active;
     ``gid_index`` None picks a RoCE v2 GID on Ethernet ports.  Never
-    raises: the reason says what is missing.
+    raises: the reason says what is missing.  A pyverbs that is installed
+    but unusable gives "pyverbs incompatible: ...", never a reason that
+    starts "no RDMA".
     """
     try:
         verbs = _load_verbs()
-    except Exception as exc:
-        return None, "no RDMA device: pyverbs is not importable: %s" % exc
+    except verbs_loader.PyverbsMissing as exc:
+        return None, "no RDMA device: %s" % exc
+    except verbs_loader.PyverbsIncompatible as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: B902 - never raises, says why
+        return None, "pyverbs incompatible: %s" % exc
     try:
         devices = verbs.device.get_device_list()
     except Exception as exc:
@@ -454,12 +459,24 @@ class RdmaDevice:
 
     # Memory.
     def make_pool(self, count, size, remote_read=True):
-        """A pool of ``count`` buffers of ``size`` bytes in one MR.
+        """A pool of ``count`` buffers of ``size`` bytes in one MR of the
+        device's protection domain, deregistered when the device closes.
 
         The result is a ``buffers.BufferPool``.  ``remote_read`` False (a
         sink-only pool) keeps the memory closed to the peer's RDMA READ.
+        Remote-readable memory belongs in a plane's own protection domain
+        (``source_plane``), not in the device's.
         """
         self._check_open()
+        pool = self._register(self._pd, count, size, remote_read)
+        with self._lock:
+            self._pools.append(pool)
+        return pool
+
+    def _register(self, pd, count, size, remote_read):
+        """``count`` buffers of ``size`` bytes registered as one MR of
+        ``pd``: a ``RegionPool`` whose region holds the MR.
+        """
         if count < 1 or size < 1:
             raise ValueError("a pool needs at least one non-empty buffer")
         stride = stride_for(size)
@@ -473,21 +490,20 @@ class RdmaDevice:
         if remote_read:
             access |= e.IBV_ACCESS_REMOTE_READ
         # An optional flag: libibverbs drops it where unsupported.
-        access |= getattr(e, "IBV_ACCESS_RELAXED_ORDERING", 0)
+        access |= e.IBV_ACCESS_RELAXED_ORDERING
         block, address = allocate_block(length)
         try:
-            mr = self._v.mr.MR(self._pd, length, access, address=address)
+            mr = self._v.mr.MR(pd, length, access, address=address)
         except self._v.error as exc:
             block.close()
-            raise RdmaError("cannot register %d bytes of buffers with %s: "
-                            "%s%s" % (length, self.name, exc,
-                                      _memlock_hint(length)))
+            # Usually RLIMIT_MEMLOCK or the adapter's MR table: both free
+            # up as other transfers end, so the caller may retry.
+            raise RdmaExhausted("cannot register %d bytes of buffers with "
+                                "%s: %s%s" % (length, self.name, exc,
+                                              _memlock_hint(length)))
         region = Region(block, address, count, size, lkey=mr.lkey,
                         rkey=mr.rkey, stride=stride, mr=mr, owner=self)
-        pool = region.make_pool()
-        with self._lock:
-            self._pools.append(pool)
-        return pool
+        return region.make_pool()
 
     # Planes.
     def _plane_region(self, pool):
@@ -496,11 +512,36 @@ class RdmaDevice:
             raise ValueError("pool was not made by %s.make_pool" % self.name)
         return region
 
-    def source_plane(self, pool):
+    def source_plane(self, count, size):
+        """A source plane for one peer session, with a protection domain
+        and a pool (``plane.pool``) of its own.
+
+        The pool is remote-readable, but only through this plane's queue
+        pairs: a peer connected to another session's queue pairs cannot
+        read it whatever rkey it tries.  ``plane.close()`` deregisters
+        the pool and frees the domain, so a reconnecting transfer does
+        not pin more memory with each attempt.
+        """
         self._check_open()
-        plane = RdmaSourcePlane(self, self._plane_region(pool))
+        v = self._v
+        try:
+            pd = v.pd.PD(self._ctx)
+        except v.error as exc:
+            raise RdmaExhausted("cannot allocate a protection domain on "
+                                "%s: %s" % (self.name, exc))
+        try:
+            pool = self._register(pd, count, size, True)
+        except BaseException:
+            _quiet_close(pd)
+            raise
+        plane = RdmaSourcePlane(self, pool, pd)
         with self._lock:
-            self._planes.append(plane)
+            closed = self._closed
+            if not closed:
+                self._planes.append(plane)
+        if closed:
+            plane.close()
+            self._check_open()
         return plane
 
     def sink_plane(self, pool):
@@ -515,9 +556,9 @@ class RdmaDevice:
             if plane in self._planes:
                 self._planes.remove(plane)
 
-    def _queue_pair(self, stream, access):
+    def _queue_pair(self, stream, access, pd):
         self._check_open()
-        return _QueuePair.create(self, stream, access)
+        return _QueuePair.create(self, stream, access, pd)
 
     def close(self):
         """Close every plane, deregister every pool, close the device.
@@ -598,8 +639,10 @@ class _QueuePair:
         self.psn = int.from_bytes(os.urandom(3), "big")
 
     @classmethod
-    def create(cls, dev, stream, access):
-        """A new queue pair in INIT, READ-capable as ``access`` says."""
+    def create(cls, dev, stream, access, pd):
+        """A new queue pair of ``pd`` in INIT, READ-capable as ``access``
+        says.
+        """
         v, e = dev._v, dev._v.e
         depth = dev.send_depth
         try:
@@ -616,7 +659,7 @@ class _QueuePair:
             attr.pkey_index = 0
             attr.qp_access_flags = access
             # Created in RESET; given ``attr`` pyverbs moves it to INIT.
-            qp = v.qp.QP(dev._pd, init, attr)
+            qp = v.qp.QP(pd, init, attr)
         except v.error as exc:
             _quiet_close(cq)
             raise RdmaError("cannot create an RC queue pair on %s: %s"
@@ -804,10 +847,11 @@ def _wc_text(e, wc):
 class _Streams:
     """Per data stream queue pairs of one plane."""
 
-    def __init__(self, dev, region, access):
+    def __init__(self, dev, region, access, pd):
         self.dev = dev
         self.region = region
         self._access = access
+        self._pd = pd
         self._qps = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -815,7 +859,7 @@ class _Streams:
     def create(self, stream):
         if not 0 <= stream < protocol.MAX_STREAMS:
             raise ValueError("data stream index %r out of range" % (stream,))
-        qp = self.dev._queue_pair(stream, self._access)
+        qp = self.dev._queue_pair(stream, self._access, self._pd)
         with self._lock:
             old = self._qps.pop(stream, None)
             if self._closed:
@@ -855,11 +899,14 @@ class RdmaSourcePlane(base.SourcePlane):
     kind = protocol.DataPlane.RDMA
     releases_on_send = False
 
-    def __init__(self, dev, region):
+    def __init__(self, dev, pool, pd):
         self.dev = dev
-        self.region = region
-        self._streams = _Streams(dev, region,
-                                 dev._v.e.IBV_ACCESS_REMOTE_READ)
+        self.pool = pool
+        self.region = pool.region
+        self.pd = pd
+        self._closed = False
+        self._streams = _Streams(dev, self.region,
+                                 dev._v.e.IBV_ACCESS_REMOTE_READ, pd)
 
     def endpoint(self, stream):
         return self._streams.create(stream).endpoint().encode()
@@ -889,7 +936,16 @@ class RdmaSourcePlane(base.SourcePlane):
         self._streams.drop(stream)
 
     def close(self):
+        """Destroy the queue pairs, then deregister the pool and free the
+        protection domain.  The pool's memory stays valid for views still
+        held; it just cannot be read remotely any more.
+        """
         self._streams.close()
+        if not self._closed:
+            self._closed = True
+            self.pool.close()
+            _quiet_close(self.region.mr)
+            _quiet_close(self.pd)
         self.dev._forget_plane(self)
 
 
@@ -902,7 +958,7 @@ class RdmaSinkPlane(base.SinkPlane):
     def __init__(self, dev, region):
         self.dev = dev
         self.region = region
-        self._streams = _Streams(dev, region, 0)
+        self._streams = _Streams(dev, region, 0, dev._pd)
 
     def accept(self, stream, remote):
         peer = Endpoint.decode(remote)
@@ -913,6 +969,11 @@ class RdmaSinkPlane(base.SinkPlane):
             self._streams.drop(stream, qp)
             raise
         return qp.endpoint().encode()
+
+    def discard(self, conn, stream, msg):
+        """Nothing to pull: the bytes stay in the source's memory, and
+        BLOCK_PULLED frees them there.
+        """
 
     def receive(self, conn, stream, msg, buf):
         if msg.length > len(buf.view):

@@ -7,6 +7,7 @@ import socket
 import ssl
 import threading
 
+from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol
 
@@ -51,9 +52,24 @@ class Connection:
         self._closed = False
         self.bytes_sent = 0
         self.bytes_received = 0
+        self._seal = None       # auth.FrameMac of frames sent
+        self._open = None       # auth.FrameMac of frames received
+        self.object_key = None
 
     def __repr__(self):
         return "<Connection %s%s>" % (self.peer, " tls" if self.tls else "")
+
+    def authenticate(self, send_key, recv_key, object_key):
+        """From now on, tag every frame sent and require a good tag on
+        every frame received (see auth).
+        """
+        self._seal = auth.FrameMac(send_key)
+        self._open = auth.FrameMac(recv_key)
+        self.object_key = object_key
+
+    @property
+    def authenticated(self):
+        return self._seal is not None
 
     @property
     def can_sendfile(self):
@@ -64,9 +80,13 @@ class Connection:
         """Send a message, then ``payload`` bytes or, zero-copy, the
         ``sendfile=(fd, offset, length)`` region of a file.
         """
-        frame = protocol.encode_frame(msg)
+        frame = protocol.encode_frame(
+            msg, protocol.FLAG_TAG if self._seal is not None else 0)
         try:
             with self._send_lock:
+                if self._seal is not None:
+                    # Tagged in the order the frames go out.
+                    frame += self._seal.tag(frame)
                 if payload is not None and not self.tls and \
                         len(payload) <= 65536:
                     self.sock.sendall(frame + bytes(payload))
@@ -120,21 +140,62 @@ class Connection:
         self.bytes_received += n
 
     def recv_header(self):
+        """Read and check a frame header: (raw bytes, version, type,
+        flags, body length, crc).
+        """
         raw = bytearray(protocol.HEADER_SIZE)
         self.recv_into(memoryview(raw), protocol.HEADER_SIZE, boundary=True)
-        return protocol.parse_header(bytes(raw))
+        raw = bytes(raw)
+        return (raw,) + protocol.parse_header_full(raw)
 
-    def recv(self, expect=None):
-        """Receive one message (``expect``: allowed types or None)."""
-        mtype, length, crc = self.recv_header()
+    def recv(self, expect=None, max_body=None, refuse=None):
+        """Receive one message (``expect``: allowed types or None;
+        ``max_body``: a tighter bound of its body than MAX_BODY;
+        ``refuse``: the text of the error for another type, with a %s
+        for its name).  Nothing is allocated for a body before its
+        header passed these checks.
+        """
+        raw, version, mtype, flags, length, crc = self.recv_header()
         if expect is not None and mtype not in expect:
             raise errors.ProtocolError(
+                refuse % mtype.name if refuse else
                 "unexpected %s from %s (expected %s)"
                 % (mtype.name, self.peer, "/".join(t.name for t in expect)))
+        if max_body is not None and length > max_body:
+            raise errors.BoundsError("%s body of %d bytes from %s exceeds %d"
+                                     % (mtype.name, length, self.peer,
+                                        max_body))
+        refusal = self._open is not None and self._open.seq == 0 and \
+            mtype == protocol.MsgType.ERROR and not flags
+        if version != protocol.VERSION and not (
+                self._open is None and mtype == protocol.MsgType.ERROR):
+            raise errors.ProtocolError(
+                "%s speaks protocol version %d, this agent %d: upgrade "
+                "the older agent" % (self.peer, version, protocol.VERSION),
+                code=errors.Code.VERSION)
+        if not refusal and bool(flags & protocol.FLAG_TAG) != \
+                (self._open is not None):
+            raise errors.IntegrityError(
+                "%s frame from %s %s an authentication tag"
+                % (mtype.name, self.peer,
+                   "lacks" if self._open is not None else "has"))
         body = bytearray(length)
         if length:
             self.recv_into(memoryview(body), length)
-        return protocol.decode_body(mtype, bytes(body), crc)
+        body = bytes(body)
+        if self._open is not None and not refusal:
+            self._check_tag(raw + body, mtype)
+        return protocol.decode_body(mtype, body, crc)
+
+    def _check_tag(self, frame, mtype):
+        tag = bytearray(protocol.TAG_SIZE)
+        self.recv_into(memoryview(tag), protocol.TAG_SIZE)
+        seq = self._open.seq
+        if not self._open.check(frame, bytes(tag)):
+            raise errors.IntegrityError(
+                "%s frame %d from %s fails its authentication tag: changed, "
+                "replayed or reordered on the way" % (mtype.name, seq,
+                                                      self.peer))
 
     def settimeout(self, timeout):
         self.sock.settimeout(timeout)

@@ -23,10 +23,11 @@ class TcpSourcePlane(base.SourcePlane):
 class TcpSinkPlane(base.SinkPlane):
     kind = protocol.DataPlane.TCP
     acks_pull = False
+    hashes_mac = True           # receive() also feeds an object's HMAC
 
-    def receive(self, conn, stream, msg, buf):
-        """Receive piece by piece, hashing each piece while it is still in
-        cache; returns the xxh3.
+    def receive(self, conn, stream, msg, buf, mac=None):
+        """Receive piece by piece, hashing each piece (xxh3, and ``mac``
+        if given) while it is still in cache; returns the xxh3.
         """
         h = checksum.xxh3_stream()
         view = buf.view
@@ -36,5 +37,7 @@ class TcpSinkPlane(base.SinkPlane):
             piece = view[pos:pos + n]
             conn.recv_into(piece, n)
             h.update(piece)
+            if mac is not None:
+                mac.update(piece)
             pos += n
         return h.intdigest()

@@ -1,8 +1,9 @@
 """ImageService against real Glance and Keystone servers (devcloud).
 
 Every service is built by ImageService.from_conf from a [glance] section:
-the noauth Glances through the ``dtn_migrate_devcloud`` keystoneauth1
-plugin, the Keystone-backed ones through ``password``.  Fault proxies
+the noauth Glances through keystoneauth1's ``admin_token`` plugin
+(devcloud identity tokens), the Keystone-backed ones through
+``password``.  Fault proxies
 make Glance answer 503/429/401 or cut downloads; one in front of
 Keystone counts the tokens issued.
 """
@@ -18,6 +19,7 @@ from oslo_config import cfg
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import devcloud
+from dtn_migrate.devcloud import identity
 from dtn_migrate import exception
 from dtn_migrate.image import glance
 from dtn_migrate.image import metadata
@@ -54,11 +56,12 @@ class ImageServiceTestCase(dc.DevcloudTestCase):
         conf(["--config-file", path], default_config_files=[])
         return glance.ImageService.from_conf(conf)
 
-    def noauth_service(self, endpoint, cloud_name="a", **options):
-        return self.service(auth_type="dtn_migrate_devcloud",
-                            endpoint=endpoint, cloud_name=cloud_name,
-                            project_id=devcloud.glance.DEFAULT_PROJECT,
-                            **options)
+    def noauth_service(self, endpoint, cloud_name="a",
+                       project_id=devcloud.glance.DEFAULT_PROJECT,
+                       **options):
+        return self.service(auth_type="admin_token", endpoint=endpoint,
+                            token=identity.token(project_id),
+                            cloud_name=cloud_name, **options)
 
     def password_service(self, keystone, glance_server, user, password=None,
                          auth_url=None, **options):
@@ -143,8 +146,7 @@ class TestMetadataCalls(ImageServiceTestCase):
         g = self.glance("a")
         svc = self.noauth_service(g.endpoint)
         image = self.raw_image(svc, b"x" * 10, visibility="private")
-        other = self.service(auth_type="dtn_migrate_devcloud",
-                             endpoint=g.endpoint, project_id="other")
+        other = self.noauth_service(g.endpoint, project_id="other")
         self.assertRaises(exception.ImageNotFound, other.get, image["id"])
 
     def test_delete_protected_image_with_unprotect(self):

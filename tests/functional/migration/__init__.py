@@ -222,11 +222,8 @@ class Cloud:
             if self.proxy is not None:
                 auth["endpoint_override"] = self.glance_endpoint
             return auth
-        auth = {"auth_type": "dtn_migrate_devcloud",
-                "endpoint": self.glance_endpoint,
-                "project_id": devcloud.glance.DEFAULT_PROJECT,
-                "roles": "admin,member,reader",
-                "cloud_name": self.name, "retry_max_delay": 5}
+        auth = self.glance.auth_options(endpoint=self.glance_endpoint)
+        auth.update(cloud_name=self.name, retry_max_delay=5)
         return auth
 
     def start_agent(self, peer):

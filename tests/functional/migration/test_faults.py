@@ -1,5 +1,6 @@
 """Faults during migrations between two real clouds: engine kill -9 at
-three points (SQLite, MariaDB and PostgreSQL persistence), a RabbitMQ
+three points (SQLite, MariaDB and PostgreSQL persistence) and the peer's
+engine kill -9 during its import, a RabbitMQ
 restart, Glance B answering 503/429, a peer import that fails and is
 retried, bad requests.
 
@@ -51,7 +52,8 @@ def data_gets(proxy):
 class TestEngineCrash(migration.MigrationTestCase):
     """kill -9 the source engine; the restarted engine resumes from its
     persisted flow without exporting staged bytes again, and the agents
-    never send anything twice.
+    never send anything twice.  The peer's engine is killed during its
+    import too: restarted, it completes the import.
     """
 
     def committed(self):
@@ -122,9 +124,11 @@ class TestEngineCrash(migration.MigrationTestCase):
         resumed = self.downloads()[len(before):]
         self.assertEqual([(at, "pass")], resumed)
 
-        # 3. Transfer complete, the peer import held by Glance B.
+        # 3. Transfer complete, the peer import held by Glance B: the
+        # peer's engine is killed during its import, and restarted.
         self.wait_until(lambda: self.transfer().get("state") == "complete",
                         "the transfer's end")
+        self.kill_peer_engine_during_import()
         self.assertRunning("before kill 3")
         self.assertEqual(0, b.proxy.count("pass", "PUT"))
         a.engine.kill9()
@@ -150,6 +154,54 @@ class TestEngineCrash(migration.MigrationTestCase):
         incoming = b.bus.agent().get_incoming({}, b.agent_name, self.tid)
         self.assertEqual(0, incoming["bytes_duplicate"], incoming)
         self.assertEqual(final["bytes_total"], incoming["bytes_received"])
+        self.assertPeerImport(source, rec)
+
+    def import_at_b(self):
+        return [m for m in self.b.bus.engine.list_migrations({})
+                if m["transfer_id"] == self.tid]
+
+    def kill_peer_engine_during_import(self, kills=2):
+        """kill -9 engine B while it uploads into Glance B (which holds
+        the upload with 503s), twice; each restarted engine resumes the
+        import from its persisted flow and meets the held upload again.
+        """
+        b = self.b
+        self.wait_until(
+            lambda: [m for m in self.import_at_b()
+                     if m["state"] == "running"] and
+            b.proxy.count("fail", "PUT") >= 1, "engine B to be uploading")
+        for kill in range(1, kills + 1):
+            refused = b.proxy.count("fail", "PUT")
+            b.restart_engine(kill=True)
+            self.wait_until(lambda: b.proxy.count("fail", "PUT") > refused,
+                            "the restarted engine B to upload again")
+            self.assertEqual(kill, b.engine.log_text().count(
+                "resuming incoming migration"))
+            [imp] = self.import_at_b()
+            self.assertEqual("running", imp["state"], imp.get("error"))
+
+    def assertPeerImport(self, source, rec):
+        """Engine B's record of the import, complete after the kill."""
+        [imp] = self.wait_until(
+            lambda: [m for m in self.import_at_b()
+                     if m["state"] in migration.FINAL],
+            "the import at B to end")
+        self.assertEqual("complete", imp["state"], imp.get("error"))
+        self.assertEqual(1, imp["attempt"])
+        self.assertEqual(source["id"], imp["source_image_id"])
+        self.assertEqual(source["os_hash_value"], imp["os_hash_value"])
+        self.assertEqual(rec["peer_image"]["image_id"],
+                         imp["peer_image"]["image_id"])
+        self.assertEqual(source["os_hash_value"],
+                         imp["peer_image"]["os_hash_value"])
+        self.assertTrue(imp["peer_image"]["verified"])
+        # The image B's Glance holds: the only one, its data's sha512
+        # computed by Glance from what it stored.
+        [image] = [dict(i) for i in self.b.admin().images.list()]
+        self.assertEqual((imp["peer_image"]["image_id"], "active",
+                          source["os_hash_value"], source["size"]),
+                         (image["id"], image["status"],
+                          image["os_hash_value"], image["size"]))
 
     def test_kill_at_three_points(self):
         """One migration, its source engine (SQLite persistence) killed
@@ -392,3 +444,31 @@ class TestFaults(migration.MigrationTestCase):
         self.assertEqual(images_at_a, len(list(a.admin().images.list())))
         self.assertEqual(a.engine_name, engine.ping({})["host"])
         self.assertEqual(b.engine_name, b.bus.engine.ping({})["host"])
+        self.refused_transfers_fail_fast()
+
+    def refused_transfers_fail_fast(self):
+        """Pipelined migrations whose transfer agent A refuses (an option
+        it does not know) fail within seconds, their exports stopped,
+        rather than after stall_timeout (120 s here).
+        """
+        a, b = self.a, self.b
+        for i in range(3):
+            self.upload(a, data=os.urandom(96 * MiB), name="refused-%d" % i,
+                        tags=["refused"])
+        t0 = time.monotonic()
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, selector={"tag": "refused"},
+            options={"mode": "pipelined",
+                     "transfer_options": {"no_such_option": 1}})
+        recs = self.wait_request(req["request_id"], timeout=45)
+        self.assertLess(time.monotonic() - t0, 45)
+        for rec in recs:
+            self.assertEqual("failed", rec["state"])
+            self.assertIn("unknown option 'no_such_option'", rec["error"])
+            self.assertEqual("failed", rec["stages"]["transfer"]["state"])
+            self.assertIn(rec["stages"]["export"]["state"],
+                          ("stopped", "complete"), rec["stages"])
+            self.assertNotEqual("active", (rec["stages"].get("import") or
+                                           {}).get("state"))
+        self.assertEqual([], list(b.admin().images.list()))
+        self.assertEqual([], b.bus.engine.list_migrations({}))

@@ -105,7 +105,7 @@ class TestStageAndRead(test_libnfs.LibnfsTestCase):
         got = bytearray()
         stream = copy.open_staged(be, "img", len(data), wrong,
                                   options=options())
-        exc = self.assertRaises(copy.ChecksumMismatch,
+        exc = self.assertRaises(backend.ChecksumMismatch,
                                 lambda: [got.extend(b) for b in stream])
         self.assertIn("img", str(exc))
         # The last block is never handed out when the hash is wrong.

@@ -16,6 +16,7 @@ from testtools import content
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import libnfs
+from dtn_migrate.staging import nfslib
 from tests.functional import ganesha
 from tests.functional import netns
 
@@ -52,8 +53,8 @@ class LibnfsTestCase(testtools.TestCase):
         if not ok:
             self.skipTest(why)
         try:
-            libnfs.load_library()
-        except libnfs.LibraryMissing as exc:
+            nfslib.load_library()
+        except backend.LibraryMissing as exc:
             self.skipTest(str(exc))
 
     def server(self, lab=None, **kw):
@@ -215,8 +216,8 @@ class TestNames(LibnfsTestCase):
         be.rmdir("m/n/o")
         be.rmdir("m/n/o")                       # missing: not an error
         self.assertEqual([], os.listdir(srv.local("m", "n")))
-        self.assertRaises(backend.NotFound, be.open_read, "nothing")
-        self.assertRaises(backend.NotFound, be.rename, "nothing", "x")
+        self.assertRaises(backend.StagingNotFound, be.open_read, "nothing")
+        self.assertRaises(backend.StagingNotFound, be.rename, "nothing", "x")
 
     def test_hostile_names_refused(self):
         srv = self.server()
@@ -256,7 +257,7 @@ class TestNames(LibnfsTestCase):
                                    mountport=srv.mountport)
         self.addCleanup(be3.close)
         self.assertEqual(b"hello", be3.read_small("f"))
-        err = self.assertRaises(backend.NotFound, self.backend, srv,
+        err = self.assertRaises(backend.StagingNotFound, self.backend, srv,
                                 path="missing")
         self.assertIn("missing", str(err))
         err = self.assertRaises(
@@ -338,7 +339,7 @@ class TestFaults(LibnfsTestCase):
         seen = self._copy(be, "k.raw", data, False, 8 * MiB, hook)
         wait()
         # Unstable writes were outstanding: reported, then redone.
-        self.assertEqual([libnfs.WritesLost], [type(e) for e in seen])
+        self.assertEqual([backend.WritesLost], [type(e) for e in seen])
         self.assertIn("write them again", str(seen[0]))
         self.assertEqual(len(data), be.size("k.raw"))
         self.assertEqual(sha512(data), file_sha512(srv.local("k.raw")))
@@ -379,7 +380,7 @@ class TestFaults(LibnfsTestCase):
         w.pwrite(b"x" * MiB, 0)
         srv.stop(kill=True)
         t0 = time.monotonic()
-        err = self.assertRaises(libnfs.WritesLost, w.pwrite, b"y" * MiB, MiB)
+        err = self.assertRaises(backend.WritesLost, w.pwrite, b"y" * MiB, MiB)
         self.assertIn("d.raw", str(err))
         self.assertIn("127.0.0.1", str(err))
         self.assertRaises(backend.Unavailable, w.pwrite, b"y", 0)
@@ -409,7 +410,7 @@ class TestFaults(LibnfsTestCase):
             netns._sh(["ip", "-n", lab.ns_b, "link", "set", lab.dev_b,
                        "down"])
             t0 = time.monotonic()
-            err = self.assertRaises(libnfs.WritesLost, w.pwrite,
+            err = self.assertRaises(backend.WritesLost, w.pwrite,
                                     b"z" * MiB, 2 * MiB)
             took = time.monotonic() - t0
             self.assertIn("no usable connection", str(err))
@@ -417,7 +418,7 @@ class TestFaults(LibnfsTestCase):
             self.assertLess(took, 10)
             # A name operation: the connect gives up after its SYNs.
             t0 = time.monotonic()
-            err = self.assertRaises(libnfs.ConnectionLost, be.size, "t.raw")
+            err = self.assertRaises(backend.ConnectionLost, be.size, "t.raw")
             self.assertLess(time.monotonic() - t0, 10)
             lab.link_up()
             be.reconnect_timeout = 10
@@ -532,7 +533,7 @@ class TestFaults(LibnfsTestCase):
             f.pwrite(b"1" * MiB, 0)
         c.commit()
         srv.restart(kill=True)
-        err = self.assertRaises(libnfs.WritesLost, w.pwrite, b"2" * MiB, MiB)
+        err = self.assertRaises(backend.WritesLost, w.pwrite, b"2" * MiB, MiB)
         self.assertIn("re-made", str(err))
         w.pwrite(b"1" * MiB, 0)                # the caller redoes them
         w.pwrite(b"2" * MiB, MiB)

@@ -1,13 +1,12 @@
-"""[glance] options: own, keystoneauth1 session/adapter/auth, devcloud."""
+"""[glance] options: own, keystoneauth1 session/adapter/auth."""
 
 
-from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import token_endpoint
 import testtools
 
 from dtn_migrate import conf as global_conf
 from dtn_migrate.conf import glance
-from dtn_migrate.devcloud import auth
 from tests.unit import utils
 
 MiB = 1 << 20
@@ -69,42 +68,25 @@ class TestGlanceOpts(testtools.TestCase):
         self.assertEqual('http://ks.example:5000/v3', plugin.auth_url)
         self.assertEqual('migrator', plugin._username)
 
-    def test_devcloud_plugin_by_name(self):
-        conf = self.conf('[glance]\nauth_type = dtn_migrate_devcloud\n'
+    def test_admin_token_plugin_from_config(self):
+        # What the dev clouds' noauth Glances use: a stock plugin.
+        conf = self.conf('[glance]\nauth_type = admin_token\n'
                          'endpoint = http://127.0.0.1:9292\n'
-                         'project_id = p1\nuser_id = u1\n'
-                         'roles = admin, member\n')
+                         'token = t0\n')
         plugin = ks_loading.load_auth_from_conf_options(conf, 'glance')
-        self.assertIsInstance(plugin, auth.IdentityHeaders)
+        self.assertIsInstance(plugin, token_endpoint.Token)
         self.assertEqual('http://127.0.0.1:9292',
                          plugin.get_endpoint(None, service_type='image'))
-        self.assertEqual({'X-Identity-Status': 'Confirmed',
-                          'X-User-Id': 'u1', 'X-Project-Id': 'p1',
-                          'X-Roles': 'admin,member'}, plugin.headers())
+        self.assertEqual({'X-Auth-Token': 't0'}, plugin.get_headers(None))
 
-    def test_devcloud_plugin_defaults(self):
-        conf = self.conf('[glance]\nauth_type = dtn_migrate_devcloud\n'
-                         'endpoint = http://127.0.0.1:9292\n'
-                         'project_id = p1\n')
-        plugin = ks_loading.load_auth_from_conf_options(conf, 'glance')
-        self.assertEqual('p1-user', plugin.user_id)
-        self.assertEqual(auth.DEFAULT_ROLES, plugin.roles)
-
-    def test_devcloud_plugin_needs_endpoint_and_project(self):
-        conf = self.conf('[glance]\nauth_type = dtn_migrate_devcloud\n'
-                         'project_id = p1\n')
-        self.assertRaises(ks_exc.MissingRequiredOptions,
-                          ks_loading.load_auth_from_conf_options, conf,
-                          'glance')
-
-    def test_devcloud_plugin_is_listed(self):
-        self.assertIn(auth.PLUGIN_NAME,
-                      ks_loading.get_available_plugin_names())
+    def test_no_plugin_of_this_package(self):
+        self.assertNotIn('dtn_migrate_devcloud',
+                         ks_loading.get_available_plugin_names())
 
     def test_plugin_options_stay_in_their_conf(self):
-        first = self.conf('[glance]\nauth_type = dtn_migrate_devcloud\n'
+        first = self.conf('[glance]\nauth_type = admin_token\n'
                           'endpoint = http://127.0.0.1:9292\n'
-                          'project_id = p1\n')
+                          'token = t0\n')
         ks_loading.load_auth_from_conf_options(first, 'glance')
         # The plugin's required options are not forced on another conf.
         second = self.conf()

@@ -63,7 +63,7 @@ class FakeImages:
             out.append(dict(image))
         return out
 
-    def download(self, image_id, offset=0):
+    def download(self, image_id, offset=0, stop=None):
         data = self.data[image_id]
         for i in range(offset, len(data), 65536):
             chunk = data[i:i + 65536]

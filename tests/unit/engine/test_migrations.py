@@ -23,6 +23,7 @@ from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming as incoming_tasks
 from dtn_migrate import exception
 from dtn_migrate.staging import localfs
+from tests.unit.engine import crash_worker
 from tests.unit.engine import fakes
 
 
@@ -42,7 +43,9 @@ def make_conf(host, db):
     return conf
 
 
-class TestMigrations(testtools.TestCase):
+class EngineTestCase(testtools.TestCase):
+    """Engines ``a`` (source) and ``b`` (peer) on fake agents."""
+
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-engine-")
@@ -114,6 +117,8 @@ class TestMigrations(testtools.TestCase):
                          self.glance_b.data[peer["id"]])
         return peer
 
+
+class TestMigrations(EngineTestCase):
     def test_pipelined(self):
         image = self.image(min_ram=512, min_disk=2)
         [m] = self.run_request([image["id"]])
@@ -182,32 +187,46 @@ class TestMigrations(testtools.TestCase):
         self.assertEqual({}, self.glance_b.images)
 
     def test_resume_from_persisted_state(self):
-        """A new engine on the same database finishes a migration whose
-        staging was done, without exporting again.
+        """Engine A's process is killed (SIGKILL) mid-flow, twice: in
+        the transfer, after the export; then, resumed, while it waits
+        for the peer, after the transfer.  Each resume from the persisted
+        flow skips the finished tasks and runs the interrupted one again;
+        a last engine, in this process, finishes the migration.
         """
-        image = self.image(size=2 << 20)
-        self.agents.rate = 4 << 20        # ~0.5 s transfer
-        req = self.a.request("b", images=[image["id"]],
-                             options={"mode": "serial"})
-        mid = req["migrations"][0]["migration_id"]
-        # Let staging finish, then "crash": a second engine takes over.
-        for _ in range(200):
-            stages = self.a.get(mid)["stages"]
-            if (stages.get("export") or {}).get("state") == "complete":
-                break
-            time.sleep(0.05)
-        exported = self.glance_a.downloaded
-        self.assertEqual(image["size"], exported)
-        db = "sqlite:///%s/dtn-a.sqlite" % self.tmp
+        db = "sqlite:///%s/crashed-a.sqlite" % self.tmp
+        size = len(crash_worker.image_data(7))
+        mid, exported = crash_worker.crash(self.tmp, db, 7, "transfer")
+        self.assertEqual(size, exported)
+        states = crash_worker.task_states(db, mid)
+        self.assertEqual(("SUCCESS", "RUNNING", "PENDING"), (
+            states["stage-image"], states["transfer-image"],
+            states["await-peer-import"]))
+        # Killed again while it recovers: nothing exported this time.
+        self.assertEqual((mid, 0), crash_worker.crash(
+            self.tmp, db, 7, "report", mid))
+        states = crash_worker.task_states(db, mid)
+        self.assertEqual(("SUCCESS", "SUCCESS", "RUNNING"), (
+            states["stage-image"], states["transfer-image"],
+            states["await-peer-import"]))
+        image = crash_worker.add_image(self.glance_a, 7)
         a2 = self.engine("dtn-a", self.glance_a, db)
-        self.assertTrue(self.a.wait_idle(60))
-        # The first engine finished too; the second finds nothing to do
-        # or reruns idempotently.  Either way nothing is exported twice.
-        a2.resume_unfinished()
+        self.assertEqual("running", a2.get(mid)["state"])
+        self.assertEqual([mid], a2.resume_unfinished())
+        # What the killed process sent is at dtn-b: B's agent tells it.
+        tid = a2.get(mid)["transfer_id"]
+        self.b.incoming(tid, "a")
         self.assertTrue(a2.wait_idle(60))
         self.assertTrue(self.b.wait_idle(60))
-        self.assertEqual("complete", a2.get(mid)["state"])
-        self.assertEqual(exported, self.glance_a.downloaded)
+        rec = a2.get(mid)
+        self.assertEqual("complete", rec["state"], rec["error"])
+        # Neither exported nor sent again by this engine.
+        self.assertEqual(0, self.glance_a.downloaded)
+        self.assertEqual({}, self.agents.transfers)
+        [peer] = self.glance_b.find("dtn_migrate_transfer_id", tid)
+        self.assertEqual(peer["id"], rec["peer_image"]["image_id"])
+        self.assertEqual(image["os_hash_value"], peer["os_hash_value"])
+        self.assertEqual(crash_worker.image_data(7),
+                         self.glance_b.data[peer["id"]])
 
     def test_peer_upload_retried(self):
         image = self.image()
@@ -429,6 +448,127 @@ class TestMigrations(testtools.TestCase):
         # The flow's own state was not written back stale.
         book, detail = self.a.store.load(mid)
         self.assertEqual("SUCCESS", detail.state)
+
+
+class TestDatabaseOutage(EngineTestCase):
+    """The persistence database fails while migrations run: a migration
+    whose worker ends on the error is stranded, never left for good,
+    and a request never reuses a record with no live worker.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.down = set()           # engines whose database is "down"
+        self.addCleanup(self.down.clear)    # before quiesce()
+
+    def outage(self, engine, when, loads=False):
+        """While ``engine`` is in ``self.down``, its saves whose changes
+        match ``when`` (and its loads, with ``loads``) raise the
+        database's error.
+        """
+        store = engine.store
+        save, load = store.save_meta, store.load
+
+        def failing(real, call_when):
+            def call(*args, **kwargs):
+                if engine in self.down and call_when(kwargs):
+                    raise tf_exc.StorageFailure("(2013, 'Lost connection "
+                                                "to MySQL server')")
+                return real(*args, **kwargs)
+            return call
+        store.save_meta = failing(save, when)
+        store.load = failing(load, lambda kwargs: loads)
+
+    def finish_unsaved(self, image):
+        """Migrate ``image`` with the saving of its outcome failing."""
+        self.outage(self.a, lambda c: c.get("state") in
+                    migrations.FINAL_STATES)
+        self.down.add(self.a)
+        [m] = self.run_request([image["id"]])
+        # The flow ended but its outcome could not be saved: no worker.
+        self.assertEqual("running", m["state"])
+        self.assertNotIn(m["migration_id"], self.a.pending)
+        return m["migration_id"]
+
+    def test_request_while_the_database_is_down(self):
+        image = self.image()
+        self.finish_unsaved(image)
+        for _ in range(3):
+            err = self.assertRaises(exception.DtnMigrateException,
+                                    self.a.request, "b",
+                                    images=[image["id"]])
+            self.assertIn("persistence database is unavailable", str(err))
+        self.down.clear()
+        [rec] = self.a.request("b", images=[image["id"]])["migrations"]
+        self.assertEqual("complete", rec["state"])
+
+    def test_finish_fails_then_a_request_settles_it(self):
+        image = self.image()
+        mid = self.finish_unsaved(image)
+        self.down.clear()
+        again = self.a.request("b", images=[image["id"]])
+        [rec] = again["migrations"]
+        self.assertEqual((mid, "complete", True),
+                         (rec["migration_id"], rec["state"],
+                          rec.get("reused")))
+        self.assertImported(image)
+        self.assertEqual({}, self.a.stranded)
+        # Saved for good: a new engine on the database sees it complete.
+        db = "sqlite:///%s/dtn-a.sqlite" % self.tmp
+        self.assertEqual("complete", persistence.Store(db).record(mid)
+                         ["state"])
+
+    def test_many_stranded_recovered_on_reconnect(self):
+        images = [self.image(size=200000 + i) for i in range(5)]
+        for engine in (self.a, self.b):
+            self.outage(engine, lambda c: c.get("state") in
+                        migrations.FINAL_STATES)
+        self.down.update((self.a, self.b))
+        done = self.run_request([i["id"] for i in images])
+        self.assertEqual(["running"] * 5, [m["state"] for m in done])
+        self.assertEqual(5, len(self.a.stranded))
+        # The database is still down: nothing is lost, twice over.
+        for _ in range(2):
+            self.assertEqual(0, self.a.recover())
+            self.assertEqual(5, len(self.a.stranded))
+        self.down.clear()
+        self.assertEqual(5, self.a.recover())
+        self.assertEqual(5, self.b.recover())
+        self.assertEqual(["complete"] * 5,
+                         [self.a.get(m["migration_id"])["state"]
+                          for m in done])
+        self.assertEqual(["complete"] * 5,
+                         [r["state"] for r in self.b.list()])
+        for image in images:
+            self.assertImported(image)
+        self.assertEqual(0, self.a.recover())
+
+    def test_worker_ends_on_a_database_error_and_runs_again(self):
+        image = self.image()
+        self.outage(self.a, lambda c: True, loads=True)
+        self.down.add(self.a)
+        req = self.a.request("b", images=[image["id"]])
+        mid = req["migrations"][0]["migration_id"]
+        self.assertTrue(self.a.wait_idle(30))
+        # Its worker could not even load it: queued, with no worker.
+        self.assertEqual("queued", self.a.get(mid)["state"])
+        self.assertNotIn(mid, self.a.pending)
+        # Not run again while the database is still down.
+        for _ in range(3):
+            self.assertEqual(0, self.a.recover())
+            self.assertRaises(exception.DtnMigrateException,
+                              self.a.request, "b", images=[image["id"]])
+            self.assertNotIn(mid, self.a.pending)
+        self.down.clear()
+        # A new request does not reuse a dead record: it runs again.
+        [rec] = self.a.request("b", images=[image["id"]])["migrations"]
+        self.assertEqual((mid, True), (rec["migration_id"],
+                                       rec.get("reused")))
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        self.assertEqual("complete", self.a.get(mid)["state"])
+        self.assertImported(image)
+        self.assertEqual({}, self.a.stranded)
 
 
 class TestConf(testtools.TestCase):

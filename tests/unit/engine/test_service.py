@@ -48,12 +48,13 @@ conf.set_override("persistence_connection",
                   "sqlite:///%s/engine.sqlite" % tmp, "engine")
 conf.set_override("progress_interval", 0.5, "engine")
 conf.set_override("reconcile_interval", 1, "engine")
+conf.set_override("database_check_interval", 0.5, "engine")
 transport = messaging.get_rpc_transport(conf, url="fake:/")
 svc = service.EngineService(conf, images=fakes.FakeImages(),
                             agent=fakes.FakeAgents(roots),
                             backend=localfs.LocalBackend(roots["dtn-a"]),
                             transport=transport)
-calls = {"report_progress": 0, "reconcile": 0}
+calls = {"report_progress": 0, "reconcile": 0, "recover": 0}
 closed = []
 
 
@@ -81,12 +82,22 @@ recorded("store", svc.store)
 recorded("resources", svc.resources)
 svc.start()
 pong = rpcapi.EngineAPI(timeout=10, transport=transport).ping({})
+# A second engine on the same database refuses to start.
+conf.set_override("lock_timeout", 0.5, "engine")
+try:
+    service.EngineService(conf, images=fakes.FakeImages(),
+                          agent=fakes.FakeAgents(roots),
+                          backend=localfs.LocalBackend(roots["dtn-a"]),
+                          transport=transport)
+    second = "started"
+except Exception as exc:
+    second = "%s: %s" % (exc.__class__.__name__, exc)
 time.sleep(1.8)
 svc.stop()
 at_stop = dict(calls)
 time.sleep(1.2)
 print(json.dumps({"pong": pong, "at_stop": at_stop, "later": calls,
-                  "closed": sorted(closed)}))
+                  "closed": sorted(closed), "second": second}))
 '''
 
 
@@ -104,5 +115,9 @@ class TestEngineService(testtools.TestCase):
         self.assertEqual({"host": "controller"}, out["pong"])
         self.assertGreaterEqual(out["at_stop"]["report_progress"], 2)
         self.assertGreaterEqual(out["at_stop"]["reconcile"], 1)
+        self.assertGreaterEqual(out["at_stop"]["recover"], 1)
+        self.assertTrue(out["second"].startswith(
+            "PersistenceInUse: Another dtn-migrate-engine uses the "
+            "persistence database sqlite:///"), out["second"])
         self.assertEqual(out["at_stop"], out["later"])
         self.assertEqual(["resources", "store"], out["closed"])

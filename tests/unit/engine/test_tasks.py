@@ -20,7 +20,6 @@ from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
-from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
 from tests.unit.engine import fakes
@@ -60,8 +59,8 @@ class TestImportRetry(testtools.TestCase):
         for exc in (exception.ImageHashMismatch(),
                     base.MetadataMismatch(image_id="i", differences="x"),
                     exception.InvalidInput(reason="bad"),
-                    copy.ChecksumMismatch("bad sha512"),
-                    base.Cancelled(migration_id=MID)):
+                    staging_backend.ChecksumMismatch("bad sha512"),
+                    base.MigrationCancelled(migration_id=MID)):
             self.assertEqual(retry.REVERT, self.decide(exc), exc)
 
     def test_transient_failures_are_retried(self):
@@ -276,7 +275,7 @@ class TestTransferImage(testtools.TestCase):
 
     def test_nothing_happens(self):
         self.res.conf.engine.stall_timeout = 0.3
-        err = self.assertRaises(base.Stalled, self.execute)
+        err = self.assertRaises(base.StageStalled, self.execute)
         self.assertIn("staging", str(err))
 
     def test_transient_rpc_errors_are_polled_through(self):
@@ -310,7 +309,7 @@ class TestAwaitPeerImport(testtools.TestCase):
         self.agent.get_peer_report.return_value = {
             "state": "uploading", "bytes": 1, "attempt": 2}
         t0 = time.monotonic()
-        self.assertRaises(base.Stalled, self.execute)
+        self.assertRaises(base.StageStalled, self.execute)
         self.assertLess(time.monotonic() - t0, 3)
 
     def test_asks_for_its_attempt_and_ignores_older_ones(self):

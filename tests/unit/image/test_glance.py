@@ -2,7 +2,9 @@
 
 import email.utils
 import io
+import re
 import tempfile
+import threading
 import time
 from unittest import mock
 
@@ -251,6 +253,39 @@ class TestDownload(ServiceTestCase):
         self.assertEqual(self.DATA[2:], data)
         self.assertEqual(1, len(self.sleeps))
 
+    def test_failures_in_a_row_give_up(self):
+        # A cut with no byte, then 503s: four failures in a row.
+        e = self.assertRaises(
+            exception.ImageServiceUnavailable, self.download, 4,
+            self.ranged(4, cut=0), *[FakeResponse(503)] * 3)
+        self.assertIn('gave up after 3 retries', str(e))
+        self.assertIn('at byte 4', str(e))
+        self.assertEqual(3, len(self.sleeps))
+        self.assertIn('retry 3 of 3', self.log.output)
+
+    def test_bytes_received_start_the_count_again(self):
+        data = self.download(
+            0, FakeResponse(503), FakeResponse(503),
+            FakeResponse(200, self.DATA, {'Content-Length': '10'}, cut=4),
+            FakeResponse(503), FakeResponse(503), self.ranged(4))
+        self.assertEqual(self.DATA, data)
+        # Two 503s, the cut after 4 bytes (a first failure again), two
+        # more 503s: five retries, none beyond the third in a row.
+        self.assertEqual(['1', '2', '1', '2', '3'],
+                         re.findall(r'retry (\d) of 3', self.log.output))
+        self.assertEqual(5, len(self.sleeps))
+
+    def test_stop_ends_a_pause_at_once(self):
+        stop = threading.Event()
+        stop.set()
+        self.svc._http.get.side_effect = [FakeResponse(503)] * 2
+        t0 = time.monotonic()
+        e = self.assertRaises(exception.ImageServiceUnavailable, b''.join,
+                              self.svc.download(IMAGE_ID, 0, stop=stop))
+        self.assertLess(time.monotonic() - t0, 1)
+        self.assertIn('stopped while waiting to retry', str(e))
+        self.assertEqual(1, self.svc._http.get.call_count)
+
     def test_wrong_ranges_are_refused(self):
         wrong = FakeResponse(206, b'', {'Content-Range': 'bytes 0-9/10'})
         self.assertRaises(exception.ImageServiceUnavailable, self.download,
@@ -300,8 +335,8 @@ class TestFromConf(testtools.TestCase):
 
     def test_configuration_errors(self):
         for text in ('[glance]\n', '[glance]\nauth_type = nonesuch\n',
-                     '[glance]\nauth_type = dtn_migrate_devcloud\n'
-                     'project_id = p\n'):
+                     '[glance]\nauth_type = password\n'
+                     'username = u\n'):
             self.assertRaises(exception.ConfigError,
                               glance.ImageService.from_conf,
                               self.conf(text))

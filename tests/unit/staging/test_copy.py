@@ -223,7 +223,7 @@ class MemBackend(backend.Backend):
     def open_read(self, name):
         with self.lock:
             if name not in self.files:
-                raise backend.NotFound(name)
+                raise backend.StagingNotFound(name)
             return MemReader(self, name)
 
     def size(self, name):
@@ -426,7 +426,7 @@ class TestStageChecks(StagingTestCase):
 
     def test_sha512_mismatch(self):
         data = payload(1 * MiB)
-        exc = self.assertRaises(copy.ChecksumMismatch, self.stage, data,
+        exc = self.assertRaises(backend.ChecksumMismatch, self.stage, data,
                                 expected_sha512=sha(b"other"))
         self.assertIn(sha(data), str(exc))
         committed, failed = self.side("img")
@@ -700,7 +700,7 @@ class TestStageCancel(StagingTestCase):
                 yield bytes(64 * KiB)
         threading.Timer(0.2, cancel.set).start()
         began = time.monotonic()
-        exc = self.assertRaises(copy.Cancelled, copy.stage,
+        exc = self.assertRaises(backend.CopyCancelled, copy.stage,
                                 FaultyBackend(self.root, free=1 << 50),
                                 "img", endless(), 1 << 40, cancel=cancel,
                                 options=options())
@@ -720,7 +720,7 @@ class TestStageCancel(StagingTestCase):
         data = payload(2 * MiB)
         threading.Timer(0.1, cancel.set).start()
         threading.Timer(0.3, gate.set).start()
-        self.assertRaises(copy.Cancelled, self.stage, data, backend=b,
+        self.assertRaises(backend.CopyCancelled, self.stage, data, backend=b,
                           cancel=cancel)
         self.assertEqual([], copy_threads())
 
@@ -784,7 +784,7 @@ class TestStageResume(StagingTestCase):
         self.fail_at(data, 700 * KiB)
         with open(os.path.join(self.root, "img"), "r+b") as f:
             f.write(b"X")
-        self.assertRaises(copy.ChecksumMismatch, self.stage, data,
+        self.assertRaises(backend.ChecksumMismatch, self.stage, data,
                           io.BytesIO(data), expected_sha512=sha(data))
 
     def test_rehash_retries(self):
@@ -905,7 +905,7 @@ class TestStagedStream(StagingTestCase):
         stream = copy.open_staged(self.backend, "img", len(data),
                                   sha(b"other"), options=options())
         got = []
-        exc = self.assertRaises(copy.ChecksumMismatch,
+        exc = self.assertRaises(backend.ChecksumMismatch,
                                 lambda: got.extend(stream))
         self.assertIn(sha(data), str(exc))
         self.assertLess(sum(map(len, got)), len(data))
@@ -975,7 +975,7 @@ class TestStagedStream(StagingTestCase):
                                   options=options(readers=1,
                                                   stall_timeout=30))
         began = time.monotonic()
-        self.assertRaises(backend.NotFound, list, stream)
+        self.assertRaises(backend.StagingNotFound, list, stream)
         self.assertLess(time.monotonic() - began, 5)
         self.assertEqual(2, b.calls["open_read"])
 
@@ -1082,7 +1082,7 @@ class TestStagedStreamFollow(StagingTestCase):
         stream = copy.open_staged(self.backend, "img", len(data),
                                   follow=lambda: (64 * KiB, "mismatch"),
                                   options=options())
-        exc = self.assertRaises(copy.WriterFailed, list, stream)
+        exc = self.assertRaises(backend.WriterFailed, list, stream)
         self.assertIn("mismatch", str(exc))
 
     def test_stall(self):
@@ -1093,7 +1093,8 @@ class TestStagedStreamFollow(StagingTestCase):
                                   options=options(stall_timeout=0.2))
         began = time.monotonic()
         got = []
-        exc = self.assertRaises(copy.Stalled, lambda: got.extend(stream))
+        exc = self.assertRaises(backend.CopyStalled,
+                                lambda: got.extend(stream))
         self.assertLess(time.monotonic() - began, 3)
         self.assertIn("has not grown past %d" % (64 * KiB), str(exc))
         self.assertEqual(data[:64 * KiB], b"".join(got))
@@ -1105,7 +1106,7 @@ class TestStagedStreamFollow(StagingTestCase):
                                   options=options(poll_max=0.05))
         threading.Timer(0.2, cancel.set).start()
         began = time.monotonic()
-        self.assertRaises(copy.Cancelled, list, stream)
+        self.assertRaises(backend.CopyCancelled, list, stream)
         self.assertLess(time.monotonic() - began, 3)
         self.assertEqual([], copy_threads())
 
@@ -1282,7 +1283,7 @@ class TestFollowedRename(testtools.TestCase):
                                      stall_timeout=0.5))
         began = time.monotonic()
         with stream:
-            exc = self.assertRaises(backend.NotFound, list, stream)
+            exc = self.assertRaises(backend.StagingNotFound, list, stream)
         self.assertLess(time.monotonic() - began, 5)
         self.assertGreaterEqual(time.monotonic() - began, 0.5)
         self.assertIn("not found under the name its follower gives",

@@ -8,14 +8,15 @@ import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import libnfs
+from dtn_migrate.staging import nfslib
 
 MiB = 1 << 20
 
 
 def _library_or_skip(test):
     try:
-        return libnfs.load_library()
-    except libnfs.LibraryMissing as exc:
+        return nfslib.load_library()
+    except backend.LibraryMissing as exc:
         test.skipTest(str(exc))
 
 
@@ -81,7 +82,7 @@ class ParseUrlTest(testtools.TestCase):
 class ErrorMappingTest(testtools.TestCase):
 
     def error(self, ret, raw, what="write img on nfs://h/e"):
-        return libnfs.make_error(ret, raw, what)
+        return nfslib.make_error(ret, raw, what)
 
     def test_mangled_pwrite_status(self):
         # libnfs 4.0 prints the WRITE3res as a string: its nfsstat3.
@@ -103,17 +104,17 @@ class ErrorMappingTest(testtools.TestCase):
                 self.assertIn(name, str(err))
                 self.assertIn(hint, str(err))
                 self.assertIn("write img on nfs://h/e", str(err))
-                self.assertNotIsInstance(err, libnfs.ConnectionLost)
+                self.assertNotIsInstance(err, backend.ConnectionLost)
 
     def test_status_of_another_rpc_is_ambiguous(self):
         err = self.error(-errno.EFAULT, b'pwrite call failed with ""')
-        self.assertIsInstance(err, libnfs._Ambiguous)
+        self.assertIsInstance(err, backend.AmbiguousStatus)
         self.assertFalse(err.retryable)
 
     def test_named_status(self):
         cases = [
             (-errno.ENOENT, b'open call failed with "NFS: Lookup of /x '
-             b'failed with NFS3ERR_NOENT(-2)"', backend.NotFound),
+             b'failed with NFS3ERR_NOENT(-2)"', backend.StagingNotFound),
             (-errno.EROFS, b'creat call failed with "NFS: CREATE of /x '
              b'failed with NFS3ERR_ROFS(-30)"', backend.ReadOnly),
             (-errno.ERANGE, b'creat call failed with "NFS: CREATE of /x '
@@ -133,7 +134,7 @@ class ErrorMappingTest(testtools.TestCase):
         for ret, raw, cls in cases:
             err = self.error(ret, raw)
             self.assertIs(cls, type(err), raw)
-            self.assertNotIsInstance(err, libnfs.ConnectionLost)
+            self.assertNotIsInstance(err, backend.ConnectionLost)
             self.assertIn(raw.decode(), str(err))
 
     def test_rpc_failures_are_lost_connections(self):
@@ -151,7 +152,7 @@ class ErrorMappingTest(testtools.TestCase):
         ]
         for ret, raw in cases:
             err = self.error(ret, raw)
-            self.assertIsInstance(err, libnfs.ConnectionLost, raw)
+            self.assertIsInstance(err, backend.ConnectionLost, raw)
             self.assertIsInstance(err, backend.Unavailable)
             self.assertTrue(err.retryable)
             self.assertIn("no usable connection", str(err))
@@ -163,35 +164,35 @@ class ErrorMappingTest(testtools.TestCase):
         self.assertIn("ENOMEM", str(err))
 
     def test_classify(self):
-        self.assertEqual((errno.ENOSPC, False), libnfs.classify(
+        self.assertEqual((errno.ENOSPC, False), nfslib.classify(
             -errno.EFAULT, b'pwrite call failed with "\x1c"'))
-        self.assertEqual((errno.EFAULT, True), libnfs.classify(
+        self.assertEqual((errno.EFAULT, True), nfslib.classify(
             -errno.EFAULT, b"Command was cancelled"))
-        self.assertEqual((errno.EIO, False), libnfs.classify(
+        self.assertEqual((errno.EIO, False), nfslib.classify(
             -errno.EFAULT, b'pwrite call failed with "\x63"'))
 
 
 class LibraryTest(testtools.TestCase):
 
     def test_missing_library(self):
-        err = self.assertRaises(libnfs.LibraryMissing, libnfs.load_library,
+        err = self.assertRaises(backend.LibraryMissing, nfslib.load_library,
                                 "libnfs-dtnm-missing.so.13")
         self.assertIn("libnfs-dtnm-missing.so.13", str(err))
         self.assertIn("apt-get install libnfs13", str(err))
         self.assertIsInstance(err, backend.StagingError)
         err = self.assertRaises(
-            libnfs.LibraryMissing, libnfs.LibnfsBackend,
+            backend.LibraryMissing, libnfs.LibnfsBackend,
             "nfs://192.0.2.2/export", library="libnfs-dtnm-missing.so.13")
         self.assertIn("libnfs 4.0", str(err))
 
     def test_not_libnfs(self):
-        err = self.assertRaises(libnfs.LibraryMissing, libnfs.load_library,
+        err = self.assertRaises(backend.LibraryMissing, nfslib.load_library,
                                 "libc.so.6")
         self.assertIn("nfs_init_context", str(err))
 
     def test_prototypes(self):
         lib = _library_or_skip(self)
-        self.assertIs(lib, libnfs.load_library())
+        self.assertIs(lib, nfslib.load_library())
         self.assertEqual([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
                           ctypes.c_uint64, ctypes.c_void_p],
                          lib.nfs_pwrite.argtypes)
@@ -211,13 +212,13 @@ class LibraryTest(testtools.TestCase):
                           (memoryview(data)[3:7], b"3456"),
                           (memoryview(bytearray(data))[5:], b"56789"),
                           (b"", b"")):
-            with libnfs._pinned(obj) as (addr, length):
+            with nfslib.pinned(obj) as (addr, length):
                 self.assertEqual(len(want), length)
                 if length:
                     self.assertEqual(want, ctypes.string_at(addr, length))
-        self.assertRaises(TypeError, libnfs._pinned("text").__enter__)
+        self.assertRaises(TypeError, nfslib.pinned("text").__enter__)
         self.assertRaises((TypeError, BufferError, ValueError),
-                          libnfs._pinned(memoryview(data)[::2]).__enter__)
+                          nfslib.pinned(memoryview(data)[::2]).__enter__)
 
 
 class BackendOfflineTest(testtools.TestCase):
@@ -313,7 +314,7 @@ class RetryTest(testtools.TestCase):
         def op():
             calls.append(1)
             if len(calls) < 3:
-                raise libnfs.ConnectionLost("down")
+                raise backend.ConnectionLost("down")
             return "ok"
 
         self.assertEqual("ok", self.be._retry(op, "op"))
@@ -321,17 +322,17 @@ class RetryTest(testtools.TestCase):
 
     def test_gives_up_after_reconnect_timeout(self):
         def op():
-            raise libnfs.ConnectionLost("still down")
+            raise backend.ConnectionLost("still down")
 
         t0 = time.monotonic()
-        err = self.assertRaises(libnfs.ConnectionLost, self.be._retry, op,
+        err = self.assertRaises(backend.ConnectionLost, self.be._retry, op,
                                 "op")
         self.assertLess(time.monotonic() - t0, 3)
         self.assertIn("still down", str(err))
         self.assertIn("retrying for 1 s", str(err))
 
     def test_no_retry(self):
-        for exc in (libnfs.WritesLost("lost"), backend.NoSpace("full"),
+        for exc in (backend.WritesLost("lost"), backend.NoSpace("full"),
                     backend.StaleHandle("stale")):
             calls = []
 
@@ -346,9 +347,9 @@ class RetryTest(testtools.TestCase):
 
         def down():
             calls.append(1)
-            raise libnfs.ConnectionLost("down")
+            raise backend.ConnectionLost("down")
 
-        self.assertRaises(libnfs.ConnectionLost, self.be._retry, down, "op")
+        self.assertRaises(backend.ConnectionLost, self.be._retry, down, "op")
         self.assertEqual(1, len(calls))
 
     def test_writer_reports_lost_unstable_writes(self):
@@ -362,7 +363,7 @@ class RetryTest(testtools.TestCase):
         def fails_once():
             attempts.append(1)
             if len(attempts) == 1:
-                raise libnfs.ConnectionLost("reset")
+                raise backend.ConnectionLost("reset")
             return 7
 
         # Nothing uncommitted: retried on a new connection.
@@ -372,7 +373,7 @@ class RetryTest(testtools.TestCase):
         # Unstable writes outstanding: reported at once.
         attempts[:] = []
         w.dirty = True
-        err = self.assertRaises(libnfs.WritesLost, w._guarded, fails_once,
+        err = self.assertRaises(backend.WritesLost, w._guarded, fails_once,
                                 what="w")
         self.assertIn("write them again", str(err))
         self.assertEqual(1, len(attempts))
@@ -384,7 +385,7 @@ class RetryTest(testtools.TestCase):
             return 1
 
         w.dirty = True
-        err = self.assertRaises(libnfs.WritesLost, w._guarded, reconnects,
+        err = self.assertRaises(backend.WritesLost, w._guarded, reconnects,
                                 what="write img")
         self.assertIn("re-made", str(err))
         w.dirty = False

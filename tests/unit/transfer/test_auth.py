@@ -26,8 +26,9 @@ NONCE_S = bytes(range(50, 82))
 TIMEOUT = 5.0
 
 
-def make_connect(peer="source-1", version_min=1, version_max=1):
-    return P.Connect(version_min, version_max, P.Role.CONTROL, 0, 0,
+def make_connect(peer="source-1", version_min=P.VERSION,
+                 version_max=P.VERSION, caps=P.Caps.FRAME_AUTH):
+    return P.Connect(version_min, version_max, P.Role.CONTROL, 0, caps,
                      os.urandom(16), 0, 4 << 20, 4, auth.nonce(), peer)
 
 
@@ -266,7 +267,12 @@ class HandshakeTest(testtools.TestCase):
         challenge = self.cconn.recv(expect=(P.MsgType.CHALLENGE,))
         self.assertEqual(P.VERSION, challenge.version)
         transcript = connect.encode() + challenge.nonce
-        self.cconn.send(P.Auth(proof_fn(transcript, challenge.proof)))
+        proof_c = proof_fn(transcript, challenge.proof)
+        self.cconn.send(P.Auth(proof_c))
+        # Keys as a source holding KEY derives them: a sink that accepted
+        # the proof tags its CONNECT_ACK; a refusal comes untagged.
+        keys = auth.session_keys(KEY, transcript, challenge.proof, proof_c)
+        self.cconn.authenticate(keys.source, keys.sink, keys.objects)
         reply = self.cconn.recv()
         server.finish(self)
         return server, reply
@@ -304,7 +310,8 @@ class HandshakeTest(testtools.TestCase):
 
     def test_version_mismatch(self):
         server = self.serve()
-        connect = make_connect(version_min=2, version_max=3)
+        connect = make_connect(version_min=P.VERSION + 1,
+                               version_max=P.VERSION + 2)
         exc = self.assertRaises(errors.PeerError, handshake.client,
                                 self.cconn, connect, KEY)
         self.assertEqual(errors.Code.VERSION, exc.code)

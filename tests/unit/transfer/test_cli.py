@@ -247,3 +247,40 @@ class ParserTest(testtools.TestCase):
     def test_command_required(self):
         self.assertUsageError()
         self.assertUsageError("fetch")
+
+
+class RdmaProbeTest(testtools.TestCase):
+    """``serve`` picks the GID the agent picks: RoCE v2, not index 0."""
+
+    def serve_device(self, *extra):
+        from tests.unit.transfer.transport import fakeverbs
+        if fakeverbs.REAL_ENUMS is None:         # pragma: no cover
+            self.skipTest("pyverbs is not importable")
+        args = cli.parser().parse_args(
+            ["serve", "--root", "/srv/in", "--key-file", "k",
+             "--transport", "rdma"] + list(extra))
+        made = {}
+
+        class Stop(Exception):
+            pass
+
+        def server(*a, **kw):
+            made.update(kw)
+            raise Stop()
+        with fakeverbs.install(fakeverbs.Fabric()), \
+                mock.patch.object(cli.auth, "load_key",
+                                  return_value=b"k" * 32), \
+                mock.patch("dtn_migrate.transfer.sink.SinkServer", server):
+            self.assertRaises(Stop, cli.cmd_serve, args)
+        dev = made["rdma_device"]
+        self.assertIsNotNone(dev)
+        self.addCleanup(dev.close)
+        return dev
+
+    def test_roce_v2_gid_by_default(self):
+        # The fake port has a RoCE v1 GID at index 0, RoCE v2 at 1.
+        self.assertEqual(1, self.serve_device().gid_index)
+
+    def test_gid_index_option(self):
+        self.assertEqual(0, self.serve_device("--rdma-gid-index", "0")
+                         .gid_index)

@@ -316,3 +316,107 @@ class WatermarkTest(testtools.TestCase):
     def test_provider_ignored_when_not_growing(self):
         self.assertEqual(100, dataset.available_bytes(spec(size=100),
                                                       lambda: 3))
+
+
+class SourceIdentityTest(testtools.TestCase):
+    """open_source opens only the file that was defined; changes names
+    what may have changed in it since.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.path = os.path.join(self.dir, "f")
+        self.secret = os.path.join(self.dir, "secret")
+        for p, data in ((self.path, b"defined"), (self.secret, b"secret!")):
+            with open(p, "wb") as f:
+                f.write(data)
+        self.spec = dataset.spec_for_path(self.path, "f")
+
+    def read_source(self):
+        fd, st = dataset.open_source(self.spec)
+        try:
+            return os.read(fd, 100), st
+        finally:
+            os.close(fd)
+
+    def test_spec_records_identity(self):
+        st = os.stat(self.path)
+        self.assertEqual((st.st_dev, st.st_ino, st.st_ctime_ns,
+                          st.st_mtime_ns),
+                         (self.spec.dev, self.spec.ino, self.spec.ctime_ns,
+                          self.spec.mtime_ns))
+        again = dataset.FileSpec.from_dict(json.loads(json.dumps(
+            self.spec.to_dict())))
+        self.assertEqual(self.spec, again)
+
+    def test_opens_the_defined_file(self):
+        data, st = self.read_source()
+        self.assertEqual(b"defined", data)
+        self.assertEqual([], dataset.changes(self.spec, st))
+
+    def test_symlink_is_refused(self):
+        for _ in range(3):
+            os.unlink(self.path)
+            os.symlink(self.secret, self.path)
+            e = self.assertRaises(errors.BadNameError, self.read_source)
+            self.assertIn("is a symlink", str(e))
+            self.assertEqual(errors.Code.BAD_NAME, e.code)
+
+    def test_other_file_is_refused(self):
+        # A hard link to another file, or a copy renamed over it.
+        os.unlink(self.path)
+        os.link(self.secret, self.path)
+        e = self.assertRaises(dataset.SourceChanged, self.read_source)
+        self.assertIn("replaced by another file", str(e))
+        self.assertEqual(errors.Code.SOURCE_CHANGED, e.code)
+
+    def test_swapped_directory_is_refused(self):
+        moved = os.path.join(self.dir, "moved")
+        sub = os.path.join(self.dir, "sub")
+        os.makedirs(sub)
+        os.rename(self.path, os.path.join(sub, "f"))
+        self.spec = dataset.spec_for_path(os.path.join(sub, "f"), "f")
+        os.rename(sub, moved)
+        other = os.path.join(self.dir, "other")
+        os.makedirs(other)
+        os.link(self.secret, os.path.join(other, "f"))
+        os.symlink(other, sub)
+        self.assertRaises(dataset.SourceChanged, self.read_source)
+
+    def test_not_a_regular_file(self):
+        os.unlink(self.path)
+        os.mkfifo(self.path)
+        e = self.assertRaises(errors.BadNameError, self.read_source)
+        self.assertIn("not a regular file", str(e))
+
+    def test_changes(self):
+        with open(self.path, "r+b") as f:
+            f.write(b"D")
+        os.utime(self.path, ns=(self.spec.mtime_ns, self.spec.mtime_ns))
+        st = os.stat(self.path)
+        # Same size and mtime, but ctime moved: the content may differ.
+        self.assertEqual(["ctime"], dataset.changes(self.spec, st))
+        os.utime(self.path, ns=(1, 1))
+        self.assertEqual(["mtime", "ctime"],
+                         dataset.changes(self.spec, os.stat(self.path)))
+        with open(self.path, "ab") as f:
+            f.write(b"more")
+        self.assertEqual(["size", "mtime", "ctime"],
+                         dataset.changes(self.spec, os.stat(self.path)))
+        dataset.bind(self.spec, os.stat(self.path))
+        self.assertEqual(["size"], dataset.changes(self.spec,
+                                                   os.stat(self.path)))
+
+    def test_growing_file_pins_identity_only(self):
+        st = os.stat(self.path)
+        g = dataset.growing_spec(self.path, "f", 100, st=st)
+        with open(self.path, "ab") as f:
+            f.write(b"grown")
+        fd, st2 = dataset.open_source(g)
+        os.close(fd)
+        self.assertEqual(st.st_size + 5, st2.st_size)
+        self.assertEqual([], dataset.changes(g, st2))
+        os.unlink(self.path)
+        os.link(self.secret, self.path)
+        self.assertRaises(dataset.SourceChanged, dataset.open_source, g)

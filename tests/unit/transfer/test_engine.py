@@ -412,3 +412,74 @@ class TestVerifyModes(EngineTestCase):
         status = self.run_transfer(t)
         self.assertEqual("complete", status["state"], status["error"])
         self.assertSameFile("a")
+
+
+class TestManyCorruptObjects(EngineTestCase):
+    """NACKs give their window back: a 1 MiB window of 256 KiB objects
+    used to fill up for good after four damaged objects.
+    """
+
+    def cfg(self, **kw):
+        kw.setdefault("window_bytes", 1 * MiB)
+        kw.setdefault("streams", 1)
+        return super().cfg(**kw)
+
+    def through_relay(self, size, every, count, cfg):
+        write_file(os.path.join(self.src, "a"), size, 7)
+        server = self.start_sink()
+        r = relay.Relay(("127.0.0.1", server.port))
+        self.addCleanup(r.close)
+        # Past the handshake, one byte of every object copy (almost all
+        # of them in object bytes, so the sink asks for a resend).
+        r.corrupt_many(every, count)
+        t = self.transfer(r.port, ["a"], cfg=cfg)
+        return r, server, t, self.run_transfer(t, timeout=90)
+
+    def test_a_hundred_damaged_objects_in_one_attempt(self):
+        r, server, t, status = self.through_relay(
+            32 * MiB, (256 << 10) + 4099, 100,
+            self.cfg(max_object_retries=100))
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertEqual(100, r.corrupted)
+        # A flip that hits a frame header costs a connection instead.
+        self.assertGreaterEqual(status["objects_corrupt"], 90)
+        self.assertEqual(status["objects_corrupt"], status["objects_resent"])
+        self.assertSameFile("a")
+
+    def test_every_object_damaged_for_a_while(self):
+        # Several flips per object copy: every copy sent during the fault
+        # is damaged, objects are resent many times over.
+        r, server, t, status = self.through_relay(
+            8 * MiB, 64 << 10, 300, self.cfg(max_object_retries=1000))
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertEqual(300, r.corrupted)
+        self.assertGreaterEqual(status["objects_corrupt"], 60)
+        self.assertSameFile("a")
+
+    def test_endless_damage_fails_clearly(self):
+        r, server, t, status = self.through_relay(
+            8 * MiB, 64 << 10, 10 ** 9, self.cfg(max_object_retries=3))
+        self.assertEqual("failed", status["state"])
+        self.assertIn("failed its checksum 4 times", status["error"])
+        self.assertFalse(os.path.exists(os.path.join(self.dst, "a")))
+
+
+class TestBackOff(EngineTestCase):
+    def test_back_off_doubles_up_to_its_maximum_and_cancels(self):
+        write_file(os.path.join(self.src, "a"), 1000, 1)
+        t = self.transfer(1, ["a"], cfg=self.cfg(
+            reconnect_initial_interval=0.05, reconnect_max_interval=0.2))
+        self.patch(source.random, "uniform", lambda a, b: 1.0)
+        delays = []
+        real_sleep = t._sleep
+
+        def sleep(seconds):
+            delays.append(round(seconds, 3))
+            if len(delays) == 5:
+                t.cancel()
+            real_sleep(seconds)
+        t._sleep = sleep
+        status = self.run_transfer(t, timeout=20)
+        self.assertEqual("cancelled", status["state"])
+        self.assertEqual([0.05, 0.1, 0.2, 0.2, 0.2], delays)
+        self.assertEqual(5, status["attempts"])

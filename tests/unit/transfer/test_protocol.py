@@ -162,7 +162,7 @@ class HeaderRejectTest(testtools.TestCase):
         self.assertEqual(errors.Code.PROTOCOL, exc.code)
 
     def test_unknown_version(self):
-        for version in (0, 2, 255):
+        for version in (0, 3, 255):
             exc = self.assertRaises(errors.ProtocolError, P.parse_header,
                                     header(version=version))
             self.assertEqual(errors.Code.VERSION, exc.code)
@@ -173,17 +173,34 @@ class HeaderRejectTest(testtools.TestCase):
                               header(mtype=mtype))
 
     def test_reserved_flags(self):
-        for flags in (1, 0x8000, 0xFFFF):
+        for flags in (2, 0x8000, 0xFFFE):
             self.assertRaises(errors.ProtocolError, P.parse_header,
                               header(flags=flags))
 
     def test_body_over_max(self):
-        self.assertEqual(P.MAX_BODY,
-                         P.parse_header(header(length=P.MAX_BODY))[1])
+        sync = P.MsgType.BLOCK_SYNC
+        self.assertEqual(P.MAX_BODY, P.parse_header(
+            header(mtype=sync, length=P.MAX_BODY))[1])
         for length in (P.MAX_BODY + 1, 0xFFFFFFFF):
             exc = self.assertRaises(errors.BoundsError, P.parse_header,
-                                    header(length=length))
+                                    header(mtype=sync, length=length))
             self.assertEqual(errors.Code.BOUNDS, exc.code)
+
+    def test_fixed_size_body_length_exact(self):
+        """A message of fixed fields has one body length: any other is
+        refused from the header, before the body is allocated.
+        """
+        for mtype, cls in P.MESSAGES.items():
+            if cls._struct is None:
+                continue
+            size = cls._struct.size
+            self.assertEqual(size, P.parse_header(
+                header(mtype=mtype, length=size))[1])
+            for length in (0, size - 1, size + 1, P.MAX_BODY):
+                exc = self.assertRaises(errors.BoundsError, P.parse_header,
+                                        header(mtype=mtype, length=length))
+                self.assertIn("%s body is %d bytes, expected %d"
+                              % (mtype.name, length, size), str(exc))
 
     def test_encode_refuses_body_over_max(self):
         n = P.MAX_BODY // 12 + 1

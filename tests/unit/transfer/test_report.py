@@ -36,8 +36,8 @@ def roundtrip(msg):
 
 
 def report_connect(**kw):
-    msg = P.Connect(1, 1, P.Role.REPORT, 0, 0, TID, 0, 4 << 20, 1, NONCE,
-                    "source")
+    msg = P.Connect(P.VERSION, P.VERSION, P.Role.REPORT, 0, 0, TID, 0,
+                    4 << 20, 1, NONCE, "source")
     return dataclasses.replace(msg, **kw)
 
 
@@ -328,7 +328,8 @@ class OwnerTest(SinkTestCase):
         peer = source.Peer("sink", "127.0.0.1", server.port, KEY)
         exc = self.assertRaises(errors.PeerError, source.open_connection,
                                 peer, P.Connect(
-                                    1, 1, P.Role.CONTROL, 0, 0, TID, 0,
+                                    P.VERSION, P.VERSION, P.Role.CONTROL,
+                                    0, 0, TID, 0,
                                     1 << 20, 1, NONCE, "source"),
                                 self.cfg())
         self.assertEqual(errors.Code.AUTH, exc.code)

@@ -1,0 +1,318 @@
+"""The engine's persistence database between two real clouds.
+
+* Restarted during a migration (MariaDB, PostgreSQL): once while the
+  data moves, and then either restarted again while the peer import is
+  held (PostgreSQL) or held down while the migration finishes, so that
+  its outcome cannot be saved (MariaDB: TaskFlow's own retries of each
+  save take about a minute to run out).  The engine takes its lock again
+  each time, saves the outcome when the database is back, and a new
+  request works.
+* Shared by a second engine (SQLite, MariaDB, PostgreSQL): the second
+  ``dtn-migrate-engine`` exits non-zero with the reason, the first goes
+  on; a killed engine restarts at once on the same database.
+
+The database servers are private ones (tests/functional/dbserver.py):
+restarting the machine's own would break whatever else uses them.  The
+two clouds are set up once for the class; each test starts engine A on
+its own database.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+
+import testtools
+from testtools import content
+
+from dtn_migrate import devcloud
+from dtn_migrate.engine import lock
+from dtn_migrate import exception
+from tests.functional import base
+from tests.functional import dbserver
+from tests.functional import devcloud as devcloud_tests
+from tests.functional import migration
+
+MiB = 1 << 20
+FILE = r"/file$"
+ENGINE_CONF = {"engine": {"database_check_interval": 1,
+                          "lock_timeout": 3}}
+REFUSED = "Another dtn-migrate-engine uses the persistence database"
+
+
+class _ClassScope:
+    """What the two-cloud harness asks of a test case, for a class: its
+    clouds outlive each test, and ``close()`` removes them.
+    """
+
+    brokers = migration.MigrationTestCase.brokers
+    agent = migration.MigrationTestCase.agent
+    clouds = migration.MigrationTestCase.clouds
+    glance = devcloud_tests.DevcloudTestCase.glance
+    fault_proxy = devcloud_tests.DevcloudTestCase.fault_proxy
+
+    def __init__(self):
+        self.workdir = tempfile.mkdtemp(prefix="dtnm-dbclass-",
+                                        dir=base.data_root())
+        self.cleanups = [(shutil.rmtree, (self.workdir, True))]
+
+    def addCleanup(self, call, *args):
+        self.cleanups.append((call, args))
+
+    def _started(self, server):
+        self.addCleanup(server.close)
+        return server.start()
+
+    def addOnException(self, handler):
+        pass                # each test attaches the logs itself
+
+    @staticmethod
+    def skipTest(reason):
+        base.check_skip(reason)
+        raise testtools.TestCase.skipException(reason)
+
+    def close(self):
+        while self.cleanups:
+            call, args = self.cleanups.pop()
+            try:
+                call(*args)
+            except Exception:  # noqa: B902 - the other cleanups still run
+                pass
+
+
+class TestPersistenceDatabase(migration.MigrationTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        scope = cls.scope = _ClassScope()
+        for ok, why in (devcloud.available(), base.Broker.available(),
+                        dbserver.available("mariadb"),
+                        dbserver.available("postgresql")):
+            if not ok:
+                scope.close()
+                scope.skipTest(why)
+        try:
+            cls.servers = {}
+            for kind, server in (("mariadb", dbserver.MariaDB),
+                                 ("postgresql", dbserver.PostgreSQL)):
+                cls.servers[kind] = server()
+                scope.addCleanup(cls.servers[kind].close)
+                cls.servers[kind].start()
+            cls.a, cls.b = scope.clouds(proxy_b=True)
+        except BaseException:
+            scope.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scope.close()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        for cloud in (self.a, self.b):
+            self.addOnException(
+                lambda exc_info, c=cloud: self.addDetail(
+                    "log-%s" % c.engine_name,
+                    content.text_content(c.engine.tail(300))))
+
+    def engine_a(self, persistence):
+        """Engine A, started afresh on ``persistence``."""
+        a = self.a
+        a.engine.stop()
+        a.engine = migration.Engine(
+            self.workdir, a.engine_name, a.broker.url(), a.agent_name,
+            a.glance_auth(), a.staging, persistence, extra=ENGINE_CONF)
+        self.addCleanup(a.engine.stop)
+        a.engine.start()
+        a.wait_ready()
+        return a.engine
+
+    def database(self, kind):
+        if kind == "sqlite":
+            return "sqlite:///%s/engine-a.sqlite" % self.workdir
+        return self.servers[kind].database("dtnm_%s" % uuid.uuid4().hex[:8])
+
+    def assertSecondEngineRefused(self, persistence):
+        """A second engine on ``persistence`` exits non-zero and says
+        why; the first one goes on serving.
+        """
+        a = self.a
+        second = migration.Engine(
+            self.workdir, "second-%s" % uuid.uuid4().hex[:4], a.broker.url(),
+            a.agent_name, a.glance_auth(), a.staging, persistence,
+            extra=ENGINE_CONF)
+        self.addCleanup(second.stop)
+        second.start()
+        self.assertEqual(2, second.proc.wait(60), second.tail())
+        self.assertIn(REFUSED, second.log_text())
+        self.assertEqual(a.engine_name, a.bus.engine.ping({})["host"])
+
+    def migrate_small(self, name):
+        """A new image migrates to completion."""
+        source = self.upload(self.a, data=os.urandom(4 * MiB), name=name)
+        req = self.a.bus.engine.migrate({}, self.b.agent_name,
+                                        images=[source["id"]])
+        rec = self.wait_migration(req["migrations"][0]["migration_id"],
+                                  timeout=180)
+        self.assertMigrated(rec, source)
+
+    def restart_during_migration(self, kind, strand):
+        """``strand``: the database is held down while the migration
+        finishes; otherwise it restarts again before.
+        """
+        a, b = self.a, self.b
+        server = self.servers[kind]
+        # Whatever happens, the server is up for the next test.
+        self.addCleanup(lambda: server.proc is not None or server.start())
+        persistence = self.database(kind)
+        engine = self.engine_a(persistence)
+        self.assertSecondEngineRefused(persistence)
+        source = self.upload(a, data=os.urandom(48 * MiB), name=kind)
+        # The peer import is held until the test lets it go: the
+        # migration cannot end before the database is down.
+        b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
+        self.addCleanup(b.proxy.clear)
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, images=[source["id"]],
+            options={"transfer_options": {"rate_limit": 16 * MiB}})
+        [m] = req["migrations"]
+        mid, tid = m["migration_id"], m["transfer_id"]
+
+        # 1. Restarted while the data moves.
+        self.wait_until(lambda: self.transfer_status(a, tid).get(
+            "bytes_done"), "the transfer to be under way")
+        server.restart()
+        self.wait_lock_again(engine, 1)
+        self.wait_until(lambda: self.transfer_status(a, tid).get("state")
+                        == "complete", "the transfer's end")
+        self.assertEqual("running",
+                         a.bus.engine.get_migration({}, mid)["state"])
+        if strand:
+            self.finish_while_down(server, engine, source, mid, tid)
+        else:
+            # 2. Restarted again while the import is held.
+            server.restart()
+            self.wait_lock_again(engine, 2)
+            b.proxy.clear()
+        rec = self.wait_migration(mid, timeout=120)
+        self.assertMigrated(rec, source)
+
+        # Saved for good: engine A, killed, restarts at once on the same
+        # database (the server dropped its lock) and finds it complete.
+        a.restart_engine(kill=True)
+        rec = a.bus.engine.get_migration({}, mid)
+        self.assertEqual("complete", rec["state"])
+        self.assertNotIn("resuming outgoing migration %s" % mid,
+                         engine.log_text())
+        # New requests work: the same image is migrated already, a new
+        # one migrates.
+        again = a.bus.engine.migrate({}, b.agent_name,
+                                     images=[source["id"]])
+        self.assertEqual([(mid, "complete", True)],
+                         [(r["migration_id"], r["state"], r.get("reused"))
+                          for r in again["migrations"]])
+        self.migrate_small("after-%s" % kind)
+
+    def wait_lock_again(self, engine, times):
+        self.wait_until(lambda: engine.log_text().count(
+            "held again after the database came back") >= times,
+            "the engine lock again", timeout=60)
+
+    def finish_while_down(self, server, engine, source, mid, tid):
+        """2. Down while the migration finishes."""
+        a, b = self.a, self.b
+        server.kill()
+        b.proxy.clear()
+        self.wait_until(lambda: [r for r in b.bus.engine.list_migrations({})
+                                 if r["transfer_id"] == tid and
+                                 r["state"] == "complete"],
+                        "the import at B", timeout=180)
+        # Its worker ends on the database error (as any version logs it).
+        self.wait_until(lambda: re.search(
+            r"migration %s: (the persistence database failed|unexpected "
+            r"error)" % mid, engine.log_text()), "the outcome's save to "
+            "fail", timeout=120, interval=0.5)
+        self.assertEqual("running",
+                         a.bus.engine.get_migration({}, mid)["state"])
+        # A request meanwhile is told why it cannot be served: it does
+        # not reuse the record that has no worker.
+        for _ in range(2):
+            err = self.assertRaises(
+                exception.PersistenceUnavailable, a.bus.engine.migrate, {},
+                b.agent_name, images=[source["id"]])
+            self.assertIn("persistence database is unavailable", str(err))
+        server.start()
+
+    def test_mariadb_restart_during_migration(self):
+        self.restart_during_migration("mariadb", strand=True)
+
+    def test_postgresql_restart_during_migration(self):
+        self.restart_during_migration("postgresql", strand=False)
+
+    def test_second_engine_on_sqlite(self):
+        persistence = self.database("sqlite")
+        self.engine_a(persistence)
+        self.assertSecondEngineRefused(persistence)
+        # The first goes on working; killed, it restarts at once.
+        self.migrate_small("sqlite")
+        self.a.restart_engine(kill=True)
+        self.assertSecondEngineRefused(persistence)
+        self.migrate_small("sqlite-after")
+
+
+class TestEngineLockOnServers(testtools.TestCase):
+    """The lock itself on real MariaDB and PostgreSQL servers, restarted
+    again and again, and taken by another engine while one was down.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.servers = {}
+        for kind, server in (("mariadb", dbserver.MariaDB),
+                             ("postgresql", dbserver.PostgreSQL)):
+            ok, why = dbserver.available(kind)
+            if not ok:
+                cls.tearDownClass()
+                _ClassScope.skipTest(why)
+            cls.servers[kind] = server().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        for server in cls.servers.values():
+            server.close()
+        super().tearDownClass()
+
+    def engine_lock(self, persistence):
+        held = lock.EngineLock(persistence, timeout=1)
+        self.addCleanup(held.release)
+        return held
+
+    def restarts_and_takeover(self, kind):
+        server = self.servers[kind]
+        self.addCleanup(lambda: server.proc is not None or server.start())
+        persistence = server.database("dtnm_lock_%s" % uuid.uuid4().hex[:8])
+        first = self.engine_lock(persistence)
+        first.acquire()
+        for _ in range(3):
+            err = self.assertRaises(exception.PersistenceInUse,
+                                    self.engine_lock(persistence).acquire)
+            self.assertIn(REFUSED, str(err))
+            self.assertFalse(first.check())
+            server.restart()
+            self.assertTrue(first.check())      # taken again
+        # Down: kept trying; another engine takes it once it is back.
+        server.kill()
+        self.assertFalse(first.check())
+        server.start()
+        self.engine_lock(persistence).acquire()
+        self.assertRaises(exception.PersistenceInUse, first.check)
+
+    def test_mariadb(self):
+        self.restarts_and_takeover("mariadb")
+
+    def test_postgresql(self):
+        self.restarts_and_takeover("postgresql")

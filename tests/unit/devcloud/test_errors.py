@@ -1,0 +1,28 @@
+"""The dev clouds have one exception hierarchy (DevcloudError)."""
+
+import inspect
+
+import testtools
+
+from dtn_migrate import devcloud
+from dtn_migrate.devcloud import _base
+from dtn_migrate.devcloud import faultproxy
+from dtn_migrate.devcloud import glance
+from dtn_migrate.devcloud import identity
+from dtn_migrate.devcloud import keystone
+
+
+class TestHierarchy(testtools.TestCase):
+
+    def test_one_root(self):
+        found = []
+        for module in (_base, faultproxy, glance, identity, keystone):
+            for name, obj in vars(module).items():
+                if inspect.isclass(obj) and issubclass(obj, BaseException) \
+                        and obj.__module__ == module.__name__:
+                    found.append(obj)
+                    self.assertTrue(issubclass(obj, devcloud.DevcloudError),
+                                    name)
+        self.assertGreaterEqual(len(found), 4)
+        # Callers that catch RuntimeError keep working.
+        self.assertTrue(issubclass(devcloud.ImageFailed, RuntimeError))

@@ -1,0 +1,103 @@
+"""A source engine in a process of its own, killed (SIGKILL, by itself)
+at a chosen point of a migration's flow: a real crash, for
+``test_resume_from_persisted_state``.
+
+    python -m tests.unit.engine.crash_worker TMP DB IMAGE_SEED POINT \
+        [MIGRATION_ID]
+
+Without MIGRATION_ID it asks for a serial migration of the image made
+from IMAGE_SEED (see :func:`image_data`); with it, it resumes that
+migration from DB.  POINT is where the process kills itself:
+``transfer`` (the agent's start_transfer, after the export) or
+``report`` (the first poll of the peer's report, after the transfer).
+The migration id is printed first.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+
+from dtn_migrate.engine import migrations
+from dtn_migrate.engine import persistence
+from dtn_migrate.engine import resources
+from dtn_migrate.staging import localfs
+from tests.unit.engine import fakes
+
+IMAGE_ID = "c0ffee00-0000-4000-8000-000000000001"
+
+
+def image_data(seed, size=2 << 20):
+    return random.Random(seed).randbytes(size)
+
+
+def add_image(images, seed):
+    return images.add(image_data(seed), id=IMAGE_ID, name="crash",
+                      tags=["dr"], os_distro="debian")
+
+
+def crash(tmp, db, seed, point, migration_id=None):
+    """Run this module in a process until it kills itself at POINT:
+    (migration id, bytes that process exported from Glance).
+    """
+    args = [sys.executable, "-m", __name__, tmp, db, str(seed), point]
+    if migration_id is not None:
+        args.append(migration_id)
+    proc = subprocess.run(args, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    if proc.returncode != -signal.SIGKILL:
+        raise AssertionError("the engine process was not killed at %s "
+                             "(exit %s): %s %s" % (point, proc.returncode,
+                                                   proc.stdout,
+                                                   proc.stderr[-2000:]))
+    mid, exported = proc.stdout.split()[:2]
+    return mid, int(exported)
+
+
+def task_states(db, migration_id):
+    """{task name: TaskFlow state} of the migration's persisted flow."""
+    store = persistence.Store(db)
+    try:
+        _book, detail = store.load(migration_id)
+        return {atom.name: atom.state for atom in detail}
+    finally:
+        store.close()
+
+
+def main(tmp, db, seed, point, migration_id=None):
+    roots = {h: os.path.join(tmp, h) for h in ("dtn-a", "dtn-b")}
+    agents = fakes.FakeAgents(roots)
+    images = fakes.FakeImages("a")
+    add_image(images, int(seed))
+
+    def die(*args, **kwargs):
+        print(images.downloaded, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == "transfer":
+        agents.start_transfer = die
+    else:
+        agents.get_peer_report = die
+    # Imported here: that test module imports this one.
+    from tests.unit.engine import test_migrations
+    conf = test_migrations.make_conf("dtn-a", db)
+    store = persistence.Store(db)
+    res = resources.Resources(conf, images, agents,
+                              localfs.LocalBackend(roots["dtn-a"]))
+    engine = migrations.Migrations(conf, store, res)
+    if migration_id is None:
+        req = engine.request("b", images=[IMAGE_ID],
+                             options={"mode": "serial"})
+        migration_id = req["migrations"][0]["migration_id"]
+    else:
+        engine.resume_unfinished()
+    print(migration_id, flush=True)
+    engine.wait_idle(60)
+    # Reached only when the flow ended without reaching POINT.
+    print("ended", engine.get(migration_id)["state"], flush=True)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
