@@ -115,3 +115,40 @@ class PersistenceInUse(DtnMigrateException):
                 "%(database)s (%(holder)s): run one engine per persistence "
                 "database.")
     code = 409
+
+
+class Forbidden(DtnMigrateException):
+    msg_fmt = _("Forbidden: %(reason)s")
+    code = 403
+
+
+class PolicyNotAuthorized(Forbidden):
+    msg_fmt = _("Policy does not allow %(action)s to be performed.")
+
+
+class ImageNotReadable(Forbidden):
+    msg_fmt = _("Image %(image_id)s cannot be read by the caller in "
+                "%(cloud)s.")
+
+
+class MarkerNotFound(Invalid):
+    msg_fmt = _("Marker %(marker)s could not be found.")
+
+
+class MigrationStateConflict(Conflict):
+    msg_fmt = _("Migration %(migration_id)s is %(state)s: cannot "
+                "%(action)s it.")
+
+
+class ImportNotAllowed(Forbidden):
+    msg_fmt = _("Peer %(peer)s may not import %(what)s: %(reason)s")
+
+
+class DatabaseUnavailable(DtnMigrateException):
+    msg_fmt = _("The database is unavailable: %(reason)s")
+    code = 503
+
+
+class EngineUnavailable(DtnMigrateException):
+    msg_fmt = _("The migration engine did not answer: %(reason)s")
+    code = 503

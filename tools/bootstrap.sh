@@ -13,7 +13,7 @@ SUDO=""
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
 iproute2 socat rabbitmq-server mariadb-server postgresql procps
 util-linux
-libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind"
+libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind shellcheck"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
 globus-gass-copy-progs xrootd-server xrootd-client libnfs-utils"
