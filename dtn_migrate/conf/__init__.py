@@ -3,6 +3,8 @@
 from oslo_config import cfg
 
 from dtn_migrate.conf import agent
+from dtn_migrate.conf import api
+from dtn_migrate.conf import database
 from dtn_migrate.conf import default
 from dtn_migrate.conf import engine
 from dtn_migrate.conf import glance
@@ -17,7 +19,7 @@ CONF = cfg.CONF
 #: The option modules, in the order of the sample configuration; each
 #: has register_opts(conf) and list_opts().
 MODULES = (default, agent, transfer, tls, rdma, peer, staging, engine,
-           glance)
+           database, api, glance)
 
 
 def register_opts(conf):
