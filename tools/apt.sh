@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bootstrap scripts: apt_ensure TAG PACKAGE... installs the
 # Debian packages that are missing, quietly; TAG prefixes its message.
 apt_ensure() {

@@ -59,9 +59,10 @@ fi
 # that it works whatever pg_hba.conf asks of TCP clients.
 if ! listening 5432; then
   echo "bootstrap: starting postgresql"
-  for version in $(ls /etc/postgresql 2>/dev/null); do
-    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start \
-      >/dev/null 2>&1 || true
+  for version in /etc/postgresql/*; do
+    [ -d "$version" ] || continue
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "${version##*/}" main \
+      start >/dev/null 2>&1 || true
   done
   wait_listening 5432
 fi
