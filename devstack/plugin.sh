@@ -1,22 +1,39 @@
 #!/bin/bash
-# DevStack plugin for dtn-migrate: installs the project and runs
-# dtn-migrate-agent on this node as a DTN.
+# DevStack plugin of dtn-migrate: the REST API under uwsgi (dtn-api), the
+# migration engine (dtn-engine) and, on the nodes that are DTNs, the DTN
+# agent (dtn-agent).  devstack/settings sets the variables used here;
+# devstack/README.rst tells how to enable it.
+#
+# DevStack sources this file with its own functions already loaded
+# (iniset, run_process, get_or_create_service, ...), which shellcheck
+# cannot see; it does not need to (it checks the calls, not that the
+# functions exist).
+# shellcheck shell=bash
 
-function install_dtn_migrate {
-    setup_develop $DTN_MIGRATE_DIR
-    install_package python3-pyverbs || true
+DTN_MIGRATE_BIN_DIR=$(get_python_exec_prefix)
+
+function dtn_migrate_api_url {
+    if [[ -n "$DTN_MIGRATE_API_PORT" ]]; then
+        echo "$DTN_MIGRATE_SERVICE_PROTOCOL://$DTN_MIGRATE_SERVICE_HOST:$DTN_MIGRATE_API_PORT"
+    else
+        echo "$DTN_MIGRATE_SERVICE_PROTOCOL://$DTN_MIGRATE_SERVICE_HOST$DTN_MIGRATE_API_PATH"
+    fi
 }
 
-function configure_dtn_migrate {
-    sudo install -d -o $STACK_USER $DTN_MIGRATE_CONF_DIR \
-        $DTN_MIGRATE_STAGING $DTN_MIGRATE_STATE
-    rm -f $DTN_MIGRATE_CONF
-    iniset $DTN_MIGRATE_CONF DEFAULT host $(hostname)
-    iniset_rpc_backend dtn-migrate $DTN_MIGRATE_CONF
-    iniset $DTN_MIGRATE_CONF agent listen_port $DTN_MIGRATE_PORT
-    iniset $DTN_MIGRATE_CONF agent staging_root $DTN_MIGRATE_STAGING
-    iniset $DTN_MIGRATE_CONF agent state_dir $DTN_MIGRATE_STATE
-    local names="" peer name addr port
+function install_dtn_migrate {
+    setup_develop "$DTN_MIGRATE_DIR"
+    if is_service_enabled dtn-api; then
+        install_apache_uwsgi
+    fi
+    if is_service_enabled dtn-agent; then
+        # RDMA data plane when the node has a device; TCP otherwise.
+        install_package python3-pyverbs || true
+    fi
+}
+
+# The [peer:<name>] sections from DTN_MIGRATE_PEERS, and [agent] peers.
+function configure_dtn_migrate_peers {
+    local names="" peer name addr port key
     for peer in $DTN_MIGRATE_PEERS; do
         name=${peer%%=*}
         addr=${peer#*=}
@@ -24,42 +41,129 @@ function configure_dtn_migrate {
         [[ "$port" == "$addr" ]] && port=$DTN_MIGRATE_PORT
         addr=${addr%%:*}
         names="${names:+$names,}$name"
-        iniset $DTN_MIGRATE_CONF "peer:$name" address $addr
-        iniset $DTN_MIGRATE_CONF "peer:$name" port $port
-        if [[ ! -f $DTN_MIGRATE_CONF_DIR/$name.key ]]; then
-            openssl rand -hex 32 > $DTN_MIGRATE_CONF_DIR/$name.key
-            chmod 600 $DTN_MIGRATE_CONF_DIR/$name.key
-            echo "dtn-migrate: copy $DTN_MIGRATE_CONF_DIR/$name.key to peer $name"
+        key=$DTN_MIGRATE_CONF_DIR/$name.key
+        if [[ ! -f "$key" ]]; then
+            (umask 077 && openssl rand -hex 32 > "$key")
+            echo "dtn-migrate: copy $key to the node of peer $name"
         fi
-        iniset $DTN_MIGRATE_CONF "peer:$name" key_file \
-            $DTN_MIGRATE_CONF_DIR/$name.key
+        iniset "$DTN_MIGRATE_CONF" "peer:$name" address "$addr"
+        iniset "$DTN_MIGRATE_CONF" "peer:$name" port "$port"
+        iniset "$DTN_MIGRATE_CONF" "peer:$name" key_file "$key"
     done
-    iniset $DTN_MIGRATE_CONF agent peers "$names"
+    iniset "$DTN_MIGRATE_CONF" agent peers "$names"
+}
+
+function configure_dtn_migrate {
+    sudo install -d -o "$STACK_USER" "$DTN_MIGRATE_CONF_DIR" \
+        "$DTN_MIGRATE_STAGING" "$DTN_MIGRATE_STATE"
+    rm -f "$DTN_MIGRATE_CONF"
+
+    iniset "$DTN_MIGRATE_CONF" DEFAULT debug "$ENABLE_DEBUG_LOG_LEVEL"
+    iniset "$DTN_MIGRATE_CONF" DEFAULT host "$(hostname)"
+    # [DEFAULT] transport_url (and the rabbit heartbeat options).
+    iniset_rpc_backend dtn-migrate "$DTN_MIGRATE_CONF" DEFAULT
+
+    # Every DTN agent, engine and API of the cloud read this file; the
+    # options of the services not on this node are harmless.
+    iniset "$DTN_MIGRATE_CONF" agent listen_port "$DTN_MIGRATE_PORT"
+    iniset "$DTN_MIGRATE_CONF" agent staging_root "$DTN_MIGRATE_STAGING"
+    iniset "$DTN_MIGRATE_CONF" agent state_dir "$DTN_MIGRATE_STATE"
+    configure_dtn_migrate_peers
+
+    iniset "$DTN_MIGRATE_CONF" engine agent_host "$DTN_MIGRATE_AGENT_HOST"
+    iniset "$DTN_MIGRATE_CONF" database connection \
+        "$(database_connection_url "$DTN_MIGRATE_DB_NAME")"
+
+    # The engine's own Glance, as the service user.
+    configure_keystoneauth "$DTN_MIGRATE_CONF" "$DTN_MIGRATE_SERVICE_USER" \
+        glance
+    iniset "$DTN_MIGRATE_CONF" glance region_name "$REGION_NAME"
+    iniset "$DTN_MIGRATE_CONF" glance cloud_name "$REGION_NAME"
+
+    if is_service_enabled dtn-api; then
+        iniset "$DTN_MIGRATE_CONF" api auth_strategy keystone
+        configure_keystone_authtoken_middleware "$DTN_MIGRATE_CONF" \
+            "$DTN_MIGRATE_SERVICE_USER" keystone_authtoken \
+            "$DTN_MIGRATE_SERVICE_TYPE"
+        local http=""
+        if [[ -n "$DTN_MIGRATE_API_PORT" ]]; then
+            http="$SERVICE_LISTEN_ADDRESS:$DTN_MIGRATE_API_PORT"
+        fi
+        write_uwsgi_config "$DTN_MIGRATE_UWSGI_CONF" "$DTN_MIGRATE_UWSGI" \
+            "$DTN_MIGRATE_API_PATH" "$http" dtn-migrate-api
+    fi
+}
+
+# The service user, and the dtn-migration service with its endpoints.
+function create_dtn_migrate_accounts {
+    create_service_user "$DTN_MIGRATE_SERVICE_USER" admin
+    local service url
+    service=$(get_or_create_service "$DTN_MIGRATE_SERVICE_NAME" \
+        "$DTN_MIGRATE_SERVICE_TYPE" "Image migration between clouds")
+    url=$(dtn_migrate_api_url)
+    get_or_create_endpoint "$service" "$REGION_NAME" "$url" "$url" "$url"
+}
+
+function init_dtn_migrate {
+    recreate_database "$DTN_MIGRATE_DB_NAME"
+    "$DTN_MIGRATE_BIN_DIR/dtn-migrate-manage" \
+        --config-file "$DTN_MIGRATE_CONF" db sync
 }
 
 function start_dtn_migrate {
-    run_process dtn-migrate-agent \
-        "$DTN_MIGRATE_BIN_DIR/dtn-migrate-agent --config-file $DTN_MIGRATE_CONF"
+    # Only the services enabled on this node start (run_process checks).
+    local conf="--config-file $DTN_MIGRATE_CONF"
+    run_process dtn-agent "$DTN_MIGRATE_BIN_DIR/dtn-migrate-agent $conf"
+    run_process dtn-engine "$DTN_MIGRATE_BIN_DIR/dtn-migrate-engine $conf"
+    run_process dtn-api "$(command -v uwsgi) --procname-prefix dtn-migrate-api --ini $DTN_MIGRATE_UWSGI_CONF"
+    if is_service_enabled dtn-api; then
+        echo "Waiting for dtn-migrate-api to answer at $(dtn_migrate_api_url)"
+        if ! wait_for_service "$SERVICE_TIMEOUT" "$(dtn_migrate_api_url)"; then
+            die "$LINENO" "dtn-migrate-api did not start"
+        fi
+    fi
+    # HORIZON HOOK: the Horizon panel (a separate issue) installs and
+    # enables its dashboard here, when is_service_enabled horizon.
 }
 
 function stop_dtn_migrate {
-    stop_process dtn-migrate-agent
+    local service
+    for service in dtn-api dtn-engine dtn-agent; do
+        stop_process "$service"
+    done
 }
 
-DTN_MIGRATE_BIN_DIR=$(get_python_exec_prefix)
+function cleanup_dtn_migrate {
+    if is_service_enabled dtn-api; then
+        remove_uwsgi_config "$DTN_MIGRATE_UWSGI_CONF" dtn-migrate-api
+    fi
+    sudo rm -rf "$DTN_MIGRATE_CONF_DIR" "$DTN_MIGRATE_STATE" \
+        "$DTN_MIGRATE_STAGING"
+}
 
-if is_service_enabled dtn-migrate-agent; then
+if is_service_enabled dtn-api dtn-engine dtn-agent; then
     if [[ "$1" == "stack" && "$2" == "install" ]]; then
+        echo_summary "Installing dtn-migrate"
         install_dtn_migrate
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
+        echo_summary "Configuring dtn-migrate"
         configure_dtn_migrate
+        if is_service_enabled dtn-api; then
+            create_dtn_migrate_accounts
+        fi
+        if is_service_enabled dtn-api dtn-engine; then
+            init_dtn_migrate
+        fi
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+        echo_summary "Starting dtn-migrate"
         start_dtn_migrate
     fi
+
     if [[ "$1" == "unstack" ]]; then
         stop_dtn_migrate
     fi
+
     if [[ "$1" == "clean" ]]; then
-        sudo rm -rf $DTN_MIGRATE_CONF_DIR $DTN_MIGRATE_STATE
+        cleanup_dtn_migrate
     fi
 fi
