@@ -4,8 +4,10 @@
 Keystone under uwsgi from a virtualenv of their own (made by
 ``tools/bootstrap-clouds.sh``; ``$DTN_CLOUDS_VENV`` overrides its place),
 each in a directory of its own, on a free port of 127.0.0.1.
-``FaultProxy`` stands in front of a server and can answer 503/429 or cut
-connections for a while.
+``ApiServer`` runs dtn-migrate-api under that uwsgi with the project's
+own venv, registered in a ``KeystoneServer``'s catalog; ``personas()``
+makes the users tests act as.  ``FaultProxy`` stands in front of a
+server and can answer 503/429 or cut connections for a while.
 
 Importing this package needs nothing beyond the standard library;
 ``client()`` and sessions need python-glanceclient and keystoneauth1 in
@@ -13,6 +15,9 @@ the calling venv.
 """
 
 from dtn_migrate.devcloud._base import available
+from dtn_migrate.devcloud.api import ApiServer
+from dtn_migrate.devcloud.api import openstack_env
+from dtn_migrate.devcloud.api import personas
 from dtn_migrate.devcloud._base import clouds_venv
 from dtn_migrate.devcloud._base import CloudsNotInstalled
 from dtn_migrate.devcloud._base import DevcloudError
@@ -26,7 +31,9 @@ from dtn_migrate.devcloud.glance import wait_image
 from dtn_migrate.devcloud.keystone import KeystoneServer
 
 __all__ = [
-    "available", "clouds_venv", "CloudsNotInstalled", "DevcloudError",
+    "ApiServer", "available", "clouds_venv", "CloudsNotInstalled",
+    "DevcloudError",
     "FaultProxy", "free_port", "GlanceServer", "ImageFailed",
-    "KeystoneServer", "make_qcow2", "ServerFailed", "wait_image",
+    "KeystoneServer", "make_qcow2", "openstack_env", "personas",
+    "ServerFailed", "wait_image",
 ]

@@ -224,6 +224,8 @@ class UwsgiServer:
         self.proc = None
         self.env = {}
         self.pythonpath = []    # directories added to the app's sys.path
+        self.home = None        # the app's venv (default: the servers')
+        self.pyargv = []        # the app's sys.argv[1:]
         self.uwsgi_log = os.path.join(self.dir, "uwsgi.log")
         self.start_seconds = None
 
@@ -243,7 +245,7 @@ class UwsgiServer:
             "[uwsgi]",
             "http-socket = 127.0.0.1:%d" % self.port,
             "module = %s" % self.module,
-            "home = %s" % clouds_venv(),
+            "home = %s" % (self.home or clouds_venv()),
             "master = true",
             "processes = %d" % self.processes,
             "threads = %d" % self.threads,
@@ -268,6 +270,8 @@ class UwsgiServer:
             lines.append("env = %s=%s" % (key, value))
         for directory in self.pythonpath:
             lines.append("pythonpath = %s" % directory)
+        if self.pyargv:
+            lines.append("pyargv = %s" % " ".join(self.pyargv))
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         return path

@@ -201,12 +201,31 @@ class KeystoneServer(_base.UwsgiServer):
         return _User(self, user_id, name, password, project_id,
                      project_name)
 
-    def service_user(self, name):
+    def grant(self, username, project_name, role):
+        """Give the existing user USERNAME ROLE on PROJECT_NAME (made if
+        missing); its password is left alone.  Returns the user's id.
+        """
+        found = self._find("users", name=username, domain_id="default")
+        if not found:
+            raise _base.ServerFailed("keystone: no user %r" % username)
+        user_id = found[0]["id"]
+        self._api("PUT", "/projects/%s/users/%s/roles/%s" % (
+            self.ensure_project(project_name), user_id,
+            self.ensure_role(role)))
+        return user_id
+
+    def admin_user(self):
+        """The bootstrap admin, on its ``admin`` project."""
+        found = self._find("users", name=ADMIN_USER, domain_id="default")
+        return _User(self, found[0]["id"], ADMIN_USER, ADMIN_PASSWORD,
+                     self.ensure_project(ADMIN_PROJECT), ADMIN_PROJECT)
+
+    def service_user(self, name, roles=("admin", "service")):
         """A service's user (e.g. glance) in the ``service`` project with
         the admin and service roles (keystonemiddleware validates tokens).
         """
         return self.create_user(name, "%s-devcloud" % name, SERVICE_PROJECT,
-                                roles=("admin", "service"))
+                                roles=roles)
 
     def ensure_service(self, service_type, name):
         for svc in self._find("services", type=service_type):
