@@ -152,3 +152,9 @@ class DatabaseUnavailable(DtnMigrateException):
 class EngineUnavailable(DtnMigrateException):
     msg_fmt = _("The migration engine did not answer: %(reason)s")
     code = 503
+
+
+class UnsupportedMediaType(Invalid):
+    msg_fmt = _("Content-Type %(content_type)s is not supported: send "
+                "application/json.")
+    code = 415
