@@ -74,10 +74,18 @@ function configure_dtn_migrate {
     iniset "$DTN_MIGRATE_CONF" database connection \
         "$(database_connection_url "$DTN_MIGRATE_DB_NAME")"
 
-    # The engine's own Glance, as the service user.
-    configure_keystoneauth "$DTN_MIGRATE_CONF" "$DTN_MIGRATE_SERVICE_USER" \
-        glance
+    # The engine's own Glance, as the service user (configure_keystoneauth
+    # would write the deprecated "interface", which [glance] lacks).
+    iniset "$DTN_MIGRATE_CONF" glance auth_type password
+    iniset "$DTN_MIGRATE_CONF" glance auth_url "$KEYSTONE_SERVICE_URI"
+    iniset "$DTN_MIGRATE_CONF" glance username "$DTN_MIGRATE_SERVICE_USER"
+    iniset "$DTN_MIGRATE_CONF" glance password "$SERVICE_PASSWORD"
+    iniset "$DTN_MIGRATE_CONF" glance user_domain_name "$SERVICE_DOMAIN_NAME"
+    iniset "$DTN_MIGRATE_CONF" glance project_name "$SERVICE_PROJECT_NAME"
+    iniset "$DTN_MIGRATE_CONF" glance project_domain_name \
+        "$SERVICE_DOMAIN_NAME"
     iniset "$DTN_MIGRATE_CONF" glance region_name "$REGION_NAME"
+    iniset "$DTN_MIGRATE_CONF" glance valid_interfaces public
     iniset "$DTN_MIGRATE_CONF" glance cloud_name "$REGION_NAME"
 
     if is_service_enabled dtn-api; then
