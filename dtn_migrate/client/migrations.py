@@ -1,0 +1,185 @@
+"""Migrations: create, list, show, cancel, retry and wait."""
+
+import datetime
+import time
+import urllib.parse
+import uuid
+
+from dtn_migrate.client import exceptions
+
+STATES = ("queued", "running", "complete", "failed", "cancelled")
+FINAL_STATES = ("complete", "failed", "cancelled")
+DIRECTIONS = ("outgoing", "incoming")
+STAGES = ("export", "transfer", "import")
+VISIBILITIES = ("public", "private", "shared", "community")
+MODES = ("pipelined", "serial")
+SORT_KEYS = ("created_at", "updated_at", "state", "image_name", "peer",
+             "progress", "id")
+SORT_DIRS = ("asc", "desc")
+#: The API's largest page.
+MAX_PAGE = 1000
+#: Answers that mean the API is briefly away (a restart, a proxy).
+TRANSIENT = (exceptions.CommunicationError, exceptions.BadGateway,
+             exceptions.ServiceUnavailable, exceptions.GatewayTimeout)
+
+
+def _quote(value):
+    return urllib.parse.quote(str(value), safe="")
+
+
+def _isotime(value):
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(
+                tzinfo=None)
+        return value.isoformat() + "Z"
+    return value
+
+
+def _next_marker(body):
+    """The marker of the "next" link of a list answer, or None."""
+    for link in body.get("links") or ():
+        if isinstance(link, dict) and link.get("rel") == "next":
+            query = urllib.parse.urlsplit(link.get("href") or "").query
+            markers = urllib.parse.parse_qs(query).get("marker")
+            if markers:
+                return markers[-1]
+    return None
+
+
+def is_final(migration):
+    return bool(migration) and migration.get("state") in FINAL_STATES
+
+
+class MigrationManager:
+
+    def __init__(self, client):
+        self.client = client
+
+    def create(self, peer, images=None, tag=None, properties=None,
+               options=None, request_id=None):
+        """Ask for migrations of ``images`` (ids), or of the images that
+        carry ``tag`` and/or ``properties``, to ``peer``.
+
+        ``request_id`` (generated when not given) makes the request safe
+        to send again: the same id answers with the same records.
+        Returns ``{"request_id": ..., "migrations": [...]}``.
+        """
+        body = {"peer": peer,
+                "request_id": request_id or str(uuid.uuid4())}
+        if images is not None:
+            body["images"] = list(images)
+        if tag is not None:
+            body["tag"] = tag
+        if properties is not None:
+            body["properties"] = dict(properties)
+        if options:
+            body["options"] = dict(options)
+        return self.client.post("/migrations", body)
+
+    def list(self, state=None, image_id=None, peer=None, direction=None,
+             request_id=None, changes_since=None, marker=None, limit=None,
+             sort_key=None, sort_dir=None, all_projects=False,
+             page_size=None):
+        """Migrations, newest first unless sorted otherwise.
+
+        Follows the API's "next" links until ``limit`` migrations are
+        read, or all of them when ``limit`` is None.  ``page_size``
+        bounds each request (at most MAX_PAGE).  ``changes_since`` is a
+        datetime (naive means UTC) or an ISO 8601 string.
+        """
+        params = {}
+        for key, value in (("state", state), ("image_id", image_id),
+                           ("peer", peer), ("direction", direction),
+                           ("request_id", request_id),
+                           ("changes-since", _isotime(changes_since)),
+                           ("sort_key", sort_key),
+                           ("sort_dir", sort_dir)):
+            if value is not None:
+                params[key] = value
+        if all_projects:
+            params["all_projects"] = "true"
+        page = min(page_size or MAX_PAGE, MAX_PAGE)
+        found = []
+        seen = set()
+        while True:
+            want = page if limit is None else min(page, limit - len(found))
+            if want <= 0:
+                break
+            query = dict(params, limit=want)
+            if marker is not None:
+                query["marker"] = marker
+            body = self.client.get("/migrations", params=query) or {}
+            items = body.get("migrations") or []
+            found.extend(items)
+            marker = _next_marker(body)
+            if not items or marker is None or marker in seen:
+                break
+            seen.add(marker)
+        return found
+
+    def get(self, migration_id):
+        """A migration with its ``events`` (the stage timeline)."""
+        body = self.client.get("/migrations/%s" % _quote(migration_id))
+        return body["migration"]
+
+    def _action(self, migration_id, action):
+        body = self.client.post("/migrations/%s/action"
+                                % _quote(migration_id), {action: None})
+        return body["migration"]
+
+    def cancel(self, migration_id):
+        """Cancel a queued or running migration; returns it."""
+        return self._action(migration_id, "cancel")
+
+    def retry(self, migration_id):
+        """Try a failed or cancelled outgoing migration again."""
+        return self._action(migration_id, "retry")
+
+    def wait(self, migration_ids, callback=None, interval=2.0,
+             timeout=None, outage=120.0, sleep=time.sleep):
+        """Poll migrations until each is complete, failed or cancelled.
+
+        ``migration_ids``: one id (returns that migration) or a list
+        (returns the list, in the same order).  ``callback(migrations)``
+        is called after every poll with the latest record of each.  An
+        API that cannot be reached, or answers 502/503/504, is polled
+        again for up to ``outage`` seconds in a row.  Raises WaitTimeout
+        after ``timeout`` seconds (None: no limit).  Failed or cancelled
+        migrations are returned, not raised: the caller decides.
+        """
+        single = isinstance(migration_ids, str)
+        ids = [migration_ids] if single else list(migration_ids)
+        if not ids:
+            return []
+        start = time.monotonic()
+        away_since = None
+        latest = {}
+        while True:
+            try:
+                for mid in ids:
+                    if not is_final(latest.get(mid)):
+                        latest[mid] = self.get(mid)
+                away_since = None
+            except TRANSIENT:
+                now = time.monotonic()
+                away_since = away_since or now
+                if now - away_since > outage:
+                    raise
+            if len(latest) == len(ids):
+                current = [latest[mid] for mid in ids]
+                if callback is not None:
+                    callback(current)
+                if all(is_final(m) for m in current):
+                    return current[0] if single else current
+            elapsed = time.monotonic() - start
+            if timeout is not None and elapsed >= timeout:
+                pending = [mid for mid in ids
+                           if not is_final(latest.get(mid))]
+                raise exceptions.WaitTimeout(
+                    "%d migration(s) not finished after %d s: %s"
+                    % (len(pending), timeout, ", ".join(pending)))
+            pause = interval
+            if timeout is not None:
+                pause = max(0.0, min(interval, timeout - elapsed))
+            sleep(pause)
