@@ -15,6 +15,7 @@
     dtn-migrate-manage migration list [--request-id ID] [--direction D]
     dtn-migrate-manage migration show|cancel ID
     dtn-migrate-manage migration wait (ID | --request-id ID) [--timeout S]
+    dtn-migrate-manage db sync [--revision REV] | db version
 
 Every ``transfer`` command talks to the agent on DTN ``--host`` over the
 message bus of the configuration given with --config-file.  Results are
@@ -26,6 +27,9 @@ and the DTN export settings for a link; ``check`` prints the staging
 mount (default ``[staging] path``) as JSON and exits 0 when it follows
 the ``[staging]`` profile, 1 when it deviates and 3 when the path is not
 on NFS at all.
+
+``db sync`` creates or upgrades the tables of ``[database] connection``
+(migration records, their events); ``db version`` prints its revision.
 
 ``migrate`` and ``migration`` talk to the migration engine of the cloud
 whose bus is in --config-file.  ``migrate`` prints the request (JSON),
@@ -56,6 +60,7 @@ from dtn_migrate.agent import rpcapi
 from dtn_migrate.cmd import _errors
 from dtn_migrate.cmd import _progress
 from dtn_migrate import config
+from dtn_migrate.db import migration as db_migration
 from dtn_migrate.engine import requests as engine_requests
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
@@ -426,6 +431,31 @@ class MigrationCommands:
         _print(_engine_api().cancel_migration({}, CONF.command.migration_id))
 
 
+class DbCommands:
+    """The database of migration records ([database] connection)."""
+
+    def sync(self):
+        db_migration.db_sync(CONF, CONF.command.revision)
+        print("database at revision %s" % db_migration.db_version(CONF))
+        return 0
+
+    def version(self):
+        print(db_migration.db_version(CONF) or "none (run 'db sync')")
+        return 0
+
+
+def add_db_parsers(subparsers):
+    commands = DbCommands()
+    parser = subparsers.add_parser("db", help=DbCommands.__doc__)
+    actions = parser.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("sync", help="create or upgrade the tables")
+    p.add_argument("--revision", default="head",
+                   help="alembic revision (default: the latest)")
+    p.set_defaults(bus=False, func=commands.sync)
+    p = actions.add_parser("version", help="the database's revision")
+    p.set_defaults(bus=False, func=commands.version)
+
+
 def _link_rate(text):
     try:
         return nfsmount.parse_rate(text)
@@ -632,6 +662,7 @@ def add_migration_parsers(subparsers):
 
 def add_command_parsers(subparsers):
     add_nfs_parsers(subparsers)
+    add_db_parsers(subparsers)
     add_migration_parsers(subparsers)
     parser = subparsers.add_parser("transfer", help=TransferCommands.__doc__)
     parser.set_defaults(bus=True)

@@ -17,11 +17,13 @@ engine_opts = [
              'Required.'),
     cfg.StrOpt(
         'persistence_connection',
-        default='sqlite:////var/lib/dtn-migrate/engine.sqlite',
-        secret=True,
-        help='SQLAlchemy URL of the TaskFlow persistence database: '
-             'mysql+pymysql://... or postgresql://... in production; '
-             'SQLite is the embedded default.'),
+        secret=True, deprecated_for_removal=True,
+        deprecated_reason='The engine keeps its migration records and '
+                          'TaskFlow\'s flow state in one database: '
+                          '[database] connection.',
+        deprecated_since='issue 12',
+        help='Deprecated alias of [database] connection, used when that '
+             'one is left at its default.'),
     cfg.StrOpt(
         'mode', default='pipelined', choices=['pipelined', 'serial'],
         help='pipelined: export, staging, transfer and import overlap, '
@@ -38,9 +40,11 @@ engine_opts = [
         'poll_interval', default=1.0, min=0.05,
         help='Seconds between polls of the DTN agents.'),
     cfg.FloatOpt(
-        'progress_interval', default=5.0, min=0.5,
-        help='Seconds between dtn_migrate.migration.progress '
-             'notifications (and persisted progress).'),
+        'progress_interval', default=2.0, min=0.5,
+        help='Seconds between two writes of a running migration\'s '
+             'progress (stage bytes, rate, ETA) to its database row, and '
+             'between dtn_migrate.migration.progress notifications. State '
+             'changes are written at once.'),
     cfg.IntOpt(
         'stall_timeout', default=600, min=10,
         help='A migration whose stage makes no progress for this many '

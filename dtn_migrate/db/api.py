@@ -1,0 +1,404 @@
+"""Reading and writing dtn-migrate's tables.
+
+The module functions use a module-level :class:`Database`, set by
+:func:`configure`; a process that serves several clouds (the demo, some
+tests) builds one :class:`Database` per cloud instead.  Each function
+runs in its own oslo.db enginefacade transaction (writer or reader) and
+returns plain dicts: every column by name, datetimes as naive UTC
+datetimes, ``options`` decoded.  A database that cannot be reached
+raises :class:`~dtn_migrate.exception.DatabaseUnavailable`.
+"""
+
+import functools
+import os
+import uuid
+
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+from oslo_db.sqlalchemy import enginefacade
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from dtn_migrate.conf import database as database_conf
+from dtn_migrate.db import models
+from dtn_migrate import exception
+
+LOG = logging.getLogger(__name__)
+
+#: Keys a listing may sort on.
+SORT_KEYS = ('created_at', 'updated_at', 'state', 'image_name', 'peer',
+             'progress', 'id')
+SORT_DIRS = ('asc', 'desc')
+DEFAULT_SORT = (['created_at', 'id'], ['desc', 'desc'])
+#: Filters of a listing: column filters (a value or a list of values).
+FILTER_KEYS = ('state', 'image_id', 'peer', 'direction', 'request_id',
+               'transfer_id', 'project_id')
+#: Sort keys that are never null in a row the engine wrote.
+_NOT_NULL = frozenset(('id', 'state', 'created_at', 'updated_at'))
+
+
+def connection_url(conf):
+    """[database] connection, or the deprecated [engine]
+    persistence_connection when only that one is set.
+    """
+    url = conf.database.connection
+    legacy = None
+    try:
+        legacy = conf.engine.persistence_connection
+    except Exception:  # noqa: B902 - no [engine] group (the API)
+        legacy = None
+    if legacy and url in (None, database_conf.DEFAULT_CONNECTION) and \
+            legacy != url:
+        LOG.warning("[engine] persistence_connection is deprecated: set "
+                    "[database] connection instead")
+        return legacy
+    return url or database_conf.DEFAULT_CONNECTION
+
+
+def safe_url(conf_or_url):
+    url = conf_or_url if isinstance(conf_or_url, str) else \
+        connection_url(conf_or_url)
+    if url.startswith('sqlite'):
+        return url
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_path(url):
+    """The file of an SQLite URL, or None."""
+    prefix = 'sqlite:///'
+    if url.startswith(prefix) and url != prefix and \
+            ':memory:' not in url:
+        return url[len(prefix):]
+    return None
+
+
+def ensure_sqlite_dir(url):
+    directory = os.path.dirname(sqlite_path(url) or '')
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+
+
+class _Context:
+    """What enginefacade attaches a transaction to: one per call."""
+
+
+def _wrap(func):
+    """Retry on a lost connection or a deadlock, then raise
+    DatabaseUnavailable if the database still fails.
+    """
+    retried = oslo_db_api.wrap_db_retry(
+        max_retries=2, retry_interval=0.2, max_retry_interval=1,
+        retry_on_disconnect=True, retry_on_deadlock=True)(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return retried(*args, **kwargs)
+        except (db_exc.DBConnectionError, db_exc.DBDeadlock,
+                sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise exception.DatabaseUnavailable(
+                reason=str(exc).splitlines()[0] if str(exc)
+                else exc.__class__.__name__)
+        except db_exc.DBError as exc:
+            inner = getattr(exc, 'inner_exception', None)
+            if isinstance(inner, (sa.exc.OperationalError,
+                                  sa.exc.InterfaceError)):
+                raise exception.DatabaseUnavailable(
+                    reason=str(inner).splitlines()[0])
+            raise
+    return wrapper
+
+
+def _row(obj):
+    if obj is None:
+        return None
+    row = {name: getattr(obj, name) for name in models.MIGRATION_COLUMNS}
+    row['options'] = jsonutils.loads(row['options']) \
+        if row['options'] else {}
+    return row
+
+
+def _event(obj):
+    return {name: getattr(obj, name) for name in models.EVENT_COLUMNS}
+
+
+def _values(values):
+    out = {}
+    for key, value in values.items():
+        if key not in models.MIGRATION_COLUMNS:
+            raise exception.InvalidInput(
+                reason='migrations have no column %r' % key)
+        if key == 'options' and value is not None and \
+                not isinstance(value, str):
+            value = jsonutils.dumps(value, sort_keys=True)
+        out[key] = value
+    return out
+
+
+def _as_list(value):
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    return [value]
+
+
+def _sort(sort_keys, sort_dirs):
+    if not sort_keys:
+        if sort_dirs:
+            raise exception.InvalidInput(
+                reason='a sort direction needs a sort key')
+        return list(DEFAULT_SORT[0]), list(DEFAULT_SORT[1])
+    keys = _as_list(sort_keys)
+    for key in keys:
+        if key not in SORT_KEYS:
+            raise exception.InvalidInput(
+                reason='cannot sort on %r; sort keys: %s'
+                       % (key, ', '.join(SORT_KEYS)))
+    dirs = _as_list(sort_dirs) if sort_dirs else ['desc']
+    for d in dirs:
+        if d not in SORT_DIRS:
+            raise exception.InvalidInput(
+                reason='sort direction %r is neither asc nor desc' % d)
+    if len(dirs) == 1:
+        dirs = dirs * len(keys)
+    if len(dirs) != len(keys):
+        raise exception.InvalidInput(
+            reason='give one sort direction, or one per sort key')
+    if 'id' not in keys:            # a total order, for the marker
+        keys.append('id')
+        dirs.append(dirs[-1] if len(keys) > 1 else 'desc')
+    return keys, dirs
+
+
+def _ordering(keys, dirs, marker):
+    """(ORDER BY clauses, keyset filter after ``marker`` or None).
+
+    A nullable key sorts as (is not null, value): nulls first going up,
+    last going down; the marker's null is compared as such.
+    """
+    Migration = models.Migration
+    terms = []                      # (expression, marker value, dir)
+    for key, direction in zip(keys, dirs):
+        col = getattr(Migration, key)
+        value = getattr(marker, key) if marker is not None else None
+        if key not in _NOT_NULL:
+            flag = sa.case((col.is_(None), 0), else_=1)
+            terms.append((flag, int(value is not None), direction))
+        terms.append((col, value, direction))
+    order = [sa.asc(e) if d == 'asc' else sa.desc(e) for e, _v, d in terms]
+    if marker is None:
+        return order, None
+    ors = []
+    for i, (expr, value, direction) in enumerate(terms):
+        if value is None:
+            continue                # nothing is before/after a null
+        ands = [e.is_(None) if v is None else e == v
+                for e, v, _d in terms[:i]]
+        ands.append(expr > value if direction == 'asc' else expr < value)
+        ors.append(sa.and_(*ands))
+    return order, sa.or_(*ors) if ors else sa.false()
+
+
+class Database:
+    """dtn-migrate's tables on one database (an oslo.db enginefacade)."""
+
+    def __init__(self, conf=None, connection=None):
+        options = {}
+        if conf is not None:
+            options = {k: v for k, v in conf.database.items()
+                       if v is not None and k not in (
+                           'backend', 'use_db_reconnect',
+                           'db_retry_interval', 'db_inc_retry_interval',
+                           'db_max_retry_interval', 'db_max_retries',
+                           'use_tpool', 'mysql_wsrep_sync_wait')}
+            connection = connection or connection_url(conf)
+        self.url = connection or database_conf.DEFAULT_CONNECTION
+        ensure_sqlite_dir(self.url)
+        options['connection'] = self.url
+        options.pop('slave_connection', None)
+        # Fail fast when the database is away (the engine strands its
+        # work and tries again; the API answers 503) rather than block
+        # for minutes: one connection attempt, then wrap_db_retry's.
+        options['max_retries'] = 1
+        options['retry_interval'] = 1
+        self._facade = enginefacade.transaction_context()
+        self._facade.configure(**options)
+
+    def writer(self):
+        return self._facade.writer.using(_Context())
+
+    def reader(self):
+        return self._facade.reader.using(_Context())
+
+    def get_engine(self):
+        return self._facade.writer.get_engine()
+
+    def dispose(self):
+        try:
+            self._facade.dispose_pool()
+        except Exception:  # noqa: B902 - never started
+            pass
+
+    # Migrations.
+    @_wrap
+    def migration_create(self, values):
+        values = _values(values)
+        values.setdefault('id', uuid.uuid4().hex)
+        now = timeutils.utcnow()
+        values.setdefault('created_at', now)
+        values.setdefault('updated_at', values['created_at'])
+        with self.writer() as session:
+            obj = models.Migration(**values)
+            session.add(obj)
+            session.flush()
+            return _row(obj)
+
+    @_wrap
+    def migration_update(self, migration_id, values, expected_state=None):
+        """Update a row; ``expected_state`` (a state or a list): only if
+        the row is in one of them, else MigrationStateConflict.
+        """
+        values = _values(values)
+        values.setdefault('updated_at', timeutils.utcnow())
+        with self.writer() as session:
+            obj = session.get(models.Migration, migration_id)
+            if obj is None:
+                raise exception.MigrationNotFound(migration_id=migration_id)
+            if expected_state is not None and \
+                    obj.state not in _as_list(expected_state):
+                raise exception.MigrationStateConflict(
+                    migration_id=migration_id, state=obj.state,
+                    action='change')
+            for key, value in values.items():
+                setattr(obj, key, value)
+            session.flush()
+            return _row(obj)
+
+    @_wrap
+    def migration_get(self, migration_id, project_id=None):
+        with self.reader() as session:
+            obj = session.get(models.Migration, migration_id)
+            if obj is None or (project_id is not None and
+                               obj.project_id != project_id):
+                raise exception.MigrationNotFound(migration_id=migration_id)
+            return _row(obj)
+
+    @_wrap
+    def migration_get_all(self, filters=None, marker=None, limit=None,
+                          sort_keys=None, sort_dirs=None, project_id=None):
+        keys, dirs = _sort(sort_keys, sort_dirs)
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise exception.InvalidInput(
+                reason='limit must be a non-negative integer')
+        Migration = models.Migration
+        with self.reader() as session:
+            query = session.query(Migration)
+            if project_id is not None:
+                query = query.filter(Migration.project_id == project_id)
+            for key, value in (filters or {}).items():
+                if value is None:
+                    continue
+                if key == 'changes_since':
+                    query = query.filter(Migration.updated_at >= value)
+                elif key in FILTER_KEYS:
+                    values = _as_list(value)
+                    col = getattr(Migration, key)
+                    query = query.filter(col.in_(values)) \
+                        if len(values) != 1 else query.filter(
+                            col == values[0])
+                else:
+                    raise exception.InvalidInput(
+                        reason='unknown filter %r; filters: %s'
+                               % (key, ', '.join(FILTER_KEYS +
+                                                 ('changes_since',))))
+            marker_obj = None
+            if marker is not None:
+                marker_obj = session.get(Migration, marker)
+                if marker_obj is None or (
+                        project_id is not None and
+                        marker_obj.project_id != project_id):
+                    raise exception.MarkerNotFound(marker=marker)
+            order, after = _ordering(keys, dirs, marker_obj)
+            if after is not None:
+                query = query.filter(after)
+            query = query.order_by(*order)
+            if limit is not None:
+                query = query.limit(limit)
+            return [_row(obj) for obj in query.all()]
+
+    # Events.
+    @_wrap
+    def migration_event_add(self, migration_id, stage, event, message=None,
+                            bytes=None):
+        with self.writer() as session:
+            obj = models.MigrationEvent(
+                migration_id=migration_id, stage=stage, event=event,
+                message=message, bytes=bytes,
+                created_at=timeutils.utcnow())
+            session.add(obj)
+            session.flush()
+            return _event(obj)
+
+    @_wrap
+    def migration_events_get(self, migration_id):
+        Event = models.MigrationEvent
+        with self.reader() as session:
+            query = session.query(Event).filter(
+                Event.migration_id == migration_id).order_by(
+                    Event.created_at, Event.id)
+            return [_event(obj) for obj in query.all()]
+
+    @_wrap
+    def ping(self):
+        """Raise DatabaseUnavailable unless the database answers."""
+        with self.reader() as session:
+            session.execute(sa.text('SELECT 1'))
+
+
+_DB = None
+
+
+def configure(conf):
+    """Point the module functions at ``conf``'s [database]."""
+    global _DB
+    if _DB is not None:
+        _DB.dispose()
+    _DB = Database(conf)
+    return _DB
+
+
+def get_database():
+    if _DB is None:
+        raise exception.ConfigError(
+            reason='dtn_migrate.db.api.configure() was not called')
+    return _DB
+
+
+def migration_create(values):
+    return get_database().migration_create(values)
+
+
+def migration_update(migration_id, values, expected_state=None):
+    return get_database().migration_update(migration_id, values,
+                                           expected_state)
+
+
+def migration_get(migration_id, project_id=None):
+    return get_database().migration_get(migration_id, project_id)
+
+
+def migration_get_all(filters=None, marker=None, limit=None, sort_keys=None,
+                      sort_dirs=None, project_id=None):
+    return get_database().migration_get_all(filters, marker, limit,
+                                            sort_keys, sort_dirs, project_id)
+
+
+def migration_event_add(migration_id, stage, event, message=None,
+                        bytes=None):
+    return get_database().migration_event_add(migration_id, stage, event,
+                                              message, bytes)
+
+
+def migration_events_get(migration_id):
+    return get_database().migration_events_get(migration_id)

@@ -1,0 +1,294 @@
+"""dtn_migrate.db.api on SQLite: rows, filters, pages, events, errors."""
+
+import datetime
+import shutil
+import tempfile
+import time
+
+from oslo_config import cfg
+import testtools
+
+from dtn_migrate.conf import database as database_conf
+from dtn_migrate.conf import engine as engine_conf
+from dtn_migrate.db import api
+from dtn_migrate.db import migration
+from dtn_migrate import exception
+
+
+def make_conf(url=None, legacy=None):
+    conf = cfg.ConfigOpts()
+    database_conf.register_opts(conf)
+    engine_conf.register_opts(conf)
+    conf([], project='dtn-migrate-test')
+    if url:
+        conf.set_override('connection', url, 'database')
+    if legacy:
+        conf.set_override('persistence_connection', legacy, 'engine')
+    return conf
+
+
+class DatabaseTestCase(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix='dtnm-db-')
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.url = 'sqlite:///%s/db.sqlite' % self.tmp
+        self.conf = make_conf(self.url)
+        migration.db_sync(self.conf)
+        self.db = api.Database(self.conf)
+        self.addCleanup(self.db.dispose)
+
+    def add(self, **values):
+        values.setdefault('direction', 'outgoing')
+        values.setdefault('state', 'queued')
+        return self.db.migration_create(values)
+
+
+class TestSchema(DatabaseTestCase):
+    def test_version_is_head(self):
+        self.assertEqual('0001', migration.db_version(self.conf))
+
+    def test_version_of_empty_database_is_none(self):
+        conf = make_conf('sqlite:///%s/empty.sqlite' % self.tmp)
+        self.assertIsNone(migration.db_version(conf))
+
+    def test_sync_twice_is_harmless(self):
+        migration.db_sync(self.conf)
+        self.assertEqual('0001', migration.db_version(self.conf))
+
+    def test_unreachable_database(self):
+        conf = make_conf('mysql+pymysql://root@127.0.0.1:1/none')
+        self.assertRaises(exception.DatabaseUnavailable,
+                          migration.db_version, conf)
+
+
+class TestConnection(testtools.TestCase):
+    def test_database_connection_wins(self):
+        conf = make_conf('sqlite:////a.sqlite', legacy='sqlite:////b.sqlite')
+        self.assertEqual('sqlite:////a.sqlite', api.connection_url(conf))
+
+    def test_deprecated_alias_when_database_is_default(self):
+        conf = make_conf(legacy='sqlite:////b.sqlite')
+        self.assertEqual('sqlite:////b.sqlite', api.connection_url(conf))
+
+    def test_default(self):
+        self.assertEqual(database_conf.DEFAULT_CONNECTION,
+                         api.connection_url(make_conf()))
+
+    def test_password_hidden(self):
+        self.assertNotIn('secret', api.safe_url(
+            'mysql+pymysql://u:secret@h/db'))
+
+
+class TestMigrations(DatabaseTestCase):
+    def test_create_and_get(self):
+        row = self.add(image_id='i1', options={'keep_id': True},
+                       project_id='p1', size=5 << 30)
+        self.assertEqual(32, len(row['id']))
+        got = self.db.migration_get(row['id'])
+        self.assertEqual(row, got)
+        self.assertEqual({'keep_id': True}, got['options'])
+        self.assertEqual(5 << 30, got['size'])
+        self.assertIsInstance(got['created_at'], datetime.datetime)
+        self.assertIsNone(got['created_at'].tzinfo)
+
+    def test_get_unknown(self):
+        self.assertRaises(exception.MigrationNotFound,
+                          self.db.migration_get, 'f' * 32)
+
+    def test_get_other_project_is_not_found(self):
+        row = self.add(project_id='p1')
+        self.assertEqual(row['id'], self.db.migration_get(
+            row['id'], project_id='p1')['id'])
+        self.assertRaises(exception.MigrationNotFound,
+                          self.db.migration_get, row['id'], project_id='p2')
+
+    def test_update(self):
+        row = self.add()
+        time.sleep(0.01)
+        new = self.db.migration_update(row['id'], {
+            'state': 'running', 'stage': 'export', 'bytes_export': 10,
+            'progress': 0.25})
+        self.assertEqual(('running', 'export', 10, 0.25),
+                         (new['state'], new['stage'], new['bytes_export'],
+                          new['progress']))
+        self.assertGreater(new['updated_at'], row['updated_at'])
+        self.assertEqual(new, self.db.migration_get(row['id']))
+
+    def test_update_unknown(self):
+        self.assertRaises(exception.MigrationNotFound,
+                          self.db.migration_update, 'a' * 32,
+                          {'state': 'failed'})
+
+    def test_update_expected_state(self):
+        row = self.add(state='complete')
+        self.assertRaises(exception.MigrationStateConflict,
+                          self.db.migration_update, row['id'],
+                          {'state': 'queued'},
+                          expected_state=['failed', 'cancelled'])
+        self.assertEqual('complete',
+                         self.db.migration_get(row['id'])['state'])
+
+    def test_unknown_column(self):
+        self.assertRaises(exception.InvalidInput, self.add, colour='red')
+
+
+class TestList(DatabaseTestCase):
+    def setUp(self):
+        super().setUp()
+        base = datetime.datetime(2026, 1, 1)
+        self.rows = []
+        for i in range(7):
+            self.rows.append(self.add(
+                id='%032x' % i, image_id='img%d' % (i % 3),
+                image_name=None if i % 2 else 'name%d' % (6 - i),
+                peer='dtn-b' if i < 5 else 'dtn-c',
+                state=('queued', 'running', 'complete')[i % 3],
+                direction='incoming' if i == 6 else 'outgoing',
+                project_id='p1' if i < 4 else 'p2',
+                request_id='r%d' % (i // 2),
+                created_at=base + datetime.timedelta(minutes=i),
+                updated_at=base + datetime.timedelta(hours=i)))
+
+    def ids(self, rows):
+        return [int(r['id'], 16) for r in rows]
+
+    def test_default_order_newest_first(self):
+        self.assertEqual([6, 5, 4, 3, 2, 1, 0],
+                         self.ids(self.db.migration_get_all()))
+
+    def test_filters(self):
+        get = self.db.migration_get_all
+        self.assertEqual([6, 3, 0], self.ids(get({'state': 'queued'})))
+        self.assertEqual([6, 4, 3, 1, 0], self.ids(
+            get({'state': ['queued', 'running']})))
+        self.assertEqual([5, 2], self.ids(get({'image_id': 'img2'})))
+        self.assertEqual([6, 5], self.ids(get({'peer': 'dtn-c'})))
+        self.assertEqual([6], self.ids(get({'direction': 'incoming'})))
+        self.assertEqual([3, 2], self.ids(get({'request_id': 'r1'})))
+        since = datetime.datetime(2026, 1, 1, 4)
+        self.assertEqual([6, 5, 4], self.ids(get({'changes_since': since})))
+        self.assertEqual([5], self.ids(get({'peer': 'dtn-c',
+                                            'direction': 'outgoing'})))
+
+    def test_unknown_filter(self):
+        self.assertRaises(exception.InvalidInput,
+                          self.db.migration_get_all, {'colour': 'red'})
+
+    def test_project_scoping(self):
+        self.assertEqual([3, 2, 1, 0], self.ids(
+            self.db.migration_get_all(project_id='p1')))
+        self.assertEqual([], self.ids(self.db.migration_get_all(
+            {'peer': 'dtn-c'}, project_id='p1')))
+
+    def test_sort(self):
+        get = self.db.migration_get_all
+        self.assertEqual([0, 1, 2, 3, 4, 5, 6],
+                         self.ids(get(sort_keys=['created_at'],
+                                      sort_dirs=['asc'])))
+        # Nulls first going up; then names; id breaks ties.
+        self.assertEqual([1, 3, 5, 6, 4, 2, 0],
+                         self.ids(get(sort_keys=['image_name'],
+                                      sort_dirs=['asc'])))
+        self.assertEqual([4, 1, 6, 3, 0, 5, 2],
+                         self.ids(get(sort_keys=['state', 'created_at'],
+                                      sort_dirs=['desc'])))
+
+    def test_bad_sort(self):
+        get = self.db.migration_get_all
+        self.assertRaises(exception.InvalidInput, get,
+                          sort_keys=['error'])
+        self.assertRaises(exception.InvalidInput, get,
+                          sort_keys=['state'], sort_dirs=['sideways'])
+        self.assertRaises(exception.InvalidInput, get,
+                          sort_keys=['state', 'peer'],
+                          sort_dirs=['asc', 'asc', 'asc'])
+        self.assertRaises(exception.InvalidInput, get, limit=-1)
+
+    def _pages(self, limit, **kwargs):
+        out, marker = [], None
+        while True:
+            page = self.db.migration_get_all(marker=marker, limit=limit,
+                                             **kwargs)
+            out.extend(page)
+            if len(page) < limit:
+                return out
+            marker = page[-1]['id']
+
+    def test_pages_cover_the_listing(self):
+        for keys, dirs in ((None, None), (['image_name'], ['asc']),
+                           (['image_name'], ['desc']),
+                           (['state', 'peer'], ['asc', 'desc']),
+                           (['progress'], ['asc'])):
+            whole = self.db.migration_get_all(sort_keys=keys,
+                                              sort_dirs=dirs)
+            for limit in (1, 2, 3):
+                self.assertEqual(
+                    self.ids(whole),
+                    self.ids(self._pages(limit, sort_keys=keys,
+                                         sort_dirs=dirs)),
+                    '%s %s limit %d' % (keys, dirs, limit))
+
+    def test_pages_with_filter_and_project(self):
+        self.assertEqual([3, 2, 1, 0], self.ids(
+            self._pages(1, project_id='p1')))
+        self.assertEqual([3, 0], self.ids(
+            self._pages(1, filters={'state': 'queued'}, project_id='p1')))
+
+    def test_unknown_marker(self):
+        self.assertRaises(exception.MarkerNotFound,
+                          self.db.migration_get_all, marker='e' * 32)
+
+    def test_marker_of_other_project(self):
+        self.assertRaises(exception.MarkerNotFound,
+                          self.db.migration_get_all, marker='%032x' % 6,
+                          project_id='p1')
+
+
+class TestEvents(DatabaseTestCase):
+    def test_events_oldest_first(self):
+        row = self.add()
+        other = self.add()
+        self.db.migration_event_add(row['id'], None, 'queued')
+        self.db.migration_event_add(row['id'], 'export', 'started')
+        self.db.migration_event_add(other['id'], 'export', 'started')
+        self.db.migration_event_add(row['id'], 'export', 'finished',
+                                    message='done', bytes=42)
+        events = self.db.migration_events_get(row['id'])
+        self.assertEqual([(None, 'queued'), ('export', 'started'),
+                          ('export', 'finished')],
+                         [(e['stage'], e['event']) for e in events])
+        self.assertEqual(('done', 42), (events[-1]['message'],
+                                        events[-1]['bytes']))
+        self.assertEqual(sorted(events[-1]), sorted(
+            ['stage', 'event', 'message', 'bytes', 'created_at']))
+
+    def test_no_events(self):
+        self.assertEqual([], self.db.migration_events_get('0' * 32))
+
+
+class TestModuleFunctions(DatabaseTestCase):
+    def test_configure(self):
+        api.configure(self.conf)
+        self.addCleanup(setattr, api, '_DB', None)
+        row = api.migration_create({'direction': 'incoming',
+                                    'state': 'queued'})
+        api.migration_update(row['id'], {'state': 'running'})
+        api.migration_event_add(row['id'], 'import', 'started')
+        self.assertEqual('running', api.migration_get(row['id'])['state'])
+        self.assertEqual([row['id']], [r['id'] for r in
+                                       api.migration_get_all()])
+        self.assertEqual(1, len(api.migration_events_get(row['id'])))
+
+    def test_not_configured(self):
+        self.patch(api, '_DB', None)
+        self.assertRaises(exception.ConfigError, api.migration_get, 'x')
+
+
+class TestUnavailable(testtools.TestCase):
+    def test_outage_raises_database_unavailable(self):
+        # Nothing listens on port 1.
+        db = api.Database(connection='mysql+pymysql://root@127.0.0.1:1/x')
+        self.assertRaises(exception.DatabaseUnavailable,
+                          db.migration_get_all)
+        self.assertRaises(exception.DatabaseUnavailable, db.ping)
