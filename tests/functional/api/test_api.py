@@ -1,0 +1,302 @@
+"""dtn-migrate-api and ``openstack dtn`` on two real clouds.
+
+One pair of clouds serves the whole class (tests/functional/api): real
+Keystones, Glances, agents, engines and the APIs under uwsgi.  Every
+``openstack`` run is the real executable as a subprocess, as alice
+(member of demo), rita (reader of demo), bob (member of other) or admin.
+"""
+
+import json
+import os
+import re
+
+import yaml
+
+import dtn_migrate
+from tests.functional import api
+
+MiB = api.MiB
+OPENAPI = os.path.join(os.path.dirname(dtn_migrate.__file__), "api",
+                       "openapi.yaml")
+#: Examples schemathesis generates per operation.
+MAX_EXAMPLES = 25
+
+
+def _ids(rows):
+    return {r["id"] if "id" in r else r["ID"] for r in rows}
+
+
+class TestApi(api.ApiPairTestCase):
+
+    # Migrate, list, show, peers.
+
+    def test_migrate_wait_as_member(self):
+        source = self.upload(6 * MiB)
+        proc = self.openstack("alice", "dtn", "migrate", source["id"],
+                              "--peer", self.b.agent_name, "--wait")
+        out = proc.stdout + proc.stderr
+        # Live progress per stage, then the result.
+        self.assertIn("transfer", out.lower())
+        self.assertIn("complete", out.lower())
+        [rec] = self.migrations_of(source["id"])
+        self.assertMigrated(rec, source)
+        self.assertEqual(self.a.users["alice"]["project_id"],
+                         rec["project_id"])
+        self.assertEqual(self.a.users["alice"]["user_id"], rec["user_id"])
+        self.assertIn(rec["id"], out)
+
+        listed = self.openstack_json("alice", "dtn", "migration", "list")
+        self.assertIn(rec["id"], _ids(listed))
+        shown = self.show(rec["id"])
+        self.assertEqual("complete", shown["state"])
+        self.assertEqual(source["id"], shown["image_id"])
+        self.assertEqual(rec["peer_image_id"], shown["peer_image_id"])
+        # The event timeline went from queued to finished.
+        events = self.rest_show(rec["id"])["events"]
+        self.assertEqual("queued", events[0]["event"])
+        self.assertIn("finished", [e["event"] for e in events])
+        # rita (reader of demo) lists and shows it too.
+        self.assertIn(rec["id"], _ids(self.openstack_json(
+            "rita", "dtn", "migration", "list")))
+        self.assertEqual(rec["id"], self.show(rec["id"], "rita")["id"])
+
+    def test_peers(self):
+        peers = self.openstack_json("alice", "dtn", "peer", "list")
+        names = [p.get("name", p.get("Name")) for p in peers]
+        self.assertIn(self.b.agent_name, names)
+        peer = self.openstack_json("rita", "dtn", "peer", "show",
+                                   self.b.agent_name)
+        self.assertEqual(self.b.agent_name, peer["name"])
+        self.assertIs(True, peer["reachable"], peer)
+        self.assertEqual(self.b.port, peer["port"])
+        self.assertIsNotNone(peer["rtt_ms"])
+        proc = self.openstack("alice", "dtn", "peer", "show", "nowhere",
+                              check=False)
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn("not found", (proc.stdout + proc.stderr).lower())
+
+    # Who may do what.
+
+    def test_reader_cannot_create(self):
+        source = self.upload(1 * MiB)
+        proc = self.openstack("rita", "dtn", "migrate", source["id"],
+                              "--peer", self.b.agent_name, check=False)
+        self.assertNotEqual(0, proc.returncode)
+        self.assertRegex(proc.stdout + proc.stderr,
+                         r"403|[Ff]orbidden|not allowed")
+        self.assertEqual([], self.migrations_of(source["id"]))
+
+    def test_isolation_cancel_and_retry(self):
+        # 96 MiB at RATE: about 12 s on the link, time to act on it.
+        source = self.upload(96 * MiB)
+        rec = self.start_migration(source["id"])
+        mid = rec["id"]
+        self.wait_transferring(mid)
+
+        # bob (other project) neither sees nor cancels it; not found,
+        # not forbidden (existence is not leaked).
+        self.assertNotIn(mid, _ids(self.openstack_json(
+            "bob", "dtn", "migration", "list")))
+        for verb in ("show", "cancel"):
+            proc = self.openstack("bob", "dtn", "migration", verb, mid,
+                                  check=False)
+            self.assertNotEqual(0, proc.returncode, verb)
+            self.assertIn("not found", (proc.stdout + proc.stderr).lower(),
+                          verb)
+        resp = self.http("bob", "POST", "/v1/migrations/%s/action" % mid,
+                         json={"cancel": None})
+        self.assertEqual(404, resp.status_code, resp.text)
+        # rita (reader) may not cancel it either.
+        proc = self.openstack("rita", "dtn", "migration", "cancel", mid,
+                              check=False)
+        self.assertNotEqual(0, proc.returncode)
+        # The admin sees it with --all-projects only (admin project).
+        self.assertIn(mid, _ids(self.openstack_json(
+            "admin", "dtn", "migration", "list", "--all-projects")))
+        self.assertNotIn(mid, _ids(self.openstack_json(
+            "admin", "dtn", "migration", "list")))
+        self.assertEqual("running", self.rest_show(mid)["state"])
+
+        # alice cancels it.
+        self.openstack("alice", "dtn", "migration", "cancel", mid)
+        rec = self.wait_final(mid)
+        self.assertEqual("cancelled", rec["state"])
+        self.assertIn("cancelled", [e["event"] for e in rec["events"]])
+        self.assertEqual("cancelled", self.show(mid)["state"])
+
+        # Retried, it completes.
+        self.openstack("alice", "dtn", "migration", "retry", mid)
+        self.openstack("alice", "dtn", "migration", "wait", mid)
+        rec = self.rest_show(mid)
+        self.assertMigrated(rec, source)
+        self.assertGreater(rec["attempt"], 1)
+        self.assertIn("retried", [e["event"] for e in rec["events"]])
+        # Retrying a complete migration is a conflict (409), not a 500.
+        resp = self.http("alice", "POST", "/v1/migrations/%s/action" % mid,
+                         json={"retry": None})
+        self.assertEqual(409, resp.status_code, resp.text)
+
+    # Bad input.
+
+    def hostile_requests(self, image_id, mid):
+        big = "x" * (2 * MiB)
+        yield "GET", "/v1/migrations/%s" % ("f" * 32), {}, 404
+        yield "GET", "/v1/migrations/not-a-uuid", {}, None
+        yield "GET", "/v1/migrations/%s" % ("\u00e9" * 40), {}, None
+        yield "GET", "/v1/migrations/..%2F..%2Fetc%2Fpasswd", {}, None
+        yield "GET", "/v1/peers/%s" % ("p" * 300), {}, None
+        yield "GET", "/v1/peers/nowhere", {}, 404
+        yield "GET", "/v2/", {}, None
+        for query in ({"limit": "0"}, {"limit": "-1"}, {"limit": "abc"},
+                      {"limit": "1001"}, {"limit": "1e9"},
+                      {"marker": "f" * 32}, {"marker": "'; DROP TABLE"},
+                      {"sort_key": "password"}, {"sort_key": "id;"},
+                      {"sort_dir": "sideways"},
+                      {"changes-since": "yesterday"},
+                      {"changes-since": "2026-13-45T99:00:00"},
+                      {"state": "exploded"}, {"direction": "sideways"},
+                      {"all_projects": "true"},
+                      {"all_projects": "maybe"}):
+            yield "GET", "/v1/migrations", {"params": query}, None
+        bodies = [
+            {"data": "{not json"},
+            {"data": "null"},
+            {"data": "[]"},
+            {"data": "\"peer\""},
+            {"json": {}},
+            {"json": {"images": [image_id]}},
+            {"json": {"peer": self.b.agent_name}},
+            {"json": {"peer": 7, "images": [image_id]}},
+            {"json": {"peer": "", "images": [image_id]}},
+            {"json": {"peer": "x" * 10000, "images": [image_id]}},
+            {"json": {"peer": self.b.agent_name, "images": []}},
+            {"json": {"peer": self.b.agent_name, "images": "abc"}},
+            {"json": {"peer": self.b.agent_name, "images": ["nope"]}},
+            {"json": {"peer": self.b.agent_name,
+                      "images": [image_id] * 1001}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "surprise": 1}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "options": {"visibility": "everyone"}}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "options": {"keep_id": "yes"}}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "options": {"mode": "teleport"}}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "options": {"rate": 1}}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "request_id": "not-a-uuid"}},
+            {"json": {"peer": self.b.agent_name, "properties": "k=v"}},
+            {"json": {"peer": self.b.agent_name, "tag": ["a"]}},
+            {"json": {"peer": self.b.agent_name, "images": [image_id],
+                      "tag": "t"}},
+            {"json": {"peer": "nowhere", "images": [image_id]}},
+            {"json": {"peer": self.b.agent_name, "images": ["f" * 32]}},
+            {"json": {"peer": self.b.agent_name, "images": [big]}},
+            {"data": "[" * 5000 + "]" * 5000},
+            {"data": "{\"peer\": \"\\ud800\", \"images\": []}"},
+            {"data": b"\xff\xfe\x00garbage"},
+            {"data": json.dumps({"peer": "p", "images": [image_id]}),
+             "headers": {"Content-Type": "text/plain"}},
+        ]
+        for kw in bodies:
+            yield "POST", "/v1/migrations", kw, None
+        for body in ({}, {"cancel": None, "retry": None}, {"explode": None},
+                     {"cancel": {"now": True}}, {"retry": 1}, []):
+            yield "POST", "/v1/migrations/%s/action" % mid, {
+                "json": body}, None
+        yield "POST", "/v1/migrations/%s/action" % ("f" * 32), {
+            "json": {"cancel": None}}, 404
+        yield "DELETE", "/v1/migrations", {}, None
+        yield "PUT", "/v1/migrations/%s" % mid, {"json": {}}, None
+        yield "PATCH", "/v1/peers", {"json": {}}, None
+
+    def test_bad_requests_are_4xx(self):
+        source = self.upload(1 * MiB)
+        [rec] = self.migrations_of(source["id"]) or [
+            self.start_migration(source["id"])]
+        token = self.token("alice")
+        seen = []
+        for method, path, kw, want in self.hostile_requests(source["id"],
+                                                            rec["id"]):
+            kw.setdefault("headers", {})["X-Auth-Token"] = token
+            resp = self.http(None, method, path, **kw)
+            seen.append((method, path, str(kw)[:80], resp.status_code))
+            self.assertTrue(400 <= resp.status_code < 500, seen[-1])
+            if want is not None:
+                self.assertEqual(want, resp.status_code, seen[-1])
+            if resp.status_code not in (405,):
+                error = resp.json()["error"]
+                self.assertEqual(resp.status_code, error["code"], seen[-1])
+                self.assertTrue(error["message"], seen[-1])
+        # Without a token: 401, with a wrong one too.
+        for headers in ({}, {"X-Auth-Token": "forged"}):
+            resp = self.http(None, "GET", "/v1/migrations", headers=headers)
+            self.assertEqual(401, resp.status_code)
+        # None of them made a migration of another image.
+        self.assertEqual(0, len(self.migrations_of("f" * 32)))
+
+    def test_schemathesis(self):
+        import hypothesis
+        import schemathesis
+        from schemathesis import checks
+
+        with open(OPENAPI) as f:
+            yaml.safe_load(f)       # a readable document
+        schema = schemathesis.openapi.from_path(OPENAPI)
+        headers = {"X-Auth-Token": self.token("alice")}
+        failures = []
+        operations = 0
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            operations += 1
+
+            @hypothesis.settings(
+                max_examples=MAX_EXAMPLES, deadline=None, database=None,
+                suppress_health_check=list(hypothesis.HealthCheck),
+                phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
+            @hypothesis.given(case=operation.as_strategy())
+            def run(case):
+                case.call_and_validate(
+                    base_url=self.a.api.endpoint, headers=headers,
+                    checks=[checks.not_a_server_error,
+                            checks.response_schema_conformance])
+
+            try:
+                run()
+            except Exception as exc:  # noqa: B902 - collected, then failed
+                failures.append("%s %s: %s" % (
+                    operation.method.upper(), operation.path, exc))
+        self.assertGreaterEqual(operations, 7)
+        self.assertEqual([], failures)
+
+    # Restarts.
+
+    def test_api_restart_during_migration(self):
+        source = self.upload(48 * MiB)
+        proc = self.openstack("alice", "dtn", "migrate", source["id"],
+                              "--peer", self.b.agent_name, "-f", "json")
+        self.assertIn(source["id"], proc.stdout)
+        [rec] = self.migrations_of(source["id"])
+        self.wait_transferring(rec["id"])
+        self.a.api.stop(kill=True)
+        self.a.api.start()
+        self.openstack("alice", "dtn", "migration", "wait", rec["id"])
+        shown = self.show(rec["id"])
+        self.assertEqual("complete", shown["state"])
+        self.assertMigrated(self.rest_show(rec["id"]), source)
+
+    def test_mariadb_restart_during_migration(self):
+        source = self.upload(48 * MiB)
+        rec = self.start_migration(source["id"])
+        self.wait_transferring(rec["id"])
+        # Whatever happens, the server is up for the next test.
+        self.addCleanup(lambda: self.mariadb.proc is not None or
+                        self.mariadb.start())
+        self.mariadb.restart(down=2)
+        rec = self.wait_final(rec["id"])
+        self.assertMigrated(rec, source)
+        self.assertEqual(1, rec["attempt"])
+        shown = self.show(rec["id"])
+        self.assertEqual("complete", shown["state"])
+        self.assertTrue(re.match(r"\d{4}-\d\d-\d\dT", rec["finished_at"]))
