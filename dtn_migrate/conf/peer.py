@@ -2,12 +2,27 @@
 
 Like Cinder's per-backend sections, these groups are registered at run
 time from the list of names; the sample configuration shows the options
-under a ``[peer:<name>]`` placeholder.
+under a ``[peer:<name>]`` placeholder.  The agent reads the peering
+options; the engine reads the import rules of the peers its cloud
+receives from (``import_rules``), registering the section of a peer
+when it first imports from it.
 """
 
+import collections
+
 from oslo_config import cfg
+from oslo_config import types
 
 SAMPLE_GROUP = 'peer:<name>'
+#: Glance image visibilities (the same as engine.requests.VISIBILITIES).
+VISIBILITIES = ('public', 'private', 'shared', 'community')
+#: Visibilities a peer may ask for unless configured otherwise: those
+#: that show an image to nobody but its owner's project (a 'shared'
+#: image arrives without members).
+DEFAULT_VISIBILITIES = ['private', 'shared']
+
+ImportRules = collections.namedtuple(
+    'ImportRules', 'peer import_project allowed_projects allowed_visibilities')
 
 peer_opts = [
     cfg.HostAddressOpt('address', help='Address of the peer DTN agent.'),
@@ -28,6 +43,31 @@ peer_opts = [
                     'its address.'),
 ]
 
+import_opts = [
+    cfg.StrOpt('import_project',
+               help='Receiving side: the Glance project (id) that images '
+                    'imported from this peer belong to when the peer asks '
+                    'for no target project. Empty: the project of this '
+                    'cloud\'s engine ([glance] credentials), as before.'),
+    cfg.ListOpt('allowed_projects', default=[],
+                help='Receiving side: the projects (ids) this peer may ask '
+                     'for as target_project, besides import_project. '
+                     'Empty: only import_project (and, when that is empty '
+                     'too, no target project may be asked for at all). A '
+                     'request for another project is refused before any '
+                     'image is created.'),
+    cfg.ListOpt('allowed_visibilities', default=DEFAULT_VISIBILITIES,
+                item_type=types.String(choices=VISIBILITIES),
+                help='Receiving side: the visibilities an image imported '
+                     'from this peer may get, asked for explicitly or '
+                     'taken from the source image. Anything else (by '
+                     'default public and community) is refused before '
+                     'any image is created. An import that asks for none '
+                     'gets private when allowed, else the first of these.'),
+]
+
+peer_opts = peer_opts + import_opts
+
 
 def group_name(name):
     return 'peer:%s' % name
@@ -41,6 +81,23 @@ def register_opts(conf):
         return
     for name in names or ():
         conf.register_opts(peer_opts, group=group_name(name))
+
+
+def import_rules(conf, name):
+    """The import rules of peer ``name`` on ``conf`` (an ImportRules),
+    its section registered if it is not yet.  Raises ValueError when a
+    value is invalid (an unknown visibility).
+    """
+    group = group_name(name)
+    conf.register_opts(peer_opts, group=group)
+    section = conf[group]
+    try:
+        visibilities = list(section.allowed_visibilities or ())
+    except cfg.Error as exc:
+        raise ValueError('[%s] allowed_visibilities: %s' % (group, exc))
+    return ImportRules(name, section.import_project or None,
+                       [p for p in section.allowed_projects or () if p],
+                       visibilities)
 
 
 def list_opts():

@@ -14,6 +14,7 @@ import time
 from oslo_log import log as logging
 import tenacity
 
+from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
@@ -72,6 +73,61 @@ def _validate(payload, transfer_id):
     return payload
 
 
+def _listed(values):
+    return ", ".join(values) if values else "none"
+
+
+def import_target(conf, peer, descriptor, options, transfer_id=None):
+    """Where the receiving cloud's rules let ``peer`` import an image:
+    ``{"owner": project id or None (the engine's own project),
+    "visibility": ...}`` from the source's ``options`` (target_project,
+    visibility) and ``descriptor`` (the source image's visibility).
+
+    Raises ImportNotAllowed, logged, when the peer asks for a project or
+    a visibility that its ``[peer:<name>]`` section does not allow.
+    """
+    try:
+        rules = peer_conf.import_rules(conf, peer)
+    except ValueError as exc:
+        raise exception.ConfigError(reason=str(exc))
+    group = peer_conf.group_name(peer)
+
+    def refuse(what, reason):
+        exc = exception.ImportNotAllowed(peer=peer, what=what,
+                                         reason=reason)
+        LOG.warning("import of transfer %s refused: %s", transfer_id, exc)
+        return exc
+
+    owner = options.get("target_project") or None
+    if owner is None:
+        owner = rules.import_project
+    else:
+        allowed = list(rules.allowed_projects)
+        if rules.import_project and rules.import_project not in allowed:
+            allowed.insert(0, rules.import_project)
+        if owner not in allowed:
+            raise refuse(
+                "into project %s" % owner,
+                "[%s] allows the target projects %s (import_project and "
+                "allowed_projects)" % (group, _listed(allowed)))
+    visibility = options.get("visibility") or None
+    source = "asked for"
+    if visibility is None:
+        visibility = descriptor.get("visibility") or None
+        source = "the source image's"
+    allowed = rules.allowed_visibilities
+    if visibility is None:
+        if not allowed:
+            raise refuse("any image", "[%s] allowed_visibilities is empty"
+                         % group)
+        visibility = "private" if "private" in allowed else allowed[0]
+    elif visibility not in allowed:
+        raise refuse(
+            "with visibility %s (%s)" % (visibility, source),
+            "[%s] allowed_visibilities is %s" % (group, _listed(allowed)))
+    return {"owner": owner, "visibility": visibility}
+
+
 class ReadDescriptor(base.MigrationTask):
     """Wait for ``image.json`` to arrive complete and read it.
 
@@ -79,12 +135,17 @@ class ReadDescriptor(base.MigrationTask):
     the source asked its report for (``attempt``, through the agents):
     a retried migration reuses a transfer that already arrived, with the
     first attempt's descriptor.
+
+    The receiving cloud's rules for ``peer`` (``import_target``) decide
+    the image's owner and visibility here, before anything is created:
+    a request they do not allow fails the import at once (no retry),
+    and the failure's report tells the source why.
     """
 
     default_name = "read-descriptor"
     default_provides = "incoming"
 
-    def execute(self, migration_id, transfer_id, attempt):
+    def execute(self, migration_id, transfer_id, attempt, peer):
         name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
 
         def step():
@@ -104,20 +165,27 @@ class ReadDescriptor(base.MigrationTask):
             raise exception.InvalidInput(reason="descriptor is not JSON")
         payload = _validate(payload, transfer_id)
         payload["attempt"] = max(payload["attempt"], attempt or 0)
+        payload["target"] = import_target(self.conf, peer, payload["image"],
+                                          payload["options"], transfer_id)
         return payload
 
 
 class CreateImage(base.MigrationTask):
-    """Create the image (no data yet) with the source's metadata; reuse
-    the one a previous run of this import created.
+    """Create the image (no data yet) with the source's metadata, in the
+    project and with the visibility the receiving cloud's rules gave it;
+    reuse the one a previous run of this import created.
     """
 
     default_name = "create-image"
     default_provides = "image_id"
 
-    def execute(self, migration_id, transfer_id, incoming):
+    def execute(self, migration_id, transfer_id, incoming, peer):
         images = self.res.images
         desc, opts = incoming["image"], incoming["options"]
+        # Decided by read-descriptor; a flow saved before the rules
+        # existed decides here, still before any image is created.
+        target = incoming.get("target") or import_target(
+            self.conf, peer, desc, opts, transfer_id)
         found = sorted(images.find(MARKER, transfer_id),
                        key=lambda i: i.get("status") != "active")
         for image in found:
@@ -129,8 +197,7 @@ class CreateImage(base.MigrationTask):
             images.delete(image["id"])
         args = metadata.create_args(
             desc, keep_id=bool(opts.get("keep_id")),
-            visibility=opts.get("visibility"),
-            owner=opts.get("target_project"),
+            visibility=target["visibility"], owner=target["owner"],
             extra_properties={MARKER: transfer_id})
         image = images.create(args)
         LOG.info("import %s: created image %s", migration_id, image["id"])
