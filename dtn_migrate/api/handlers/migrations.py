@@ -1,0 +1,138 @@
+"""/v1/migrations: create, list, show, and the cancel and retry
+actions.
+
+Records of another project are answered as missing (404), so that a
+member learns nothing about them; a role that may not do something at
+all is answered 403.
+"""
+
+import urllib.parse
+import uuid
+
+from dtn_migrate.api.handlers import common
+from dtn_migrate.api import middleware
+from dtn_migrate.api.schemas import migrations as schemas
+from dtn_migrate.api import validation
+from dtn_migrate.api import views
+from dtn_migrate import exception
+from dtn_migrate.i18n import _
+
+CREATE_MESSAGES = {
+    'oneOf': _("give either images (a list of image ids) or a selector "
+               "(tag and/or properties), not both"),
+}
+ACTIONS = ('cancel', 'retry')
+
+
+def create(api, req):
+    ctxt = common.context(req)
+    common.authorize(api, ctxt, 'dtn:migration:create')
+    body = validation.json_body(req, schemas.CREATE, CREATE_MESSAGES)
+    request_id = common.uuid_hex(body['request_id']) \
+        if 'request_id' in body else uuid.uuid4().hex
+    images = None
+    selector = None
+    if 'images' in body:
+        images = []
+        for image in body['images']:
+            image = common.uuid_dashed(image)
+            if image not in images:
+                images.append(image)
+    else:
+        selector = {key: body[key] for key in ('tag', 'properties')
+                    if key in body}
+    try:
+        result = common.engine_call(
+            api.engine.migrate, ctxt.to_dict(), body['peer'],
+            images=images, selector=selector,
+            options=body.get('options'), request_id=request_id)
+    except exception.EngineUnavailable as exc:
+        raise exception.EngineUnavailable(reason=_(
+            "%(reason)s; follow request %(request_id)s with GET "
+            "/v1/migrations?request_id=%(request_id)s") % {
+            'reason': exc.kwargs.get('reason'), 'request_id': request_id})
+    return middleware.json_response(202, {
+        'request_id': result.get('request_id') or request_id,
+        'migrations': [views.migration(row)
+                       for row in result.get('migrations', [])]})
+
+
+def index(api, req):
+    ctxt = common.context(req)
+    conf = api.conf.api
+    common.authorize(api, ctxt, 'dtn:migration:list')
+    params = validation.query(req, schemas.list_query(conf.max_limit))
+    project_id = ctxt.project_id
+    if params.get('all_projects'):
+        common.authorize(api, ctxt, 'dtn:migration:list:all_projects')
+        project_id = None
+    filters = {}
+    if 'state' in params:
+        filters['state'] = sorted(set(params['state']))
+    for key in ('peer', 'direction'):
+        if key in params:
+            filters[key] = params[key]
+    if 'image_id' in params:
+        filters['image_id'] = common.uuid_dashed(params['image_id'])
+    if 'request_id' in params:
+        filters['request_id'] = common.uuid_hex(params['request_id'])
+    if 'changes-since' in params:
+        filters['changes_since'] = validation.parse_time(
+            params['changes-since'])
+    limit = params.get('limit', min(conf.default_limit, conf.max_limit))
+    marker = common.uuid_hex(params['marker']) if 'marker' in params \
+        else None
+    sort_keys = sort_dirs = None
+    if 'sort_key' in params or 'sort_dir' in params:
+        sort_keys = [params.get('sort_key', 'created_at')]
+        sort_dirs = [params.get('sort_dir', 'desc')]
+    rows = api.db.migration_get_all(
+        filters=filters, marker=marker, limit=limit + 1,
+        sort_keys=sort_keys, sort_dirs=sort_dirs, project_id=project_id)
+    body = {'migrations': [views.migration(row) for row in rows[:limit]]}
+    if len(rows) > limit:
+        body['links'] = [{'rel': 'next',
+                          'href': _next_href(req, rows[limit - 1]['id'])}]
+    return middleware.json_response(200, body)
+
+
+def _next_href(req, marker):
+    params = [(k, v) for k, v in req.GET.items() if k != 'marker']
+    params.append(('marker', marker))
+    return req.path_url + '?' + urllib.parse.urlencode(params)
+
+
+def _get(api, ctxt, migration_id, action):
+    """The record, if the caller may ``action`` it; else 404 (or 403
+    when the caller's role may not do ``action`` at all).
+    """
+    common.authorize(api, ctxt, action)
+    try:
+        key = common.uuid_hex(migration_id)
+    except ValueError:
+        raise exception.MigrationNotFound(migration_id=migration_id[:64])
+    row = api.db.migration_get(key)
+    if not common.may(api, ctxt, action, row.get('project_id')):
+        raise exception.MigrationNotFound(migration_id=migration_id)
+    return row
+
+
+def show(api, req, migration_id):
+    ctxt = common.context(req)
+    validation.query(req, schemas.SHOW_QUERY)
+    row = _get(api, ctxt, migration_id, 'dtn:migration:show')
+    events = api.db.migration_events_get(row['id'])
+    return middleware.json_response(
+        200, {'migration': views.migration_detail(row, events)})
+
+
+def action(api, req, migration_id):
+    ctxt = common.context(req)
+    body = validation.json_body(req, schemas.ACTION)
+    name = next(iter(body))
+    row = _get(api, ctxt, migration_id, 'dtn:migration:%s' % name)
+    method = {'cancel': api.engine.cancel_migration,
+              'retry': api.engine.retry_migration}[name]
+    result = common.engine_call(method, ctxt.to_dict(), row['id'])
+    return middleware.json_response(202,
+                                    {'migration': views.migration(result)})

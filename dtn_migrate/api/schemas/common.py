@@ -1,0 +1,79 @@
+"""Schema pieces shared by the resources."""
+
+#: Printable text: no control characters (NUL included).
+PRINTABLE = '^[^\\u0000-\\u001f\\u007f]+$'
+
+#: A UUID, as 32 hex digits or in the dashed form.
+UUID_PATTERN = ('^([0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-'
+                '[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$')
+
+
+def name(max_length=255):
+    return {'type': 'string', 'minLength': 1, 'maxLength': max_length,
+            'pattern': PRINTABLE}
+
+
+UUID = {'type': 'string', 'minLength': 32, 'maxLength': 36,
+        'pattern': UUID_PATTERN}
+
+#: A time in a response: ISO 8601, UTC ("Z").
+TIME = {'type': 'string', 'format': 'date-time'}
+
+
+def nullable(schema):
+    """``schema`` or null (the OpenAPI document turns the type list into
+    OpenAPI 3.0's ``nullable``).
+    """
+    return dict(schema, type=[schema['type'], 'null'])
+
+
+NULLABLE_TIME = nullable(TIME)
+
+
+ERROR = {
+    'type': 'object',
+    'required': ['error'],
+    'properties': {
+        'error': {
+            'type': 'object',
+            'required': ['code', 'title', 'message'],
+            'properties': {
+                'code': {'type': 'integer'},
+                'title': {'type': 'string'},
+                'message': {'type': 'string'},
+            },
+        },
+    },
+}
+
+LINK = {
+    'type': 'object',
+    'required': ['rel', 'href'],
+    'properties': {
+        'rel': {'type': 'string'},
+        'href': {'type': 'string'},
+    },
+}
+
+VERSION = {
+    'type': 'object',
+    'required': ['id', 'status', 'links'],
+    'properties': {
+        'id': {'type': 'string'},
+        'status': {'type': 'string', 'enum': ['CURRENT', 'SUPPORTED',
+                                              'DEPRECATED']},
+        'links': {'type': 'array', 'items': LINK},
+    },
+}
+
+VERSIONS_RESPONSE = {
+    'type': 'object',
+    'required': ['versions'],
+    'properties': {'versions': {'type': 'array', 'items': VERSION}},
+}
+
+VERSION_RESPONSE = {
+    'type': 'object',
+    'required': ['version'],
+    'properties': {'version': VERSION},
+}

@@ -1,0 +1,210 @@
+"""Schemas of /v1/migrations."""
+
+import copy
+
+from dtn_migrate.api.schemas import common
+
+STATES = ['queued', 'running', 'complete', 'failed', 'cancelled']
+STAGES = ['export', 'transfer', 'import']
+DIRECTIONS = ['outgoing', 'incoming']
+VISIBILITIES = ['public', 'private', 'shared', 'community']
+MODES = ['pipelined', 'serial']
+SORT_KEYS = ['created_at', 'updated_at', 'state', 'image_name', 'peer',
+             'progress', 'id']
+MAX_IMAGES = 1000
+
+_SELECTOR = [{'required': ['tag']}, {'required': ['properties']}]
+
+CREATE = {
+    'type': 'object',
+    'title': 'MigrationCreate',
+    'description': 'Migrate images, given by id (images) or by a selector '
+                   '(tag and/or properties), to a peer cloud.',
+    'properties': {
+        'peer': common.name(),
+        'images': {
+            'type': 'array', 'minItems': 1, 'maxItems': MAX_IMAGES,
+            'items': common.UUID,
+        },
+        'tag': common.name(),
+        'properties': {
+            'type': 'object', 'minProperties': 1, 'maxProperties': 100,
+            'propertyNames': common.name(),
+            'additionalProperties': common.name(),
+        },
+        'options': {
+            'type': 'object',
+            'properties': {
+                'keep_id': {'type': 'boolean'},
+                'visibility': {'type': 'string', 'enum': VISIBILITIES},
+                'target_project': common.name(64),
+                'mode': {'type': 'string', 'enum': MODES},
+                'force': {'type': 'boolean'},
+                'verify': {'type': 'boolean'},
+            },
+            'additionalProperties': False,
+        },
+        'request_id': common.UUID,
+    },
+    'required': ['peer'],
+    'additionalProperties': False,
+    'oneOf': [
+        {'required': ['images'], 'not': {'anyOf': _SELECTOR}},
+        {'anyOf': _SELECTOR, 'not': {'required': ['images']}},
+    ],
+}
+
+ACTION = {
+    'type': 'object',
+    'title': 'MigrationAction',
+    'description': 'One action: {"cancel": null} or {"retry": null}.',
+    'properties': {
+        'cancel': {'type': 'null'},
+        'retry': {'type': 'null'},
+    },
+    'minProperties': 1,
+    'maxProperties': 1,
+    'additionalProperties': False,
+}
+
+#: Query parameters of GET /v1/migrations; ``limit``'s maximum is
+#: ``[api] max_limit`` (see :func:`list_query`).
+_LIST_QUERY = {
+    'type': 'object',
+    'properties': {
+        'state': {'type': 'array', 'maxItems': len(STATES),
+                  'items': {'type': 'string', 'enum': STATES},
+                  'description': 'Only migrations in these states '
+                                 '(repeat the parameter for several).'},
+        'image_id': dict(common.UUID, description='Only this image.'),
+        'peer': dict(common.name(), description='Only this peer.'),
+        'direction': {'type': 'string', 'enum': DIRECTIONS,
+                      'description': 'outgoing or incoming.'},
+        'request_id': dict(common.UUID,
+                           description='Only the migrations of this '
+                                       'request.'),
+        'changes-since': {'type': 'string', 'format': 'date-time',
+                          'description': 'Only migrations updated at or '
+                                         'after this time (ISO 8601).'},
+        'marker': dict(common.UUID,
+                       description='The id of the last migration of the '
+                                   'previous page.'),
+        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
+                  'description': 'Page size (default [api] '
+                                 'default_limit, at most [api] '
+                                 'max_limit).'},
+        'sort_key': {'type': 'string', 'enum': SORT_KEYS,
+                     'description': 'Sort by this attribute (default '
+                                    'created_at).'},
+        'sort_dir': {'type': 'string', 'enum': ['asc', 'desc'],
+                     'description': 'Sort direction (default desc).'},
+        'all_projects': {'type': 'boolean',
+                         'description': 'Migrations of every project '
+                                        '(administrators only).'},
+    },
+    'additionalProperties': False,
+}
+
+
+def list_query(max_limit=1000):
+    schema = copy.deepcopy(_LIST_QUERY)
+    schema['properties']['limit']['maximum'] = max_limit
+    return schema
+
+
+SHOW_QUERY = {'type': 'object', 'properties': {},
+              'additionalProperties': False}
+
+_BYTES = {'type': 'integer', 'minimum': 0}
+
+MIGRATION = {
+    'type': 'object',
+    'title': 'Migration',
+    'required': ['id', 'request_id', 'image_id', 'image_name', 'peer',
+                 'direction', 'state', 'stage', 'mode', 'attempt', 'size',
+                 'progress', 'rate', 'eta', 'bytes', 'error',
+                 'peer_image_id', 'peer_image_hash', 'os_hash_value',
+                 'project_id', 'user_id', 'created_at', 'updated_at',
+                 'started_at', 'finished_at'],
+    'properties': {
+        'id': {'type': 'string'},
+        'request_id': common.nullable({'type': 'string'}),
+        'image_id': common.nullable({'type': 'string'}),
+        'image_name': common.nullable({'type': 'string'}),
+        'peer': common.nullable({'type': 'string'}),
+        'direction': {'type': 'string', 'enum': DIRECTIONS},
+        'state': {'type': 'string', 'enum': STATES},
+        'stage': common.nullable({'type': 'string'}),
+        'mode': common.nullable({'type': 'string'}),
+        'attempt': common.nullable({'type': 'integer'}),
+        'size': common.nullable({'type': 'integer', 'minimum': 0}),
+        'progress': common.nullable({'type': 'number', 'minimum': 0,
+                                     'maximum': 1}),
+        'rate': common.nullable({'type': 'number', 'minimum': 0}),
+        'eta': common.nullable({'type': 'number', 'minimum': 0}),
+        'bytes': {
+            'type': 'object',
+            'required': STAGES,
+            'properties': {stage: _BYTES for stage in STAGES},
+        },
+        'error': common.nullable({'type': 'string'}),
+        'peer_image_id': common.nullable({'type': 'string'}),
+        'peer_image_hash': common.nullable({'type': 'string'}),
+        'os_hash_value': common.nullable({'type': 'string'}),
+        'project_id': common.nullable({'type': 'string'}),
+        'user_id': common.nullable({'type': 'string'}),
+        'created_at': common.NULLABLE_TIME,
+        'updated_at': common.NULLABLE_TIME,
+        'started_at': common.NULLABLE_TIME,
+        'finished_at': common.NULLABLE_TIME,
+    },
+}
+
+EVENT = {
+    'type': 'object',
+    'title': 'MigrationEvent',
+    'required': ['stage', 'event', 'message', 'bytes', 'created_at'],
+    'properties': {
+        'stage': common.nullable({'type': 'string'}),
+        'event': {'type': 'string'},
+        'message': common.nullable({'type': 'string'}),
+        'bytes': common.nullable({'type': 'integer'}),
+        'created_at': common.NULLABLE_TIME,
+    },
+}
+
+MIGRATION_WITH_EVENTS = copy.deepcopy(MIGRATION)
+MIGRATION_WITH_EVENTS['title'] = 'MigrationDetail'
+MIGRATION_WITH_EVENTS['required'].append('events')
+MIGRATION_WITH_EVENTS['properties']['events'] = {'type': 'array',
+                                                 'items': EVENT}
+
+CREATE_RESPONSE = {
+    'type': 'object',
+    'required': ['request_id', 'migrations'],
+    'properties': {
+        'request_id': {'type': 'string'},
+        'migrations': {'type': 'array', 'items': MIGRATION},
+    },
+}
+
+LIST_RESPONSE = {
+    'type': 'object',
+    'required': ['migrations'],
+    'properties': {
+        'migrations': {'type': 'array', 'items': MIGRATION},
+        'links': {'type': 'array', 'items': common.LINK},
+    },
+}
+
+SHOW_RESPONSE = {
+    'type': 'object',
+    'required': ['migration'],
+    'properties': {'migration': MIGRATION_WITH_EVENTS},
+}
+
+ACTION_RESPONSE = {
+    'type': 'object',
+    'required': ['migration'],
+    'properties': {'migration': MIGRATION},
+}

@@ -1,0 +1,27 @@
+"""Policies of /v1/peers."""
+
+from oslo_policy import policy
+
+from dtn_migrate.policies import base
+
+PREFIX = 'dtn:peer:%s'
+
+rules = [
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'list',
+        check_str=base.ADMIN_OR_PROJECT_READER,
+        description='List the peer DTNs with their health: reachability, '
+                    'round-trip time and last measured throughput.',
+        operations=[{'method': 'GET', 'path': '/v1/peers'}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'show',
+        check_str=base.ADMIN_OR_PROJECT_READER,
+        description='Show the health of one peer DTN.',
+        operations=[{'method': 'GET', 'path': '/v1/peers/{name}'}],
+        scope_types=['project']),
+]
+
+
+def list_rules():
+    return rules
