@@ -1,0 +1,217 @@
+"""Columns and progress drawing shared by the ``openstack dtn`` commands."""
+
+from cliff import columns
+from osc_lib import exceptions
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from dtn_migrate.client import exceptions as client_exc
+from dtn_migrate.client import migrations as client_migrations
+from dtn_migrate.cmd import _progress
+from dtn_migrate.transfer import cli as transfer_cli
+
+
+def human_bytes(value):
+    return "" if value is None else transfer_cli.human(value)
+
+
+class BytesColumn(columns.FormattableColumn):
+    """A byte count: ``1.2 GiB`` in tables, the integer in json/yaml."""
+
+    def human_readable(self):
+        return human_bytes(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
+class RateColumn(columns.FormattableColumn):
+    """Bytes per second: ``310.0 MiB/s``; the number in json/yaml."""
+
+    def human_readable(self):
+        return "" if self._value is None else \
+            "%s/s" % transfer_cli.human(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
+class ProgressColumn(columns.FormattableColumn):
+    """A fraction 0..1: ``42.0%``; the fraction in json/yaml."""
+
+    def human_readable(self):
+        return "" if self._value is None else \
+            "%.1f%%" % (100.0 * float(self._value))
+
+    def machine_readable(self):
+        return self._value
+
+
+class SecondsColumn(columns.FormattableColumn):
+    """Seconds left: ``01:05``; the number in json/yaml."""
+
+    def human_readable(self):
+        return "" if self._value is None else \
+            _progress.duration(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
+class StageBytesColumn(columns.FormattableColumn):
+    """Bytes per stage: ``export=2.0 GiB, transfer=1.1 GiB, import=0 B``;
+    the dict in json/yaml.
+    """
+
+    def human_readable(self):
+        value = self._value or {}
+        return ", ".join("%s=%s" % (stage, human_bytes(value.get(stage)))
+                         for stage in client_migrations.STAGES
+                         if stage in value)
+
+    def machine_readable(self):
+        return dict(self._value or {})
+
+
+class EventsColumn(columns.FormattableColumn):
+    """The stage timeline, one event a line; the list in json/yaml."""
+
+    def human_readable(self):
+        lines = []
+        for event in self._value or ():
+            parts = [event.get("created_at") or "",
+                     event.get("stage") or "-", event.get("event") or ""]
+            if event.get("bytes") is not None:
+                parts.append(human_bytes(event["bytes"]))
+            if event.get("message"):
+                parts.append(_progress.first_line(event["message"]))
+            lines.append(" ".join(parts))
+        return "\n".join(lines)
+
+    def machine_readable(self):
+        return list(self._value or ())
+
+
+def check_limit(value):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1:
+        raise exceptions.CommandError(
+            "--limit must be a positive integer, not %r" % value)
+    return number
+
+
+def check_time(value, option):
+    """An ISO 8601 time as given, or CommandError naming ``option``."""
+    try:
+        timeutils.parse_isotime(value)
+    except ValueError:
+        raise exceptions.CommandError(
+            "%s must be an ISO 8601 time such as 2026-11-24T10:00:00Z, "
+            "not %r" % (option, value))
+    return value
+
+
+def image_id(image_client, value):
+    """An image id for ``value``, an id or a name looked up in Glance."""
+    if uuidutils.is_uuid_like(value):
+        return value
+    if image_client is None:
+        raise exceptions.CommandError(
+            "%r is not an image id, and no image service to look it up "
+            "by name" % value)
+    try:
+        return image_client.find_image(value, ignore_missing=False).id
+    except Exception as exc:
+        raise exceptions.CommandError(
+            "Cannot find image %r: %s" % (value, exc))
+
+
+def call(func, *args, **kwargs):
+    """``func(...)``; a client error becomes a CommandError with the
+    API's message (the shell prints it and exits 1).
+    """
+    try:
+        return func(*args, **kwargs)
+    except client_exc.ClientException as exc:
+        raise exceptions.CommandError(str(exc))
+
+
+def progress_record(migration):
+    """The record shape dtn-migrate-manage's progress lines read, from a
+    REST Migration object.
+    """
+    stage = migration.get("stage")
+    current = client_migrations.STAGES.index(stage) \
+        if stage in client_migrations.STAGES else None
+    counts = migration.get("bytes") or {}
+    final = migration.get("state") in client_migrations.FINAL_STATES
+    stages = {}
+    for index, name in enumerate(client_migrations.STAGES):
+        done = counts.get(name) or 0
+        begun = done or (current is not None and index <= current) or \
+            migration.get("state") == "complete"
+        if not begun:
+            continue
+        st = {"done": done}
+        if index == current and not final:
+            st["rate"] = migration.get("rate")
+            st["eta"] = migration.get("eta")
+        stages[name] = st
+    return {"migration_id": migration.get("id"),
+            "image_id": migration.get("image_id"),
+            "image_name": migration.get("image_name"),
+            "state": migration.get("state"),
+            "progress": migration.get("progress"),
+            "size": migration.get("size"),
+            "error": migration.get("error"),
+            "stages": stages}
+
+
+class Waiter:
+    """Waits for migrations, drawing their progress on ``stream``
+    (redrawn in place on a terminal, plain lines otherwise).
+    """
+
+    def __init__(self, client, stream, interval=2.0, timeout=None):
+        self.client = client
+        self.progress = _progress.Progress(stream)
+        self.stream = stream
+        self.interval = interval
+        self.timeout = timeout
+
+    def draw(self, migrations):
+        self.progress.draw([progress_record(m) for m in migrations])
+
+    def wait(self, ids):
+        """The final records of ``ids``; CommandError on a timeout or
+        an API error; KeyboardInterrupt (Ctrl-C) stops waiting, and the
+        migrations go on.
+        """
+        try:
+            return call(self.client.migrations.wait, list(ids),
+                        callback=self.draw, interval=self.interval,
+                        timeout=self.timeout)
+        except KeyboardInterrupt:
+            self.stream.write(
+                "\nStopped waiting; the migrations go on. Wait again with: "
+                "openstack dtn migration wait %s\n" % " ".join(ids))
+            self.stream.flush()
+            raise
+
+
+def failures(migrations):
+    """A CommandError naming each failed or cancelled migration, or
+    None when all completed.
+    """
+    bad = [m for m in migrations if m.get("state") != "complete"]
+    if not bad:
+        return None
+    return exceptions.CommandError("\n".join(
+        "Migration %s of image %s %s: %s" % (
+            m.get("id"), m.get("image_name") or m.get("image_id"),
+            m.get("state"), _progress.first_line(m.get("error"))
+            or "no error recorded")
+        for m in bad))
