@@ -80,11 +80,11 @@ class ApiCloud(migration.Cloud):
                        timeout=120)
         self.engine.start()
 
-    def start_api(self):
+    def start_api(self, threads=4):
         self.api = devcloud_api.ApiServer(
             self.case.workdir, self.keystone, self.broker.url(),
             self.database, name=self.name, region=self.glance.region,
-            extra_conf={"api": {"engine_timeout": 30}})
+            extra_conf={"api": {"engine_timeout": 30}}, threads=threads)
         self.case.addCleanup(self.api.close)
         self.api.start()
 
@@ -132,6 +132,36 @@ class ClassScope:
                 pass
 
 
+def start_pair(scope, database_a=None, rate=RATE, api_threads=4):
+    """Start clouds A and B of SCOPE (a :class:`ClassScope`); A's
+    database is DATABASE_A (default SQLite), its agent sends at RATE.
+    Returns (a, b).
+    """
+    brokers = scope.brokers(2)
+    ks = {n: scope.keystone(name="ks-%s" % n, region="Region%s"
+                            % n.upper()) for n in ("a", "b")}
+    a = ApiCloud(scope, "a", "b", database_a or "sqlite:///%s/a.sqlite"
+                 % scope.workdir, keystone=ks["a"], broker=brokers[0],
+                 transfer={"rate_limit": rate})
+    b = ApiCloud(scope, "b", "a", "sqlite:///%s/b.sqlite"
+                 % scope.workdir, keystone=ks["b"], broker=brokers[1])
+    for c in (a, b):
+        scope.addCleanup(c.bus.close)
+        c.users = devcloud_api.personas(c.keystone)
+        c.start_glance()
+        c.start_staging()
+    a.start_agent(b)
+    b.start_agent(a)
+    for c in (a, b):
+        c.start_engine()
+    for c in (a, b):
+        c.wait_ready()
+        c.start_api(threads=api_threads)
+    scope.addCleanup(migration._in_parallel, [
+        a.engine.stop, b.engine.stop, a.agent.stop, b.agent.stop])
+    return a, b
+
+
 class ApiPairTestCase(testtools.TestCase):
     """Clouds ``a`` (source) and ``b`` (peer) with their APIs."""
 
@@ -157,29 +187,8 @@ class ApiPairTestCase(testtools.TestCase):
         cls.mariadb = dbserver.MariaDB()
         scope.addCleanup(cls.mariadb.close)
         cls.mariadb.start()
-        brokers = scope.brokers(2)
-        ks = {n: scope.keystone(name="ks-%s" % n, region="Region%s"
-                                % n.upper()) for n in ("a", "b")}
-        a = ApiCloud(scope, "a", "b", cls.mariadb.database(
-            "dtnm_api_%s" % uuid.uuid4().hex[:8]), keystone=ks["a"],
-            broker=brokers[0], transfer={"rate_limit": RATE})
-        b = ApiCloud(scope, "b", "a", "sqlite:///%s/b.sqlite"
-                     % scope.workdir, keystone=ks["b"], broker=brokers[1])
-        for c in (a, b):
-            scope.addCleanup(c.bus.close)
-            c.users = devcloud_api.personas(c.keystone)
-            c.start_glance()
-            c.start_staging()
-        a.start_agent(b)
-        b.start_agent(a)
-        for c in (a, b):
-            c.start_engine()
-        for c in (a, b):
-            c.wait_ready()
-            c.start_api()
-        scope.addCleanup(migration._in_parallel, [
-            a.engine.stop, b.engine.stop, a.agent.stop, b.agent.stop])
-        cls.a, cls.b = a, b
+        cls.a, cls.b = start_pair(scope, cls.mariadb.database(
+            "dtnm_api_%s" % uuid.uuid4().hex[:8]))
 
     @classmethod
     def tearDownClass(cls):
