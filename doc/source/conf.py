@@ -1,7 +1,33 @@
 # Sphinx configuration for the dtn-migrate documentation.
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '_ext'))
+
 project = 'dtn-migrate'
 copyright = '2026, dtn-migrate developers'
-extensions = []
+extensions = [
+    # The configuration reference and sample (configuration/).
+    'oslo_config.sphinxext',
+    'oslo_config.sphinxconfiggen',
+    # The policy reference and sample (configuration/).
+    'oslo_policy.sphinxext',
+    'oslo_policy.sphinxpolicygen',
+    # The API reference from dtn_migrate/api/openapi.yaml (api-ref).
+    'openapi_rst',
+]
 master_doc = 'index'
 exclude_patterns = []
 html_theme = 'alabaster'
+html_static_path = ['_static']
+
+# Written into _static/ at each build, from the generator configurations
+# that tox -e genconfig and tox -e genpolicy use.
+config_generator_config_file = [
+    ('../../etc/dtn-migrate/dtn-migrate-config-generator.conf',
+     '_static/dtn-migrate'),
+]
+policy_generator_config_file = [
+    ('../../etc/dtn-migrate/dtn-migrate-policy-generator.conf',
+     '_static/dtn-migrate'),
+]
