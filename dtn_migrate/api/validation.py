@@ -174,6 +174,12 @@ def json_body(req, schema, messages=None):
             reason = reason[:2 * _QUOTE] + '...'
         raise exception.InvalidInput(
             reason=_("the body is not valid JSON: %s") % reason)
+    try:
+        # Lone surrogates ("\ud800") are valid JSON but no text.
+        json.dumps(body, ensure_ascii=False).encode('utf-8')
+    except UnicodeEncodeError:
+        raise exception.InvalidInput(
+            reason=_("the body holds text that is not valid Unicode"))
     return validate(schema, body, _('body'), messages)
 
 
