@@ -25,15 +25,17 @@ class AgentManager:
     * 1.2 - get_peer_report takes the attempt the caller waits for and
       tells the peer of it; list_incoming entries give wanted_attempt;
       set_import_report returns the record without its report.
+    * 1.3 - peer_health.
     """
 
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.3')
 
-    def __init__(self, host, outgoing, sink, incoming=None):
+    def __init__(self, host, outgoing, sink, incoming=None, health=None):
         self.host = host
         self.outgoing = outgoing
         self.sink = sink
         self.incoming = incoming
+        self.health = health
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_transfer(self, ctxt, peer, files, options=None,
@@ -153,6 +155,21 @@ class AgentManager:
             out.append(dict(status, report_state=None, report_time=None,
                             wanted_attempt=None))
         return out
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def peer_health(self, ctxt, peer=None):
+        """Health of peer DTN ``peer``, or of every peer: a list of
+        {name, address, port, reachable, rtt_ms, last_throughput,
+        last_transfer_at, checked_at, error}.  Reachability and rtt_ms
+        come from an authenticated handshake with the peer's transfer
+        port (cached a few seconds); last_throughput (bytes/s) and
+        last_transfer_at from the last transfer this agent completed to
+        it.  Raises PeerNotFound for an unknown peer.
+        """
+        if self.health is None:
+            raise exception.ConfigError(reason="this agent does not check "
+                                               "its peers' health")
+        return self.health.check(peer)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def ping(self, ctxt):

@@ -13,7 +13,7 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
@@ -72,3 +72,10 @@ class AgentAPI:
     def list_incoming(self, ctxt, host):
         # 1.2: entries give wanted_attempt.
         return self._call(ctxt, host, 'list_incoming', version='1.2')
+
+    def peer_health(self, ctxt, host, peer=None):
+        """Health of ``host``'s peer DTN ``peer`` (None: of all its
+        peers): a list of mappings, see AgentManager.peer_health.
+        """
+        return self._call(ctxt, host, 'peer_health', version='1.3',
+                          peer=peer)

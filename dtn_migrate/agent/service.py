@@ -60,8 +60,12 @@ class AgentService(service.Service):
             require_tls=self.peers.require_tls, rdma_device=self.rdma,
             reports=self.report_for, on_incoming=self.on_incoming,
             owner=self.incoming.owner, on_session=self.on_session)
+        self.health = peers.PeerHealth.from_conf(
+            conf, self.peers, self.host, self.cfg,
+            last_transfer=self.outgoing.last_completed)
         self.manager = manager.AgentManager(self.host, self.outgoing,
-                                            self.sink, self.incoming)
+                                            self.sink, self.incoming,
+                                            self.health)
         self.engine = None
         self.rpcserver = None
         self._stopped = threading.Event()
@@ -134,6 +138,7 @@ class AgentService(service.Service):
             self.rpcserver.stop()
             self.rpcserver.wait()
         self.outgoing.stop()
+        self.health.close()
         self.sink.stop()
         if self.rdma is not None:
             self.rdma.close()

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -37,6 +38,18 @@ def _invalid(reason):
     return exception.InvalidInput(reason=reason)
 
 
+def throughput(status):
+    """Bytes per second a finished transfer moved in its last run (the
+    bytes it resumed from aside), or None if it moved none.
+    """
+    moved = (status.get("bytes_done") or 0) - \
+        (status.get("resumed_bytes") or 0)
+    elapsed = status.get("elapsed") or 0
+    if moved <= 0 or elapsed <= 0:
+        return None
+    return round(moved / elapsed, 1)
+
+
 class OutgoingTransfers:
     def __init__(self, conf, local_name, cfg, peers, rdma_device=None):
         self.conf = conf
@@ -56,6 +69,7 @@ class OutgoingTransfers:
         self.threads = {}
         self.slots = threading.BoundedSemaphore(conf.agent.max_outgoing)
         self.stopping = threading.Event()
+        self._last = None           # peer -> (finished epoch, bytes/s)
 
     # Requests.
     def start(self, peer, files, options=None, transfer_id=None):
@@ -207,7 +221,12 @@ class OutgoingTransfers:
             status = transfer.run()
             if self.stopping.is_set() and status["state"] == "cancelled":
                 status["state"] = "running"     # interrupted: resume later
+            if status["state"] == "complete":
+                status.update(finished_at=time.time(),
+                              throughput=throughput(status))
             self._save_status(tid, status)
+            if status["state"] == "complete":
+                self._note_last(manifest.peer, status)
         except Exception as exc:  # noqa: B902 - recorded in the status
             LOG.exception("transfer %s could not run", tid)
             self._save_status(tid, {"state": "failed", "error": str(exc),
@@ -219,6 +238,41 @@ class OutgoingTransfers:
             if transfer is not None:
                 transfer.close()
             self.slots.release()
+
+    # Throughput.
+    def last_completed(self, peer):
+        """``(finished epoch, bytes/s)`` of the last transfer to ``peer``
+        that completed (bytes/s None when it moved no new byte), or None
+        if none did.  The state directory is read once, then kept up to
+        date as transfers complete.
+        """
+        with self.lock:
+            if self._last is None:
+                self._last = {}
+                for entry in self._entries():
+                    self._note_last_locked(self._load_status(entry))
+            return self._last.get(peer)
+
+    def _entries(self):
+        try:
+            return os.listdir(self.state_dir)
+        except OSError:
+            return []
+
+    def _note_last(self, peer, status):
+        with self.lock:
+            if self._last is not None:
+                self._note_last_locked(dict(status, peer=peer))
+
+    def _note_last_locked(self, status):
+        if not status or status.get("state") != "complete":
+            return
+        when = status.get("finished_at")
+        if not isinstance(when, (int, float)) or not status.get("peer"):
+            return      # completed before agents recorded it
+        known = self._last.get(status["peer"])
+        if known is None or when >= known[0]:
+            self._last[status["peer"]] = (when, status.get("throughput"))
 
     # Validation.
     def _options(self, options):

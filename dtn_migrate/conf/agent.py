@@ -52,6 +52,16 @@ agent_opts = [
              'is idle; 0 keeps records for ever. While it exists, only '
              'the peer that sent the transfer may send it again or read '
              'its report.'),
+    cfg.FloatOpt(
+        'peer_probe_timeout', default=3.0, min=0.1, max=60.0,
+        help='Seconds a peer health check (RPC peer_health, GET '
+             '/v1/peers) waits for a peer DTN to answer an authenticated '
+             'handshake on its transfer port before it calls it '
+             'unreachable.'),
+    cfg.FloatOpt(
+        'peer_health_cache', default=5.0, min=0.0, max=3600.0,
+        help='Seconds the result of a peer health check is reused before '
+             'the peer is probed again; 0 probes on every request.'),
 ]
 
 

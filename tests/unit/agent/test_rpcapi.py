@@ -26,7 +26,7 @@ class TestAgentAPI(testtools.TestCase):
     def test_server_speaks_the_client_version(self):
         self.assertEqual(rpcapi.AgentAPI.VERSION,
                          manager.AgentManager.target.version)
-        self.assertEqual("1.2", rpcapi.AgentAPI.VERSION)
+        self.assertEqual("1.3", rpcapi.AgentAPI.VERSION)
 
     def test_ping_needs_the_staging_root(self):
         self.api.ping({}, "dtn1")
@@ -45,6 +45,16 @@ class TestAgentAPI(testtools.TestCase):
     def test_list_incoming_gives_wanted_attempt(self):
         self.api.list_incoming({}, "dtn1")
         self.assertEqual(("1.2", "list_incoming", {}), self.sent())
+
+    def test_peer_health_needs_1_3(self):
+        self.api.peer_health({}, "dtn1", peer="east")
+        self.assertEqual(("1.3", "peer_health", {"peer": "east"}),
+                         self.sent())
+
+    def test_peer_health_of_every_peer(self):
+        self.api.peer_health({}, "dtn1")
+        self.assertEqual(("1.3", "peer_health", {"peer": None}),
+                         self.sent())
 
 
 class TestIds(testtools.TestCase):

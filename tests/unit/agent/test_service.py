@@ -5,6 +5,7 @@ across restarts, and the attempts peers wait for.
 
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -13,12 +14,14 @@ import uuid
 
 import fixtures
 from oslo_config import cfg
+import oslo_messaging as messaging
 import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import service
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.conf import peer as peer_conf
+from dtn_migrate import exception
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import source
@@ -230,3 +233,53 @@ class TestWantedAttempt(ServiceTestCase):
                                side_effect=OSError("read-only")):
             self.assertEqual(dict(REPORT, attempt=2), self.ask(east, 2))
         self.assertEqual(1, len(self.engine.wait(2, timeout=0.3)))
+
+
+class TestPeerHealth(ServiceTestCase):
+    """peer_health of a real agent service ("here") peered with east's
+    running sink and with "third", whose port nothing listens on.
+    """
+
+    def start_here(self, east):
+        conf = cfg.ConfigOpts()
+        dtn_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override("host", "here")
+        conf.set_override("transport", "tcp", "transfer")
+        for key, value in dict(
+                staging_root=os.path.join(self.tmp, "here-staging"),
+                state_dir=os.path.join(self.tmp, "here-state"),
+                listen_address="127.0.0.1", listen_port=0,
+                peers=["east", "third"], peer_probe_timeout=1.0).items():
+            conf.set_override(key, value, "agent")
+        os.makedirs(conf.agent.staging_root, exist_ok=True)
+        peer_conf.register_opts(conf)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            closed = s.getsockname()[1]
+        for name, port in (("east", east.sink.port), ("third", closed)):
+            group = "peer:" + name
+            conf.set_override("key", KEY.decode(), group)
+            conf.set_override("address", "127.0.0.1", group)
+            conf.set_override("port", port, group)
+        here = service.AgentService(conf, transport=mock.Mock())
+        self.addCleanup(here.health.close)
+        return here
+
+    def test_health_of_the_peers(self):
+        east = self.start_east()
+        here = self.start_here(east)
+        out = here.manager.peer_health({})
+        self.assertEqual(["east", "third"], [p["name"] for p in out])
+        self.assertEqual([True, False], [p["reachable"] for p in out])
+        self.assertEqual(east.sink.port, out[0]["port"])
+        self.assertIsNotNone(out[0]["rtt_ms"])
+        self.assertIn("cannot connect", out[1]["error"])
+        # Nothing was sent yet: no throughput.
+        self.assertEqual([None, None],
+                         [p["last_throughput"] for p in out])
+        [only] = here.manager.peer_health({}, peer="east")
+        self.assertEqual(out[0], only)      # reused, within the cache
+        e = self.assertRaises(messaging.ExpectedException,
+                              here.manager.peer_health, {}, "north")
+        self.assertIsInstance(e.exc_info[1], exception.PeerNotFound)

@@ -96,6 +96,41 @@ class TestOutgoing(testtools.TestCase):
         self.assertEqual("complete", self.make(
             os.path.join(self.tmp, "state")).get(tid)["state"])
 
+    def test_last_completed_transfer_per_peer(self):
+        self.assertIsNone(self.out.last_completed("east"))
+        self.write("a.img", 400000)
+        before = time.time()
+        tid = self.out.start("east", ["a.img"])["transfer_id"]
+        status = self.wait(tid)
+        self.assertEqual("complete", status["state"], status.get("error"))
+        when, rate = self.out.last_completed("east")
+        self.assertLessEqual(before, when)
+        self.assertLessEqual(when, time.time())
+        # Bytes over the time the transfer took, as it recorded both.
+        self.assertAlmostEqual(400000 / status["elapsed"], rate,
+                               delta=0.01 * rate + 1)
+        self.assertEqual(when, status["finished_at"])
+        self.assertIsNone(self.out.last_completed("west"))
+        # A restarted agent reads it back from the state directory; a
+        # later transfer replaces it.
+        again = self.make(os.path.join(self.tmp, "state"))
+        self.assertEqual((when, rate), again.last_completed("east"))
+        self.write("b.img", 1000)
+        tid = again.start("east", ["b.img"])["transfer_id"]
+        deadline = time.monotonic() + 30
+        while again.get(tid)["state"] not in transfers.FINAL_STATES and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertLess(when, again.last_completed("east")[0])
+
+    def test_throughput_of_a_status(self):
+        self.assertEqual(50.0, transfers.throughput(
+            {"bytes_done": 150, "resumed_bytes": 50, "elapsed": 2.0}))
+        for status in ({"bytes_done": 50, "resumed_bytes": 50,
+                        "elapsed": 2.0},
+                       {"bytes_done": 10, "elapsed": 0}, {}):
+            self.assertIsNone(transfers.throughput(status))
+
     def test_same_transfer_id_does_not_run_twice(self):
         self.write("a.img", 1000)
         tid = uuid.uuid4().hex
