@@ -13,6 +13,7 @@ import urllib.parse
 import uuid
 
 import fixtures
+from keystoneauth1 import fixture as ksa_fixture
 
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
           404: "Not Found", 409: "Conflict", 500: "Internal Server Error",
@@ -51,6 +52,10 @@ def peer(name, **values):
     return rec
 
 
+#: Where the fake Keystone answers (``keystone_url``).
+KEYSTONE = "/identity/v3"
+
+
 class Error(Exception):
     def __init__(self, code, message):
         super().__init__(message)
@@ -67,7 +72,12 @@ class FakeAPI(fixtures.Fixture):
     regex-free prefix, status, message) answered once each, in order
     (status None: the connection is closed unanswered); ``self.raw``:
     (method, path prefix, status, content type, bytes) likewise, answered
-    as given.
+    as given; ``self.on_create(records)``, if set, is called with the
+    records a POST creates (e.g. to script them).
+
+    Under ``keystone_url`` a minimal Keystone v3 issues TOKEN, with a
+    catalog of ``self.catalog``: [(interface, region, url)] of the
+    dtn-migration service (by default this API, public, RegionOne).
     """
 
     def __init__(self, prefix=""):
@@ -80,6 +90,7 @@ class FakeAPI(fixtures.Fixture):
         self.script = {}
         self.fail = []
         self.raw = []
+        self.on_create = None
         self.requests = []
         self.created = []
         self.lock = threading.Lock()
@@ -100,6 +111,10 @@ class FakeAPI(fixtures.Fixture):
         self.server.daemon_threads = True
         self.url = "http://127.0.0.1:%d%s" % (self.server.server_port,
                                               self.prefix)
+        self.keystone_url = "http://127.0.0.1:%d%s" % (
+            self.server.server_port, KEYSTONE)
+        self.catalog = [("public", "RegionOne", self.url)]
+        self.tokens = []
         thread = threading.Thread(target=self.server.serve_forever,
                                   args=(0.05,), daemon=True)
         thread.start()
@@ -123,6 +138,9 @@ class FakeAPI(fixtures.Fixture):
                 "method": method, "path": split.path, "query": query,
                 "body": raw, "headers": dict(handler.headers)})
             try:
+                if split.path.startswith(KEYSTONE):
+                    self._keystone(handler, method, split.path, raw)
+                    return
                 if handler.headers.get("X-Auth-Token") != TOKEN:
                     raise Error(401, "The request you have made requires "
                                 "authentication.")
@@ -156,6 +174,39 @@ class FakeAPI(fixtures.Fixture):
                     "code": exc.code, "title": TITLES.get(exc.code, "Error"),
                     "message": exc.message}}
         self._send(handler, status, json.dumps(answer).encode())
+
+    def _keystone(self, handler, method, path, raw):
+        if method == "GET" and path.rstrip("/") == KEYSTONE:
+            self._send(handler, 200, json.dumps({"version": {
+                "id": "v3.14", "status": "stable",
+                "updated": "2020-04-07T00:00:00Z",
+                "links": [{"rel": "self", "href": self.keystone_url + "/"}],
+                "media-types": [{
+                    "base": "application/json",
+                    "type": "application/vnd.openstack.identity-v3+json"}],
+            }}).encode())
+            return
+        if method != "POST" or path != KEYSTONE + "/auth/tokens":
+            self._send(handler, 404, b'{"error": {"code": 404, '
+                       b'"title": "Not Found", "message": "no"}}')
+            return
+        self.tokens.append(json.loads(raw))
+        token = ksa_fixture.V3Token(user_name="admin",
+                                    project_name="admin")
+        token.set_project_scope(name="admin")
+        svc = token.add_service("dtn-migration")
+        for interface, region, url in self.catalog:
+            svc.add_endpoint(interface, url, region=region)
+        identity = token.add_service("identity")
+        identity.add_standard_endpoints(public=self.keystone_url,
+                                        region="RegionOne")
+        data = json.dumps(token).encode()
+        handler.send_response(201)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.send_header("X-Subject-Token", TOKEN)
+        handler.end_headers()
+        handler.wfile.write(data)
 
     def _send(self, handler, status, data, ctype="application/json"):
         handler.send_response(status)
@@ -217,12 +268,26 @@ class FakeAPI(fixtures.Fixture):
         recs = [self.add(image_id=image_id, image_name="img-" + image_id,
                          peer=body["peer"], request_id=request_id)
                 for image_id in body.get("images") or ["selected"]]
+        if self.on_create is not None:
+            self.on_create(recs)
         return 202, {"request_id": request_id, "migrations": recs}
 
     def _list(self, query):
         def one(key):
             return query[key][-1] if key in query else None
         recs = list(self.migrations.values())
+        sort_key = one("sort_key") or "created_at"
+        if sort_key not in SORTABLE:
+            raise Error(400, "Invalid sort_key %s" % sort_key)
+        reverse = (one("sort_dir") or "desc") == "desc"
+        recs.sort(key=lambda r: (r[sort_key] is not None, r[sort_key],
+                                 r["id"]), reverse=reverse)
+        if one("marker") is not None:
+            # The rows after the marker's, whatever the filters.
+            ids = [r["id"] for r in recs]
+            if one("marker") not in ids:
+                raise Error(400, "Marker %s not found" % one("marker"))
+            recs = recs[ids.index(one("marker")) + 1:]
         for key in FILTERS:
             if one(key) is not None:
                 recs = [r for r in recs if r[key] == one(key)]
@@ -231,17 +296,6 @@ class FakeAPI(fixtures.Fixture):
             if not since[:4].isdigit():
                 raise Error(400, "Invalid changes-since: %s" % since)
             recs = [r for r in recs if r["updated_at"] >= since]
-        sort_key = one("sort_key") or "created_at"
-        if sort_key not in SORTABLE:
-            raise Error(400, "Invalid sort_key %s" % sort_key)
-        reverse = (one("sort_dir") or "desc") == "desc"
-        recs.sort(key=lambda r: (r[sort_key] is not None, r[sort_key],
-                                 r["id"]), reverse=reverse)
-        if one("marker") is not None:
-            ids = [r["id"] for r in recs]
-            if one("marker") not in ids:
-                raise Error(400, "Marker %s not found" % one("marker"))
-            recs = recs[ids.index(one("marker")) + 1:]
         try:
             limit = int(one("limit") or 100)
         except ValueError:

@@ -1,0 +1,372 @@
+"""openstack dtn migrate and dtn migration ..., against the fake API."""
+
+import json
+
+from osc_lib import exceptions
+
+from dtn_migrate.osc.v1 import common
+from dtn_migrate.osc.v1 import migrations
+from tests.unit.client import fakeapi
+from tests.unit.osc import base
+
+GiB = 1 << 30
+IMAGE = "6a3c1e0e-5f3a-4b5e-9b8a-1c2d3e4f5a6b"
+
+
+class TestMigrate(base.CommandTestCase):
+
+    def test_by_id_and_name(self):
+        status, out = self.run_command(migrations.Migrate, [
+            IMAGE, "cirros", IMAGE, "--peer", "cloud-b", "--keep-id",
+            "--visibility", "private", "--target-project", "p9",
+            "--mode", "serial", "--no-verify",
+            "--request-id", "0" * 32, "-f", "json"])
+        self.assertEqual(0, status)
+        self.assertEqual([{"peer": "cloud-b", "images": [IMAGE, "1" * 32],
+                           "request_id": "0" * 32,
+                           "options": {"keep_id": True,
+                                       "visibility": "private",
+                                       "target_project": "p9",
+                                       "mode": "serial",
+                                       "verify": False}}], self.posted())
+        # Only the name was looked up in the image service.
+        self.assertEqual(["cirros"], self.images.asked)
+        rows = json.loads(out)
+        self.assertEqual([IMAGE, "1" * 32], [r["Image ID"] for r in rows])
+        self.assertEqual({"queued"}, {r["State"] for r in rows})
+        self.assertEqual({"0" * 32}, {r["Request ID"] for r in rows})
+
+    def test_by_tag_and_properties(self):
+        self.run_command(migrations.Migrate, [
+            "--peer", "cloud-b", "--tag", "dr", "--property", "os=linux",
+            "--property", "tier=gold", "--force"])
+        body = self.posted()[0]
+        self.assertEqual(("dr", {"os": "linux", "tier": "gold"},
+                          {"force": True}),
+                         (body["tag"], body["properties"], body["options"]))
+        self.assertNotIn("images", body)
+        self.assertEqual(36, len(body["request_id"]))
+
+    def test_images_and_selector_refused(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.Migrate,
+                                [IMAGE, "--peer", "cloud-b", "--tag", "x"])
+        self.assertIn("not both", str(exc))
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.Migrate, ["--peer", "cloud-b"])
+        self.assertIn("Give the images", str(exc))
+        self.assertEqual([], self.posted())
+
+    def test_unknown_image_name(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.Migrate,
+                                ["nope", "--peer", "cloud-b"])
+        self.assertIn("Cannot find image 'nope'", str(exc))
+        self.assertEqual([], self.posted())
+
+    def test_api_error_message(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.Migrate, [IMAGE, "--peer", "x"])
+        self.assertEqual("Unknown peer DTN x (HTTP 404)", str(exc))
+
+    def test_bad_visibility_is_a_usage_error(self):
+        self.assertRaises(SystemExit, self.run_command, migrations.Migrate,
+                          [IMAGE, "--peer", "cloud-b", "--visibility", "x"])
+
+    def test_wait_success(self):
+        def script(records):
+            for rec in records:
+                self.api.script[rec["id"]] = [
+                    {"state": "running", "stage": "export", "size": GiB,
+                     "progress": 0.1, "rate": 1e8, "eta": 9,
+                     "bytes": {"export": GiB // 4, "transfer": 0,
+                               "import": 0}},
+                    {"state": "complete", "stage": None, "progress": 1.0,
+                     "peer_image_id": "p-" + rec["image_id"],
+                     "bytes": {"export": GiB, "transfer": GiB,
+                               "import": GiB}}]
+        self.api.on_create = script
+        status, out = self.run_command(migrations.Migrate, [
+            IMAGE, "--peer", "cloud-b", "--wait", "--interval", "0.01",
+            "-f", "json"])
+        self.assertEqual(0, status)
+        rows = json.loads(out)
+        self.assertEqual([("complete", "p-" + IMAGE)],
+                         [(r["State"], r["Peer Image ID"]) for r in rows])
+        progress = self.app.stderr.getvalue().splitlines()
+        self.assertIn("export 25% 95.4 MiB/s", progress[0])
+        self.assertIn("ETA 00:09", progress[0])
+        self.assertIn("[####################] 100.0%", progress[-1])
+        self.assertIn("complete", progress[-1])
+
+
+class TestWait(base.CommandTestCase):
+
+    def running(self, **values):
+        return self.api.add(state="running", stage="transfer", size=GiB,
+                            progress=0.5, rate=2e8, eta=4,
+                            bytes={"export": GiB, "transfer": GiB // 2,
+                                   "import": 0}, **values)
+
+    def test_failure_exits_nonzero_with_error(self):
+        a = self.running(image_name="a")
+        b = self.running(image_name="b")
+        self.api.script[a["id"]] = [{}, {"state": "complete",
+                                         "progress": 1.0}]
+        self.api.script[b["id"]] = [{}, {
+            "state": "failed", "stage": "import",
+            "error": "ImportNotAllowed: visibility public is not "
+                     "allowed for peer cloud-a\nTraceback..."}]
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.WaitMigration,
+                                [a["id"], b["id"], "--interval", "0.01"])
+        self.assertEqual(
+            "Migration %s of image b failed: ImportNotAllowed: visibility "
+            "public is not allowed for peer cloud-a" % b["id"], str(exc))
+        # The final table was printed before the error.
+        out = self.app.stdout.getvalue()
+        self.assertIn("complete", out)
+        self.assertIn("failed", out)
+
+    def test_cancelled_exits_nonzero(self):
+        a = self.running()
+        self.api.script[a["id"]] = [{"state": "cancelled",
+                                     "error": "cancelled by request"}]
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.WaitMigration,
+                                [a["id"], "--interval", "0.01"])
+        self.assertIn("cancelled: cancelled by request", str(exc))
+
+    def test_plain_lines_when_not_a_tty(self):
+        a = self.running(image_name="plain")
+        self.api.script[a["id"]] = [
+            {}, {}, {"progress": 0.7, "bytes": {
+                "export": GiB, "transfer": GiB * 7 // 10, "import": 0}},
+            {"state": "complete", "progress": 1.0}]
+        self.run_command(migrations.WaitMigration,
+                         [a["id"], "--interval", "0.01"])
+        err = self.app.stderr.getvalue()
+        self.assertNotIn("\x1b", err)
+        lines = err.splitlines()
+        # One line per change of state or tenth, not per poll.
+        self.assertEqual(3, len(lines), lines)
+        self.assertIn("transfer 50% 190.7 MiB/s", lines[0])
+        self.assertIn("ETA 00:04", lines[0])
+        self.assertIn("]  70.0% of 1.0 GiB", lines[1])
+        self.assertIn("complete", lines[2])
+
+    def test_redrawn_in_place_on_a_tty(self):
+        a = self.running(image_name="one")
+        b = self.running(image_name="two")
+        self.api.script[a["id"]] = [{}, {}, {"state": "complete"}]
+        self.api.script[b["id"]] = [{}, {}, {"state": "complete"}]
+        self.app.stderr.tty = True
+        self.run_command(migrations.WaitMigration,
+                         [a["id"], b["id"], "--interval", "0.01"])
+        err = self.app.stderr.getvalue()
+        # Each redraw goes back up over the two lines drawn before.
+        self.assertEqual(2, err.count("\x1b[2A"))
+        frames = err.split("\x1b[2A")
+        self.assertEqual(3, len(frames))
+        for frame in frames:
+            self.assertEqual(2, frame.count("\r\x1b[K"))
+        self.assertIn("one", frames[-1])
+        self.assertIn("two", frames[-1])
+
+    def test_ctrl_c_stops_waiting_without_cancelling(self):
+        a = self.running()
+
+        class Interrupting(base.Stream):
+            def write(self, text):
+                if "ETA" in text:
+                    raise KeyboardInterrupt()
+                return super().write(text)
+
+        self.app.stderr = Interrupting()
+        self.assertRaises(KeyboardInterrupt, self.run_command,
+                          migrations.WaitMigration,
+                          [a["id"], "--interval", "0.01"])
+        self.assertIn("Stopped waiting; the migrations go on",
+                      self.app.stderr.getvalue())
+        self.assertIn(a["id"], self.app.stderr.getvalue())
+        self.assertEqual([], self.posted())
+        self.assertEqual("running", self.api.migrations[a["id"]]["state"])
+
+    def test_timeout(self):
+        a = self.running()
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.WaitMigration,
+                                [a["id"], "--interval", "0.05",
+                                 "--timeout", "0.2"])
+        self.assertIn("not finished after", str(exc))
+
+    def test_bad_interval(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.WaitMigration,
+                                ["x", "--interval", "0"])
+        self.assertIn("--interval", str(exc))
+
+    def test_unknown_migration(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.WaitMigration,
+                                ["f" * 32, "--interval", "0.01"])
+        self.assertIn("could not be found. (HTTP 404)", str(exc))
+
+
+class TestList(base.CommandTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.recs = [self.api.add(
+            id="%032x" % i, image_name="img%d" % i,
+            created_at="2026-11-24T10:00:%02dZ" % i,
+            state="failed" if i % 2 else "complete", size=GiB,
+            progress=1.0 if i % 2 == 0 else 0.5, rate=None,
+            bytes={"export": GiB, "transfer": GiB // 2, "import": 0})
+            for i in range(12)]
+
+    def test_table(self):
+        status, out = self.run_command(migrations.ListMigration, [])
+        self.assertEqual(0, status)
+        header = out.splitlines()[1]
+        for heading in ("ID", "Image Name", "Peer", "Direction", "State",
+                        "Stage", "Progress", "Updated At"):
+            self.assertIn(heading, header)
+        self.assertNotIn("Bytes", header)
+        self.assertIn("| 50.0%", out)
+        self.assertEqual(12 + 4, len(out.splitlines()))
+
+    def test_long_json(self):
+        _, out = self.run_command(migrations.ListMigration,
+                                  ["--long", "-f", "json", "--limit", "2"])
+        rows = json.loads(out)
+        self.assertEqual(["%032x" % 11, "%032x" % 10],
+                         [r["ID"] for r in rows])
+        self.assertEqual({"export": GiB, "transfer": GiB // 2, "import": 0},
+                         rows[0]["Bytes"])
+        self.assertEqual((GiB, 0.5), (rows[0]["Size"], rows[0]["Progress"]))
+
+    def test_long_table_formats(self):
+        _, out = self.run_command(migrations.ListMigration,
+                                  ["--long", "--limit", "1"])
+        self.assertIn("export=1.0 GiB, transfer=512.0 MiB, import=0 B",
+                      out)
+
+    def test_filters_reach_the_api(self):
+        _, out = self.run_command(migrations.ListMigration, [
+            "--state", "failed", "--peer", "cloud-b", "--direction",
+            "outgoing", "--request-id", "r1", "--image", "cirros",
+            "--changes-since", "2026-11-24T09:00:00Z", "--sort-key",
+            "image_name", "--sort-dir", "asc", "--all-projects",
+            "--marker", "%032x" % 3, "-f", "value", "-c", "ID"])
+        query = self.api.requests[-1]["query"]
+        self.assertEqual({"state": ["failed"], "peer": ["cloud-b"],
+                          "direction": ["outgoing"], "request_id": ["r1"],
+                          "image_id": ["1" * 32],
+                          "changes-since": ["2026-11-24T09:00:00Z"],
+                          "sort_key": ["image_name"], "sort_dir": ["asc"],
+                          "all_projects": ["true"],
+                          "marker": ["%032x" % 3], "limit": ["1000"]},
+                         query)
+        self.assertEqual("", out)
+
+    def test_every_page_is_read(self):
+        for i in range(12, 1100):
+            self.api.add(id="%032x" % i,
+                         created_at="2026-11-24T11:%02d:%02dZ"
+                         % (i // 60 % 60, i % 60))
+        _, out = self.run_command(migrations.ListMigration,
+                                  ["-f", "value", "-c", "ID"])
+        self.assertEqual(1100, len(out.split()))
+        self.assertEqual(2, len(self.api.requests))
+
+    def test_state_filter(self):
+        _, out = self.run_command(migrations.ListMigration,
+                                  ["--state", "failed", "-f", "csv",
+                                   "-c", "State"])
+        self.assertEqual(['"State"'] + ['"failed"'] * 6, out.splitlines())
+
+    def test_bad_input(self):
+        for argv, text in ((["--limit", "0"], "--limit must be"),
+                           (["--limit", "x"], "--limit must be"),
+                           (["--changes-since", "yesterday"],
+                            "--changes-since must be an ISO 8601")):
+            exc = self.assertRaises(exceptions.CommandError,
+                                    self.run_command,
+                                    migrations.ListMigration, argv)
+            self.assertIn(text, str(exc))
+        self.assertEqual([], self.api.requests)
+        self.assertRaises(SystemExit, self.run_command,
+                          migrations.ListMigration, ["--state", "bogus"])
+
+    def test_api_rejects_marker(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.ListMigration,
+                                ["--marker", "nope"])
+        self.assertEqual("Marker nope not found (HTTP 400)", str(exc))
+
+
+class TestShowCancelRetry(base.CommandTestCase):
+
+    def test_show(self):
+        rec = self.api.add(state="running", stage="transfer", size=GiB,
+                           progress=0.25, rate=1048576.0, eta=65,
+                           bytes={"export": GiB, "transfer": GiB // 4,
+                                  "import": 0})
+        _, out = self.run_command(migrations.ShowMigration, [rec["id"]])
+        rows = dict((cells[1].strip(), cells[2].strip())
+                    for cells in (line.split("|") for line in
+                                  out.splitlines() if line.startswith("|")))
+        self.assertEqual(("running", "transfer", "1.0 GiB", "25.0%",
+                          "1.0 MiB/s", "01:05"),
+                         (rows["state"], rows["stage"], rows["size"],
+                          rows["progress"], rows["rate"], rows["eta"]))
+        self.assertEqual("export=1.0 GiB, transfer=256.0 MiB, import=0 B",
+                         rows["bytes"])
+        self.assertEqual("2026-11-24T10:00:00Z - queued", rows["events"])
+
+    def test_show_json(self):
+        rec = self.api.add()
+        _, out = self.run_command(migrations.ShowMigration,
+                                  [rec["id"], "-f", "json"])
+        shown = json.loads(out)
+        self.assertEqual(set(fakeapi.migration()) | {"events"}, set(shown))
+        self.assertEqual("queued", shown["events"][0]["event"])
+        self.assertEqual({"export": 0, "transfer": 0, "import": 0},
+                         shown["bytes"])
+
+    def test_show_missing(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.ShowMigration, ["f" * 32])
+        self.assertIn("could not be found. (HTTP 404)", str(exc))
+
+    def test_cancel_then_retry(self):
+        rec = self.api.add(state="running")
+        _, out = self.run_command(migrations.CancelMigration,
+                                  [rec["id"], "-f", "value", "-c",
+                                   "state"])
+        self.assertEqual("cancelled", out.strip())
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.CancelMigration, [rec["id"]])
+        self.assertIn("cannot be cancelled (HTTP 409)", str(exc))
+        _, out = self.run_command(migrations.RetryMigration,
+                                  [rec["id"], "-f", "yaml"])
+        self.assertIn("state: queued", out.splitlines())
+        self.assertIn("attempt: 2", out.splitlines())
+        self.assertEqual([{"cancel": None}, {"cancel": None},
+                          {"retry": None}], self.posted())
+
+
+class TestProgressRecord(base.CommandTestCase):
+
+    def test_stages_begun_and_rate_on_current(self):
+        rec = common.progress_record(fakeapi.migration(
+            state="running", stage="transfer", size=GiB, rate=5.0, eta=3,
+            bytes={"export": GiB, "transfer": 10, "import": 0}))
+        self.assertEqual({"export": {"done": GiB},
+                          "transfer": {"done": 10, "rate": 5.0, "eta": 3}},
+                         rec["stages"])
+
+    def test_queued_has_no_stage(self):
+        rec = common.progress_record(fakeapi.migration())
+        self.assertEqual({}, rec["stages"])

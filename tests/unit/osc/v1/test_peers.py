@@ -1,0 +1,60 @@
+"""openstack dtn peer list|show, against the fake API."""
+
+import json
+
+from osc_lib import exceptions
+
+from dtn_migrate.osc.v1 import peers
+from tests.unit.client import fakeapi
+from tests.unit.osc import base
+
+
+class TestPeers(base.CommandTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.api.peers["cloud-c"] = fakeapi.peer(
+            "cloud-c", reachable=False, rtt_ms=None, last_throughput=None,
+            error="connection refused")
+
+    def test_list_table(self):
+        status, out = self.run_command(peers.ListPeer, [])
+        self.assertEqual(0, status)
+        lines = out.splitlines()
+        self.assertIn("| Name", lines[1])
+        self.assertIn("RTT (ms)", lines[1])
+        row = [line for line in lines if "cloud-b" in line][0]
+        self.assertIn("1.1 GiB/s", row)
+        self.assertIn("connection refused",
+                      [line for line in lines if "cloud-c" in line][0])
+
+    def test_list_json(self):
+        _, out = self.run_command(peers.ListPeer, ["-f", "json"])
+        rows = json.loads(out)
+        self.assertEqual(["cloud-b", "cloud-c"], [r["Name"] for r in rows])
+        self.assertEqual((True, 0.4, 1.2e9),
+                         (rows[0]["Reachable"], rows[0]["RTT (ms)"],
+                          rows[0]["Last Throughput"]))
+        self.assertEqual((False, None), (rows[1]["Reachable"],
+                                         rows[1]["RTT (ms)"]))
+
+    def test_list_csv_and_value(self):
+        _, out = self.run_command(peers.ListPeer,
+                                  ["-f", "csv", "-c", "Name", "-c", "Port"])
+        self.assertEqual(['"Name","Port"', '"cloud-b",47000',
+                          '"cloud-c",47000'], out.splitlines())
+        _, out = self.run_command(peers.ListPeer,
+                                  ["-f", "value", "-c", "Name"])
+        self.assertEqual(["cloud-b", "cloud-c"], out.split())
+
+    def test_show_yaml(self):
+        _, out = self.run_command(peers.ShowPeer,
+                                  ["cloud-c", "-f", "yaml"])
+        self.assertIn("reachable: false", out.splitlines())
+        self.assertIn("error: connection refused", out.splitlines())
+        self.assertEqual("/v1/peers/cloud-c", self.api.requests[-1]["path"])
+
+    def test_show_unknown(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                peers.ShowPeer, ["nope"])
+        self.assertEqual("Unknown peer DTN nope (HTTP 404)", str(exc))
