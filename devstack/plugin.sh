@@ -33,7 +33,11 @@ function install_dtn_migrate {
 
 # The [peer:<name>] sections from DTN_MIGRATE_PEERS, and [agent] peers.
 function configure_dtn_migrate_peers {
-    local names="" peer name addr port key
+    local names="" peer name addr port key project_id=""
+    if [[ -n "$DTN_MIGRATE_IMPORT_PROJECT" ]]; then
+        project_id=$(openstack --os-cloud devstack-system-admin project \
+            show "$DTN_MIGRATE_IMPORT_PROJECT" -f value -c id)
+    fi
     for peer in $DTN_MIGRATE_PEERS; do
         name=${peer%%=*}
         addr=${peer#*=}
@@ -49,6 +53,11 @@ function configure_dtn_migrate_peers {
         iniset "$DTN_MIGRATE_CONF" "peer:$name" address "$addr"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" port "$port"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" key_file "$key"
+        # What this peer sends here lands in that project, private.
+        if [[ -n "$project_id" ]]; then
+            iniset "$DTN_MIGRATE_CONF" "peer:$name" import_project \
+                "$project_id"
+        fi
     done
     iniset "$DTN_MIGRATE_CONF" agent peers "$names"
 }
