@@ -1,0 +1,271 @@
+"""The receiving cloud's import rules ([peer:<name>] import_project,
+allowed_projects, allowed_visibilities) and the import tasks that apply
+them before any image is created.
+"""
+
+import json
+import logging
+import os
+import tempfile
+from unittest import mock
+
+import fixtures
+from oslo_config import cfg
+import testtools
+
+from dtn_migrate import conf as dtn_conf
+from dtn_migrate.conf import peer as peer_conf
+from dtn_migrate.engine import requests
+from dtn_migrate.engine import resources
+from dtn_migrate.engine.tasks import incoming
+from dtn_migrate.engine.tasks import outgoing
+from dtn_migrate import exception
+from tests.unit.engine import fakes
+
+TID = "2" * 32
+MID = "1" * 32
+HASH = "ab" * 64
+
+
+def make_conf(config_file=None, **peers):
+    """A parsed configuration; ``peers`` maps a peer name to its
+    [peer:<name>] overrides.
+    """
+    conf = cfg.ConfigOpts()
+    dtn_conf.register_opts(conf)
+    conf([], project="dtn-migrate-test",
+         default_config_files=[config_file] if config_file else [])
+    conf.set_override("poll_interval", 0.05, "engine")
+    conf.set_override("stall_timeout", 10, "engine")
+    conf.set_override("agent_host", "dtn-b", "engine")
+    for name, values in peers.items():
+        group = peer_conf.group_name(name)
+        conf.register_opts(peer_conf.peer_opts, group=group)
+        for key, value in values.items():
+            conf.set_override(key, value, group)
+    return conf
+
+
+class RulesTestCase(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+
+    def target(self, rules=None, source="shared", **options):
+        """The target of an import of a ``source`` image (its
+        visibility) asking for ``options``.
+        """
+        conf = make_conf(west=rules or {})
+        return incoming.import_target(conf, "west", {"visibility": source},
+                                      options, TID)
+
+    def refused(self, rules=None, source="shared", **options):
+        exc = self.assertRaises(exception.ImportNotAllowed, self.target,
+                                rules, source, **options)
+        self.assertEqual(403, exc.code)
+        self.assertIn("Peer west may not import", str(exc))
+        # Logged on the receiving side, with the transfer.
+        self.assertIn("import of transfer %s refused: %s" % (TID, exc),
+                      self.log.output)
+        return str(exc)
+
+
+class TestDefaults(RulesTestCase):
+    """No [peer:west] rules: imports land in the engine's own project,
+    private or shared, as the source image was.
+    """
+
+    def test_the_source_visibility_is_kept_when_allowed(self):
+        for vis in ("private", "shared"):
+            self.assertEqual({"owner": None, "visibility": vis},
+                             self.target(source=vis))
+
+    def test_an_explicit_private_or_shared_is_allowed(self):
+        self.assertEqual({"owner": None, "visibility": "private"},
+                         self.target(source="public",
+                                     visibility="private"))
+
+    def test_public_and_community_are_refused(self):
+        for vis in ("public", "community"):
+            msg = self.refused(visibility=vis)
+            self.assertIn("with visibility %s (asked for)" % vis, msg)
+            self.assertIn("[peer:west] allowed_visibilities is private, "
+                          "shared", msg)
+
+    def test_a_public_source_image_is_refused(self):
+        msg = self.refused(source="public")
+        self.assertIn("with visibility public (the source image's)", msg)
+
+    def test_no_visibility_at_all_gets_private(self):
+        self.assertEqual({"owner": None, "visibility": "private"},
+                         self.target(source=None))
+
+    def test_no_target_project_may_be_asked_for(self):
+        msg = self.refused(target_project="p1")
+        self.assertIn("into project p1", msg)
+        self.assertIn("[peer:west] allows the target projects none "
+                      "(import_project and allowed_projects)", msg)
+
+
+class TestProjects(RulesTestCase):
+    def test_import_project_is_the_default_and_may_be_asked_for(self):
+        rules = {"import_project": "imp"}
+        self.assertEqual("imp", self.target(rules)["owner"])
+        self.assertEqual("imp", self.target(rules,
+                                            target_project="imp")["owner"])
+        msg = self.refused(rules, target_project="other")
+        self.assertIn("allows the target projects imp ", msg)
+
+    def test_allowed_projects(self):
+        rules = {"allowed_projects": ["p1", "p2"]}
+        self.assertIsNone(self.target(rules)["owner"])
+        self.assertEqual("p2", self.target(rules,
+                                           target_project="p2")["owner"])
+        msg = self.refused(rules, target_project="p3")
+        self.assertIn("into project p3", msg)
+        self.assertIn("allows the target projects p1, p2 ", msg)
+
+    def test_both(self):
+        rules = {"import_project": "imp", "allowed_projects": ["p1"]}
+        self.assertEqual("imp", self.target(rules)["owner"])
+        self.assertEqual("p1", self.target(rules,
+                                           target_project="p1")["owner"])
+        self.assertIn("imp, p1 ",
+                      self.refused(rules, target_project="p2"))
+
+
+class TestVisibilities(RulesTestCase):
+    def test_public_when_allowed(self):
+        rules = {"allowed_visibilities": ["private", "public"]}
+        self.assertEqual("public", self.target(
+            rules, source="public")["visibility"])
+        self.assertEqual("public", self.target(
+            rules, visibility="public")["visibility"])
+        self.assertIn("allowed_visibilities is private, public",
+                      self.refused(rules, source="shared"))
+
+    def test_private_only(self):
+        rules = {"allowed_visibilities": ["private"]}
+        self.assertIn("with visibility shared (the source image's)",
+                      self.refused(rules, source="shared"))
+        self.assertEqual("private", self.target(
+            rules, visibility="private")["visibility"])
+
+    def test_the_first_allowed_when_none_is_asked_and_private_is_not(self):
+        rules = {"allowed_visibilities": ["community", "public"]}
+        self.assertEqual("community",
+                         self.target(rules, source=None)["visibility"])
+
+    def test_none_allowed_refuses_every_import(self):
+        rules = {"allowed_visibilities": []}
+        self.assertIn("allowed_visibilities is empty",
+                      self.refused(rules, source=None))
+        self.assertIn("allowed_visibilities is none",
+                      self.refused(rules, source="private"))
+
+    def test_the_choices_are_glance_visibilities(self):
+        self.assertEqual(sorted(requests.VISIBILITIES),
+                         sorted(peer_conf.VISIBILITIES))
+
+    def test_an_invalid_value_in_the_file_is_a_config_error(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".conf",
+                                         delete=False) as f:
+            f.write("[peer:west]\nallowed_visibilities = private,world\n")
+        self.addCleanup(os.unlink, f.name)
+        conf = make_conf(config_file=f.name)
+        exc = self.assertRaises(exception.ConfigError,
+                                incoming.import_target, conf, "west",
+                                {"visibility": "private"}, {}, TID)
+        self.assertIn("[peer:west] allowed_visibilities", str(exc))
+
+    def test_rules_are_read_from_the_file_for_any_peer(self):
+        # The engine registers a peer's section when it first imports
+        # from it: no [agent] peers list is needed.
+        with tempfile.NamedTemporaryFile("w", suffix=".conf",
+                                         delete=False) as f:
+            f.write("[peer:east]\nimport_project = imp\n"
+                    "allowed_visibilities = public\n")
+        self.addCleanup(os.unlink, f.name)
+        conf = make_conf(config_file=f.name)
+        self.assertEqual({"owner": "imp", "visibility": "public"},
+                         incoming.import_target(conf, "east",
+                                                {"visibility": "public"},
+                                                {}, TID))
+        self.assertEqual({"owner": None, "visibility": "private"},
+                         incoming.import_target(conf, "west",
+                                                {"visibility": "private"},
+                                                {}, TID))
+
+
+class FakeBackend:
+    """A staging export holding one descriptor."""
+
+    def __init__(self, payload):
+        self.raw = json.dumps(payload).encode()
+
+    def size(self, name):
+        return len(self.raw)
+
+    def read_small(self, name, limit):
+        return self.raw[:limit]
+
+
+def descriptor(source="shared", **options):
+    options.setdefault("verify", True)
+    return {"version": outgoing.DESCRIPTOR_VERSION, "transfer_id": TID,
+            "attempt": 1,
+            "image": {"id": "src", "name": "img", "size": 3,
+                      "os_hash_value": HASH, "disk_format": "raw",
+                      "container_format": "bare",
+                      "visibility": source, "properties": {},
+                      "tags": []},
+            "options": options}
+
+
+class TestTasks(RulesTestCase):
+    def res(self, payload, **rules):
+        self.images = fakes.FakeImages("b")
+        agent = mock.Mock()
+        agent.get_watermark.return_value = {"state": "done", "durable": 1}
+        conf = make_conf(west=rules)
+        return resources.Resources(conf, self.images, agent,
+                                   FakeBackend(payload))
+
+    def test_read_descriptor_decides_the_target(self):
+        payload = descriptor(target_project="p1")
+        task = incoming.ReadDescriptor(self.res(
+            payload, import_project="imp", allowed_projects=["p1"]))
+        got = task.execute(MID, TID, 1, "west")
+        self.assertEqual({"owner": "p1", "visibility": "shared"},
+                         got["target"])
+        image_id = incoming.CreateImage(task.res).execute(MID, TID, got,
+                                                          "west")
+        image = self.images.get(image_id)
+        self.assertEqual(("p1", "shared", TID),
+                         (image["owner"], image["visibility"],
+                          image[incoming.MARKER]))
+
+    def test_read_descriptor_refuses_before_any_image(self):
+        for payload in (descriptor(target_project="p9"),
+                        descriptor(source="public"),
+                        descriptor(visibility="community")):
+            task = incoming.ReadDescriptor(self.res(payload))
+            self.assertRaises(exception.ImportNotAllowed, task.execute,
+                              MID, TID, 1, "west")
+            self.assertEqual({}, self.images.images)
+
+    def test_create_image_applies_the_rules_of_an_older_flow(self):
+        # A descriptor read before the rules existed has no "target".
+        payload = descriptor(visibility="public")
+        res = self.res(payload)
+        self.assertRaises(exception.ImportNotAllowed,
+                          incoming.CreateImage(res).execute, MID, TID,
+                          payload, "west")
+        self.assertEqual({}, self.images.images)
+        payload = descriptor(source="private")
+        res = self.res(payload, import_project="imp")
+        image_id = incoming.CreateImage(res).execute(MID, TID, payload,
+                                                     "west")
+        self.assertEqual(("imp", "private"),
+                         (self.images.get(image_id)["owner"],
+                          self.images.get(image_id)["visibility"]))
