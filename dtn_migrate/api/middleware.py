@@ -40,7 +40,14 @@ class JsonErrors:
 
     @webob.dec.wsgify
     def __call__(self, req):
-        resp = req.get_response(self.application)
+        try:
+            resp = req.get_response(self.application)
+        except Exception:  # noqa: B902 - a middleware's bug, logged
+            LOG.exception("request %s %s (%s) failed in the middleware",
+                          req.method, req.path, _request_id(req))
+            return fault.response(500, _(
+                "The server failed to handle the request (request id "
+                "%s); its log has the details.") % _request_id(req))
         if resp.status_int < 400 or resp.content_type == fault.JSON:
             return resp
         new = fault.response(resp.status_int,

@@ -17,10 +17,10 @@ from dtn_migrate.api import views
 from dtn_migrate import exception
 from dtn_migrate.i18n import _
 
-CREATE_MESSAGES = {
-    'oneOf': _("give either images (a list of image ids) or a selector "
-               "(tag and/or properties), not both"),
-}
+_EITHER = _("give either images (a list of image ids) or a selector "
+            "(tag and/or properties), not both")
+#: The root-level combinators of the body schema say one thing.
+CREATE_MESSAGES = {'oneOf': _EITHER, 'anyOf': _EITHER, 'not': _EITHER}
 ACTIONS = ('cancel', 'retry')
 
 

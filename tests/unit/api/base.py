@@ -1,0 +1,215 @@
+"""The whole dtn-migrate-api application on a real SQLite database
+(through dtn_migrate.db.api, synced with alembic), noauth2, and a fake
+engine that writes the records the real one would.
+"""
+
+import datetime
+import json
+import uuid
+
+import fixtures
+from oslo_config import cfg
+import testtools
+import webob
+
+from dtn_migrate.api import app as app_mod
+from dtn_migrate import conf as dtn_conf
+from dtn_migrate.db import api as db_api
+from dtn_migrate.db import migration as db_migration
+from dtn_migrate import exception
+
+PROJECT = 'a' * 32
+OTHER = 'b' * 32
+#: Persona -> (project, roles), the roles as Keystone's implied roles
+#: put them in a token.
+PERSONAS = {
+    'admin': (uuid.UUID(int=1).hex, 'admin,member,reader'),
+    'member': (PROJECT, 'member,reader'),
+    'reader': (PROJECT, 'reader'),
+    'other': (OTHER, 'member,reader'),
+    'nobody': (PROJECT, ''),
+}
+PEERS = ('b', 'c')
+IMAGE = '11111111-2222-3333-4444-555555555555'
+IMAGE2 = '11111111-2222-3333-4444-666666666666'
+
+
+def iso(value):
+    return value.isoformat() if isinstance(value, datetime.datetime) \
+        else value
+
+
+def rpc_row(row):
+    """A row as it crosses the bus: datetimes as ISO 8601 text."""
+    return {k: iso(v) for k, v in row.items()}
+
+
+class FakeEngine:
+    """The engine's RPC calls of the API, on the same database.
+
+    Records carry the caller's project and user, as the real engine's
+    do; ``calls`` keeps what the API asked.
+    """
+
+    def __init__(self, db):
+        self.db = db
+        self.calls = []
+        self.images = {IMAGE: {'name': 'cirros', 'tags': ['t'],
+                               'properties': {'os': 'linux'}},
+                       IMAGE2: {'name': 'fedora', 'tags': [],
+                                'properties': {}}}
+        self.raise_on_call = None
+
+    def _called(self, name, ctxt, **kwargs):
+        assert isinstance(ctxt, dict), ctxt
+        self.calls.append((name, ctxt, kwargs))
+        if self.raise_on_call is not None:
+            raise self.raise_on_call
+
+    def migrate(self, ctxt, peer, images=None, selector=None, options=None,
+                request_id=None):
+        self._called('migrate', ctxt, peer=peer, images=images,
+                     selector=selector, options=options,
+                     request_id=request_id)
+        if peer not in PEERS:
+            raise exception.PeerNotFound(peer=peer, known=', '.join(PEERS))
+        if images is None:
+            images = [i for i, meta in self.images.items()
+                      if (not selector.get('tag') or
+                          selector['tag'] in meta['tags']) and
+                      all(meta['properties'].get(k) == v for k, v in
+                          (selector.get('properties') or {}).items())]
+        for image in images:
+            if image not in self.images:
+                raise exception.ImageNotFound(image_id=image, cloud='a')
+        existing = self.db.migration_get_all(
+            filters={'request_id': request_id},
+            project_id=ctxt['project_id'])
+        if existing:
+            rows = existing
+        else:
+            rows = []
+            for image in images:
+                row = self.db.migration_create({
+                    'request_id': request_id, 'image_id': image,
+                    'image_name': self.images[image]['name'],
+                    'peer': peer, 'direction': 'outgoing',
+                    'state': 'queued', 'attempt': 1,
+                    'mode': (options or {}).get('mode', 'pipelined'),
+                    'options': options or {},
+                    'project_id': ctxt['project_id'],
+                    'user_id': ctxt['user']})
+                self.db.migration_event_add(row['id'], None, 'queued')
+                rows.append(row)
+        return {'request_id': request_id, 'peer': peer,
+                'migrations': [rpc_row(r) for r in rows]}
+
+    def cancel_migration(self, ctxt, migration_id):
+        self._called('cancel_migration', ctxt, migration_id=migration_id)
+        row = self.db.migration_update(
+            migration_id, {'state': 'cancelled'},
+            expected_state=['queued', 'running'])
+        self.db.migration_event_add(migration_id, None, 'cancelled')
+        return rpc_row(row)
+
+    def retry_migration(self, ctxt, migration_id):
+        self._called('retry_migration', ctxt, migration_id=migration_id)
+        row = self.db.migration_get(migration_id)
+        if row['state'] not in ('failed', 'cancelled'):
+            raise exception.MigrationStateConflict(
+                migration_id=migration_id, state=row['state'],
+                action='retry')
+        row = self.db.migration_update(
+            migration_id, {'state': 'queued',
+                           'attempt': (row['attempt'] or 1) + 1})
+        self.db.migration_event_add(migration_id, None, 'retried')
+        return rpc_row(row)
+
+    def _peer(self, name):
+        return {'name': name,
+                'address': '192.0.2.%d' % (PEERS.index(name) + 2),
+                'port': 7000, 'reachable': name == 'b',
+                'rtt_ms': 0.25 if name == 'b' else None,
+                'last_throughput': 1.5e9 if name == 'b' else None,
+                'last_transfer_at': '2026-11-24T10:00:00.000000'
+                if name == 'b' else None,
+                'checked_at': '2026-11-24T10:05:00.123456',
+                'error': None if name == 'b' else 'connection refused'}
+
+    def list_peers(self, ctxt):
+        self._called('list_peers', ctxt)
+        return [self._peer(name) for name in PEERS]
+
+    def get_peer(self, ctxt, name):
+        self._called('get_peer', ctxt, name=name)
+        if name not in PEERS:
+            raise exception.PeerNotFound(peer=name, known=', '.join(PEERS))
+        return self._peer(name)
+
+
+def make_conf(case, directory, **api_overrides):
+    conf = cfg.ConfigOpts()
+    dtn_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    case.addCleanup(conf.reset)
+    conf.set_override('connection', 'sqlite:///%s/dtn.sqlite' % directory,
+                      'database')
+    conf.set_override('auth_strategy', 'noauth2', 'api')
+    for key, value in api_overrides.items():
+        conf.set_override(key, value, 'api')
+    return conf
+
+
+class ApiTestCase(testtools.TestCase):
+    """The full application, noauth2, a real database, a fake engine."""
+
+    api_overrides = {}
+
+    def setUp(self):
+        super().setUp()
+        directory = self.useFixture(fixtures.TempDir()).path
+        self.conf = make_conf(self, directory, **self.api_overrides)
+        db_migration.db_sync(self.conf)
+        self.db = db_api.Database(self.conf)
+        self.addCleanup(self.db.dispose)
+        self.engine = FakeEngine(self.db)
+        self.api = app_mod.Api(self.conf, db=self.db, engine=self.engine)
+        self.app = app_mod.deploy(self.conf, self.api)
+
+    def headers(self, persona):
+        if persona is None:
+            return {}
+        project, roles = PERSONAS[persona]
+        return {'X-User-Id': 'user-' + persona, 'X-Project-Id': project,
+                'X-Roles': roles}
+
+    def request(self, method, path, body=None, persona='member',
+                headers=None, raw=None, content_type='application/json'):
+        req = webob.Request.blank(path, method=method)
+        req.headers.update(self.headers(persona))
+        if body is not None or raw is not None:
+            req.body = raw if raw is not None else \
+                json.dumps(body).encode('utf-8')
+            if content_type:
+                req.content_type = content_type
+        req.headers.update(headers or {})
+        return req.get_response(self.app)
+
+    def add(self, project=PROJECT, **values):
+        """A record in the database, as the engine writes it."""
+        row = {'direction': 'outgoing', 'state': 'running',
+               'peer': 'b', 'image_id': IMAGE, 'image_name': 'cirros',
+               'project_id': project, 'user_id': 'user-member'}
+        row.update(values)
+        return self.db.migration_create(row)
+
+    def assertError(self, code, resp, contains=None):
+        self.assertEqual(code, resp.status_int, resp.body)
+        self.assertEqual('application/json', resp.content_type)
+        error = resp.json['error']
+        self.assertEqual(code, error['code'])
+        self.assertTrue(error['title'])
+        self.assertTrue(error['message'])
+        if contains:
+            self.assertIn(contains, error['message'])
+        return error
