@@ -10,6 +10,7 @@ unless overridden with ``--os-dtn-endpoint`` (``OS_DTN_ENDPOINT``, or
 
 import logging
 
+from keystoneauth1 import exceptions as ksa_exc
 from osc_lib import exceptions
 from osc_lib import utils
 
@@ -28,9 +29,12 @@ def make_client(instance):
     """The dtn-migration client of an osc-lib ClientManager."""
     version = instance._api_version.get(API_NAME) or DEFAULT_API_VERSION
     cls = utils.get_client_class(API_NAME, version, API_VERSIONS)
-    endpoint = instance.get_endpoint_for_service_type(
-        SERVICE_TYPE, region_name=instance.region_name,
-        interface=instance.interface)
+    try:
+        endpoint = instance.get_endpoint_for_service_type(
+            SERVICE_TYPE, region_name=instance.region_name,
+            interface=instance.interface)
+    except ksa_exc.EndpointNotFound:
+        endpoint = None
     if not endpoint:
         raise exceptions.EndpointNotFound(
             "No %s endpoint in the service catalog for interface %s and "
