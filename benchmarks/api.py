@@ -262,10 +262,13 @@ class Bench:
     def keep_migrating(self):
         """Start migrations until --background of them run."""
         running = 0
+        self.background_seen = []
         for mid in self.background:
-            state = self.get(self.api_url + "/v1/migrations/%s"
-                             % mid).json()["migration"]["state"]
-            running += state in ("queued", "running")
+            rec = self.get(self.api_url + "/v1/migrations/%s"
+                           % mid).json()["migration"]
+            running += rec["state"] in ("queued", "running")
+            self.background_seen.append((mid, rec["state"],
+                                         rec["bytes"]["transfer"]))
         for _ in range(self.args.background - running):
             image_id = self.upload(self.args.background_size,
                                    "bench-bg-%s" % uuid.uuid4().hex[:6])
@@ -317,6 +320,7 @@ class Bench:
             running = self.keep_migrating()
             order = list(TARGETS[rep % 4:] + TARGETS[:rep % 4])
             entry = {"rep": rep, "order": order, "running": running,
+                     "background": self.background_seen,
                      "loadavg": os.getloadavg()[0]}
             for target in order:
                 entry[target] = self.measure(target, rng)
@@ -325,6 +329,7 @@ class Bench:
                             1000 * entry[target]["p99"],
                             entry[target]["cpu_s"]))
             entry["running_after"] = self.keep_migrating()
+            entry["background_after"] = self.background_seen
             self.results["reps"].append(entry)
 
     def close(self):

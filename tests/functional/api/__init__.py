@@ -105,7 +105,7 @@ class ClassScope:
     def __init__(self):
         self.workdir = tempfile.mkdtemp(prefix="dtnm-apiclass-",
                                         dir=base.data_root())
-        self.cleanups = [(shutil.rmtree, (self.workdir, True))]
+        self.cleanups = [(shutil.rmtree, (self.workdir, True), {})]
         self.key = os.urandom(32).hex()
 
     def addCleanup(self, call, *args, **kwargs):
