@@ -39,6 +39,23 @@ def _is_uuid(value):
     return True
 
 
+def _pattern(validator, pattern, instance, schema):
+    """``pattern`` with ECMA-262's meaning of ``$`` (the very end):
+    Python's ``$`` also matches before a final newline.
+    """
+    if not validator.is_type(instance, 'string'):
+        return
+    anchored = pattern[:-1] + r'\Z' if pattern.endswith('$') and \
+        not pattern.endswith('\\$') else pattern
+    if not re.search(anchored, instance):
+        yield js_exceptions.ValidationError(
+            '%r does not match %r' % (instance, pattern))
+
+
+Validator = jsonschema.validators.extend(jsonschema.Draft7Validator,
+                                         {'pattern': _pattern})
+
+
 def parse_time(value):
     """ISO 8601 text -> naive UTC datetime (ValueError when it is not)."""
     if not isinstance(value, str) or not value or len(value) > 64:
@@ -142,8 +159,7 @@ def validate(schema, instance, what, messages=None):
     ``messages`` maps a root-level validator name (e.g. ``oneOf``) to a
     message clearer than jsonschema's.
     """
-    validator = jsonschema.Draft7Validator(schema,
-                                           format_checker=FORMAT_CHECKER)
+    validator = Validator(schema, format_checker=FORMAT_CHECKER)
     try:
         error = js_exceptions.best_match(validator.iter_errors(instance))
     except RecursionError:

@@ -60,9 +60,9 @@ class FakeEngine:
                                 'properties': {}}}
         self.raise_on_call = None
 
-    def _called(self, name, ctxt, **kwargs):
+    def _called(self, method, ctxt, **kwargs):
         assert isinstance(ctxt, dict), ctxt
-        self.calls.append((name, ctxt, kwargs))
+        self.calls.append((method, ctxt, kwargs))
         if self.raise_on_call is not None:
             raise self.raise_on_call
 
