@@ -15,6 +15,8 @@ extensions = [
     'oslo_policy.sphinxpolicygen',
     # The API reference from dtn_migrate/api/openapi.yaml (api-ref).
     'openapi_rst',
+    # The openstack dtn command reference (cli).
+    'cliff.sphinxext',
 ]
 master_doc = 'index'
 exclude_patterns = []

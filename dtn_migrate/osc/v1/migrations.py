@@ -128,8 +128,8 @@ class Migrate(_WaitingLister):
         parser.add_argument(
             "--visibility", metavar="<visibility>",
             choices=client_migrations.VISIBILITIES,
-            help="Visibility of the imported images (%s); the peer "
-                 "decides which it allows" %
+            help="Visibility of the imported images (%s; default: the "
+                 "source image's); the peer decides which it allows" %
                  ", ".join(client_migrations.VISIBILITIES))
         parser.add_argument(
             "--target-project", metavar="<project-id>",
@@ -137,14 +137,16 @@ class Migrate(_WaitingLister):
                  "the peer decides which it allows)")
         parser.add_argument(
             "--mode", metavar="<mode>", choices=client_migrations.MODES,
-            help="pipelined (stages overlap) or serial")
+            help="pipelined (export, transfer and import overlap) or "
+                 "serial (default: the engine's [engine] mode)")
         parser.add_argument(
             "--force", action="store_true", default=None,
-            help="Migrate again even when the peer has the image")
+            help="Migrate again an image already migrated and unchanged")
         parser.add_argument(
             "--no-verify", dest="verify", action="store_false",
             default=None,
-            help="Skip the check of the imported image's checksum")
+            help="Do not compare the peer's image metadata with the "
+                 "source's (the hash is always checked)")
         parser.add_argument(
             "--request-id", metavar="<request-id>",
             help="ID of this request (a UUID), so that sending it again "
