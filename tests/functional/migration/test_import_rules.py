@@ -1,0 +1,125 @@
+"""The receiving cloud decides who owns what it imports (issue 12, 3).
+
+Cloud B's engine holds rules for cloud A's DTN ([peer:<A's agent>]): an
+import project, one more project A may ask for, and the visibilities A
+may ask for.  Requests outside them are refused by B before any image
+is created; the refusal, naming the rule, reaches A's record, and B
+logs it.  One pair of clouds serves every case: its migrations run at
+once.
+"""
+
+import os
+import uuid
+
+import fixtures
+
+from dtn_migrate import devcloud
+from tests.functional import migration
+
+MiB = 1 << 20
+IMPORT_PROJECT = "imp-%s" % uuid.uuid4().hex[:8]
+ALLOWED_PROJECT = "ok-%s" % uuid.uuid4().hex[:8]
+DENIED_PROJECT = "no-%s" % uuid.uuid4().hex[:8]
+ALLOWED_VISIBILITIES = ("private", "public")
+
+
+class TestImportRules(migration.MigrationTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.peers_of = {}
+        engine_class = migration.Engine
+        case = self
+
+        def engine(workdir, name, transport_url, agent_host, *args, **kw):
+            # Cloud B's engine gets the rules for the DTN of cloud A
+            # (the only peer of B's agent).
+            if name.startswith("engine-b-"):
+                [peer] = case.peers_of[agent_host]
+                kw["extra"] = {"peer:%s" % peer: {
+                    "import_project": IMPORT_PROJECT,
+                    "allowed_projects": ALLOWED_PROJECT,
+                    "allowed_visibilities": ",".join(ALLOWED_VISIBILITIES)}}
+            return engine_class(workdir, name, transport_url, agent_host,
+                                *args, **kw)
+
+        self.useFixture(fixtures.MockPatchObject(migration, "Engine",
+                                                 engine))
+
+    def agent(self, name, peers, **kw):
+        self.peers_of[name] = sorted(peers)
+        return super().agent(name, peers, **kw)
+
+    def images_of(self, transfer_id):
+        return [dict(i) for i in self.b.admin().images.list(
+            filters={"dtn_migrate_transfer_id": transfer_id})]
+
+    def test_rules_hold(self):
+        a, b = self.clouds()
+        rule = "[peer:%s]" % a.agent_name
+
+        def image(name, **fields):
+            # One image per case: a second request for an image that
+            # migrates to the same peer would join the first.
+            return self.upload(a, data=os.urandom(MiB), name=name,
+                               **fields)
+
+        def private(name):
+            return image(name, visibility="private")
+
+        shared = image("shared")
+        self.assertEqual("shared", shared["visibility"])
+        cases = {
+            # name: (source image, options, what A's error must say)
+            "denied-project": (private("p1"),
+                               {"target_project": DENIED_PROJECT},
+                               ["may not import into project %s"
+                                % DENIED_PROJECT,
+                                "%s allows the target projects %s, %s"
+                                % (rule, IMPORT_PROJECT, ALLOWED_PROJECT)]),
+            "denied-visibility": (private("p2"), {"visibility": "community"},
+                                  ["with visibility community (asked for)",
+                                   "%s allowed_visibilities is private, "
+                                   "public" % rule]),
+            "denied-source-visibility": (
+                shared, {}, ["with visibility shared (the source "
+                             "image's)"]),
+            "allowed": (private("p3"), {"target_project": ALLOWED_PROJECT,
+                                        "visibility": "public"}, None),
+            "default": (private("p4"), {}, None),
+        }
+        started = {}
+        for name, (image, options, _) in cases.items():
+            req = self.migrate(images=[image["id"]], **options)
+            started[name] = req["migrations"][0]["migration_id"]
+        recs = {name: self.wait_migration(mid)
+                for name, mid in started.items()}
+
+        for name, (image, options, error) in cases.items():
+            rec = recs[name]
+            if error is None:
+                continue
+            self.assertEqual("failed", rec["state"], (name, rec))
+            self.assertIn("import at %s failed" % b.agent_name,
+                          rec["error"])
+            for text in error:
+                self.assertIn(text, rec["error"], name)
+            # Nothing of the refused import reached B's Glance.
+            self.assertEqual([], self.images_of(rec["transfer_id"]), name)
+
+        peer = self.assertMigrated(recs["allowed"], cases["allowed"][0],
+                                   visibility="public")
+        self.assertEqual(ALLOWED_PROJECT, peer["owner"])
+        peer = self.assertMigrated(recs["default"], cases["default"][0])
+        self.assertEqual(IMPORT_PROJECT, peer["owner"])
+        self.assertEqual("private", peer["visibility"])
+        self.assertNotEqual(devcloud.glance.DEFAULT_PROJECT, peer["owner"])
+
+        # B logged each refusal as a warning, with the transfer.
+        log = b.engine.log_text()
+        for name in ("denied-project", "denied-visibility",
+                     "denied-source-visibility"):
+            tid = recs[name]["transfer_id"]
+            self.assertIn("WARNING dtn_migrate.engine.tasks.incoming "
+                          "[-] import of transfer %s refused: Peer %s may "
+                          "not import" % (tid, a.agent_name), log)
