@@ -128,12 +128,18 @@ function init_dtn_migrate {
 }
 
 function start_dtn_migrate {
-    # Only the services enabled on this node start (run_process checks).
     local conf="--config-file $DTN_MIGRATE_CONF"
-    run_process dtn-agent "$DTN_MIGRATE_BIN_DIR/dtn-migrate-agent $conf"
-    run_process dtn-engine "$DTN_MIGRATE_BIN_DIR/dtn-migrate-engine $conf"
-    run_process dtn-api "$(command -v uwsgi) --procname-prefix dtn-migrate-api --ini $DTN_MIGRATE_UWSGI_CONF"
+    # The agent only on the nodes that are DTNs.
+    if is_service_enabled dtn-agent; then
+        run_process dtn-agent "$DTN_MIGRATE_BIN_DIR/dtn-migrate-agent $conf"
+    fi
+    if is_service_enabled dtn-engine; then
+        run_process dtn-engine \
+            "$DTN_MIGRATE_BIN_DIR/dtn-migrate-engine $conf"
+    fi
     if is_service_enabled dtn-api; then
+        run_process dtn-api "$(command -v uwsgi) --procname-prefix \
+dtn-migrate-api --ini $DTN_MIGRATE_UWSGI_CONF"
         echo "Waiting for dtn-migrate-api to answer at $(dtn_migrate_api_url)"
         if ! wait_for_service "$SERVICE_TIMEOUT" "$(dtn_migrate_api_url)"; then
             die "$LINENO" "dtn-migrate-api did not start"

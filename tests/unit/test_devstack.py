@@ -7,18 +7,35 @@
 * Every option the plugin writes into dtn-migrate.conf, with ``iniset`` or
   through DevStack's helpers, is an option of the sample configuration
   that ``tox -e genconfig`` generates.
+* The plugin's phases, run by bash with stand-ins for the DevStack
+  functions they call (each records its call; ``iniset`` writes the INI
+  file), write a configuration that dtn-migrate loads with the values
+  asked for, sync a real (SQLite) database with the real
+  ``dtn-migrate-manage db sync``, register the service and endpoints,
+  and start the API under uwsgi, the engine and the agent only where
+  they are enabled.
 """
 
 import os
 import pathlib
 import re
+import shlex
 import shutil
+import sqlite3
 import subprocess
+import sys
 import tempfile
 
+import fixtures
 from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
 from oslo_config import generator
+from oslo_log import log
+from oslo_messaging import opts as messaging_opts
 import testtools
+
+from dtn_migrate import conf as dtn_conf
+from dtn_migrate.conf import peer as peer_conf
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = TOP / "devstack" / "plugin.sh"
@@ -185,3 +202,268 @@ class TestPluginOptions(testtools.TestCase):
         # [glance] does not register (it has valid_interfaces).
         self.assertEqual([("engine", "agent_hots"), ("glance", "interface")],
                          unknown_options(written, sample_options()))
+
+
+#: Stand-ins for the DevStack functions plugin.sh and settings call.  Each
+#: appends "name args..." to $CALLS; iniset writes the file (Python's
+#: configparser); is_service_enabled/enable_service/disable_service
+#: follow DevStack's rules (a disabled service stays disabled).
+FAKE_DEVSTACK = r"""
+record() { printf '%s\n' "$*" >> "$CALLS"; }
+define_plugin() { record define_plugin "$@"; }
+is_service_enabled() {
+    local s
+    for s in "$@"; do
+        [[ ",$ENABLED_SERVICES," == *",$s,"* ]] && return 0
+    done
+    return 1
+}
+enable_service() {
+    local s
+    for s in "$@"; do
+        [[ ",$DISABLED_SERVICES," == *",$s,"* ]] && continue
+        is_service_enabled "$s" || ENABLED_SERVICES="$ENABLED_SERVICES,$s"
+    done
+}
+disable_service() {
+    local s
+    for s in "$@"; do
+        DISABLED_SERVICES="$DISABLED_SERVICES,$s"
+        ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed "s/,$s,/,/g")
+    done
+}
+get_python_exec_prefix() { echo "$FAKE_BIN"; }
+iniset() {
+    "$PYTHON" - "$@" <<'PY'
+import configparser, sys
+path, section, option, value = sys.argv[1:5]
+c = configparser.RawConfigParser()
+c.optionxform = str
+c.read(path)
+if section != "DEFAULT" and not c.has_section(section):
+    c.add_section(section)
+c.set(section, option, value)
+with open(path, "w") as f:
+    c.write(f)
+PY
+}
+iniset_rpc_backend() {
+    record iniset_rpc_backend "$@"
+    iniset "$2" "${3:-DEFAULT}" transport_url "rabbit://stack:x@127.0.0.1/"
+}
+configure_keystone_authtoken_middleware() {
+    record configure_keystone_authtoken_middleware "$@"
+    local s=${3:-keystone_authtoken}
+    iniset "$1" "$s" auth_type password
+    iniset "$1" "$s" auth_url "$KEYSTONE_SERVICE_URI"
+    iniset "$1" "$s" username "$2"
+    iniset "$1" "$s" password "$SERVICE_PASSWORD"
+    iniset "$1" "$s" www_authenticate_uri "$KEYSTONE_SERVICE_URI"
+    [[ -n "$4" ]] && iniset "$1" "$s" service_type "$4"
+    return 0
+}
+database_connection_url() { echo "sqlite:///$DATA_DIR/$1.sqlite"; }
+recreate_database() {
+    record recreate_database "$@"
+    rm -f "$DATA_DIR/$1.sqlite"
+}
+setup_develop() { record setup_develop "$@"; }
+install_apache_uwsgi() { record install_apache_uwsgi; }
+install_package() { record install_package "$@"; }
+write_uwsgi_config() { record write_uwsgi_config "$@"; : > "$1"; }
+remove_uwsgi_config() { record remove_uwsgi_config "$@"; rm -f "$1"; }
+create_service_user() { record create_service_user "$@"; }
+get_or_create_service() { record get_or_create_service "$@"; echo svc-1; }
+get_or_create_endpoint() { record get_or_create_endpoint "$@"; echo ep-1; }
+openstack() { record openstack "$@"; echo 0123456789abcdef0123456789abcdef; }
+run_process() { record run_process "$@"; }
+stop_process() { record stop_process "$@"; }
+wait_for_service() { record wait_for_service "$@"; }
+die() { record die "$@"; exit 1; }
+echo_summary() { :; }
+sudo() { "$@"; }
+"""
+
+
+class TestPluginPhases(testtools.TestCase):
+    """plugin.sh's phases under the stand-ins above."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = pathlib.Path(self.useFixture(fixtures.TempDir()).path)
+        self.bin = self.tmp / "bin"
+        self.bin.mkdir()
+        # The real dtn-migrate-manage of this virtualenv.
+        (self.bin / "dtn-migrate-manage").symlink_to(
+            pathlib.Path(sys.executable).parent / "dtn-migrate-manage")
+        self.conf_dir = self.tmp / "etc"
+        self.calls = self.tmp / "calls"
+        (self.tmp / "fake.sh").write_text(FAKE_DEVSTACK)
+
+    def run_phases(self, phases, disabled=(), peers="", **extra_env):
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.tmp),
+            "PYTHON": sys.executable,
+            "CALLS": str(self.calls),
+            "FAKE_BIN": str(self.bin),
+            "DEST": str(self.tmp / "opt"),
+            "DATA_DIR": str(self.tmp / "data"),
+            "DTN_MIGRATE_CONF_DIR": str(self.conf_dir),
+            "DTN_MIGRATE_PEERS": peers,
+            "DTN_MIGRATE_AGENT_HOST": "dtn-east",
+            "STACK_USER": subprocess.run(
+                ["id", "-un"], capture_output=True, text=True).stdout.strip(),
+            "SERVICE_HOST": "192.0.2.10",
+            "SERVICE_PROTOCOL": "http",
+            "SERVICE_LISTEN_ADDRESS": "0.0.0.0",
+            "SERVICE_PASSWORD": "secretsecret",
+            "SERVICE_DOMAIN_NAME": "Default",
+            "SERVICE_PROJECT_NAME": "service",
+            "SERVICE_TIMEOUT": "60",
+            "KEYSTONE_SERVICE_URI": "http://192.0.2.10/identity",
+            "REGION_NAME": "RegionOne",
+            "ENABLE_DEBUG_LOG_LEVEL": "True",
+            "ENABLED_SERVICES": "key,g-api",
+        }
+        env.update(extra_env)
+        (self.tmp / "data").mkdir(exist_ok=True)
+        script = ["set -e",
+                  "source %s" % shlex.quote(str(self.tmp / "fake.sh"))]
+        if disabled:
+            script.append("disable_service %s" % " ".join(disabled))
+        script.append("source %s" % shlex.quote(str(SETTINGS)))
+        for phase in phases:
+            script.append("source %s %s" % (shlex.quote(str(PLUGIN)), phase))
+        proc = subprocess.run(["bash", "-c", "\n".join(script)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+        return [line.split(" ", 1) for line in
+                self.calls.read_text().splitlines()]
+
+    def load_conf(self):
+        conf = cfg.ConfigOpts()
+        dtn_conf.register_opts(conf)
+        log.register_options(conf)
+        conf.register_opts(messaging_opts.list_opts()[0][1])
+        conf([], project="dtn-migrate", default_config_files=[
+            str(self.conf_dir / "dtn-migrate.conf")])
+        peer_conf.register_opts(conf)
+        return conf
+
+    def test_stack_on_a_controller_and_dtn(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config", "stack extra"],
+            peers="west=198.51.100.7:47200 south=198.51.100.9")
+        names = [c[0] for c in calls]
+        args = {c[0]: c[1] if len(c) > 1 else "" for c in calls}
+
+        conf = self.load_conf()
+        self.assertEqual("dtn-east", conf.engine.agent_host)
+        self.assertEqual(["west", "south"], conf.agent.peers)
+        self.assertEqual("198.51.100.7", conf["peer:west"].address)
+        self.assertEqual(47200, conf["peer:west"].port)
+        self.assertEqual(47100, conf["peer:south"].port)
+        self.assertEqual("0123456789abcdef0123456789abcdef",
+                         conf["peer:west"].import_project)
+        for name in ("west", "south"):
+            key = pathlib.Path(conf["peer:%s" % name].key_file)
+            self.assertEqual(0o600, key.stat().st_mode & 0o777)
+            self.assertEqual(64, len(key.read_text().strip()))
+        self.assertEqual(str(self.tmp / "data" / "dtn-migrate" / "staging"),
+                         conf.agent.staging_root)
+        self.assertEqual("keystone", conf.api.auth_strategy)
+        self.assertEqual(["public"], conf.glance.valid_interfaces)
+        self.assertEqual("RegionOne", conf.glance.region_name)
+        self.assertTrue(conf.debug)
+        self.assertEqual("rabbit://stack:x@127.0.0.1/", conf.transport_url)
+
+        # db sync ran for real on the database DevStack made.
+        db = self.tmp / "data" / "dtn_migrate.sqlite"
+        self.assertEqual("sqlite:///%s" % db, conf.database.connection)
+        with sqlite3.connect(db) as c:
+            tables = {r[0] for r in c.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        self.assertIn("migrations", tables)
+        self.assertIn("migration_events", tables)
+        self.assertLess(names.index("recreate_database"),
+                        names.index("run_process"))
+
+        self.assertIn("create_service_user", names)
+        self.assertEqual("dtn-migrate admin", args["create_service_user"])
+        self.assertEqual(
+            "dtn-migrate dtn-migration Image migration between clouds",
+            args["get_or_create_service"])
+        url = "http://192.0.2.10/dtn-migration"
+        self.assertEqual("svc-1 RegionOne %s %s %s" % (url, url, url),
+                         args["get_or_create_endpoint"])
+        self.assertEqual(
+            "%s dtn_migrate.api.wsgi:application /dtn-migration "
+            " dtn-migrate-api" % (self.conf_dir /
+                                  "dtn-migrate-api-uwsgi.ini"),
+            args["write_uwsgi_config"])
+        started = {c[1].split(" ", 1)[0]: c[1].split(" ", 1)[1]
+                   for c in calls if c[0] == "run_process"}
+        self.assertEqual({"dtn-agent", "dtn-engine", "dtn-api"},
+                         set(started))
+        conf_arg = "--config-file %s" % (self.conf_dir / "dtn-migrate.conf")
+        self.assertEqual("%s/dtn-migrate-agent %s" % (self.bin, conf_arg),
+                         started["dtn-agent"])
+        self.assertEqual("%s/dtn-migrate-engine %s" % (self.bin, conf_arg),
+                         started["dtn-engine"])
+        self.assertIn("--ini %s" % (self.conf_dir /
+                                    "dtn-migrate-api-uwsgi.ini"),
+                      started["dtn-api"])
+        self.assertEqual("60 %s" % url, args["wait_for_service"])
+        self.assertNotIn("die", names)
+
+    def test_controller_without_agent(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config", "stack extra"],
+            disabled=["dtn-agent"])
+        started = [c[1].split(" ", 1)[0] for c in calls
+                   if c[0] == "run_process"]
+        self.assertEqual(["dtn-engine", "dtn-api"], started)
+        self.assertNotIn(["install_package", "python3-pyverbs"], calls)
+        self.assertEqual([], self.load_conf().agent.peers)
+
+    def test_dtn_only_node(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config", "stack extra"],
+            disabled=["dtn-api", "dtn-engine"])
+        names = [c[0] for c in calls]
+        started = [c[1].split(" ", 1)[0] for c in calls
+                   if c[0] == "run_process"]
+        self.assertEqual(["dtn-agent"], started)
+        # No API: no uwsgi, no catalog entry; no engine: no database.
+        for absent in ("install_apache_uwsgi", "write_uwsgi_config",
+                       "get_or_create_service", "recreate_database",
+                       "wait_for_service"):
+            self.assertNotIn(absent, names)
+
+    def test_api_on_its_own_port(self):
+        calls = self.run_phases(["stack post-config"],
+                                DTN_MIGRATE_API_PORT="9480")
+        args = {c[0]: c[1] for c in calls if len(c) > 1}
+        url = "http://192.0.2.10:9480"
+        self.assertEqual("svc-1 RegionOne %s %s %s" % (url, url, url),
+                         args["get_or_create_endpoint"])
+        self.assertTrue(args["write_uwsgi_config"].endswith(
+            "/dtn-migration 0.0.0.0:9480 dtn-migrate-api"))
+
+    def test_unstack_and_clean(self):
+        self.run_phases(["stack post-config"], peers="west=198.51.100.7")
+        self.assertTrue((self.conf_dir / "dtn-migrate.conf").exists())
+        self.calls.unlink()
+        calls = self.run_phases(["unstack", "clean"])
+        self.assertEqual(
+            [["stop_process", "dtn-api"], ["stop_process", "dtn-engine"],
+             ["stop_process", "dtn-agent"]],
+            [c for c in calls if c[0] == "stop_process"])
+        self.assertIn(["remove_uwsgi_config", "%s dtn-migrate-api" % (
+            self.conf_dir / "dtn-migrate-api-uwsgi.ini")], calls)
+        self.assertFalse(self.conf_dir.exists())
+        self.assertFalse(
+            (self.tmp / "data" / "dtn-migrate" / "staging").exists())
+        self.assertFalse(
+            (self.tmp / "data" / "dtn-migrate" / "state").exists())
