@@ -22,6 +22,9 @@ POLICY_FILE = 'policy.yaml'
 
 
 def set_defaults(conf):
+    """policy.yaml, new defaults and scope enforced (oslo.policy 6
+    enforces scope always and ignores ``enforce_scope``).
+    """
     policy_opts.set_defaults(conf, policy_file=POLICY_FILE,
                              enforce_scope=True, enforce_new_defaults=True)
 
