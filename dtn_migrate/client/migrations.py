@@ -85,7 +85,8 @@ class MigrationManager:
 
         Follows the API's "next" links until ``limit`` migrations are
         read, or all of them when ``limit`` is None.  ``page_size``
-        bounds each request (at most MAX_PAGE).  ``changes_since`` is a
+        bounds each request (at most MAX_PAGE).  ``state`` may be one
+        state or a list of them.  ``changes_since`` is a
         datetime (naive means UTC) or an ISO 8601 string.
         """
         params = {}
@@ -96,24 +97,38 @@ class MigrationManager:
                            ("sort_key", sort_key),
                            ("sort_dir", sort_dir)):
             if value is not None:
-                params[key] = value
+                params[key] = list(value) if isinstance(
+                    value, (list, tuple, set)) else value
         if all_projects:
             params["all_projects"] = "true"
+        # Pages of MAX_PAGE unless told; an API whose [api] max_limit is
+        # smaller refuses that (400): then its own page size is used.
         page = min(page_size or MAX_PAGE, MAX_PAGE)
+        chosen = page_size is None
         found = []
         seen = set()
         while True:
-            want = page if limit is None else min(page, limit - len(found))
-            if want <= 0:
-                break
-            query = dict(params, limit=want)
+            query = dict(params)
+            if page is not None:
+                want = page if limit is None \
+                    else min(page, limit - len(found))
+                query["limit"] = want
             if marker is not None:
                 query["marker"] = marker
-            body = self.client.get("/migrations", params=query) or {}
+            try:
+                body = self.client.get("/migrations", params=query) or {}
+            except exceptions.BadRequest:
+                if not chosen or page is None:
+                    raise
+                page = None
+                continue
             items = body.get("migrations") or []
+            if limit is not None:
+                items = items[:limit - len(found)]
             found.extend(items)
             marker = _next_marker(body)
-            if not items or marker is None or marker in seen:
+            if not items or marker is None or marker in seen or \
+                    (limit is not None and len(found) >= limit):
                 break
             seen.add(marker)
         return found

@@ -223,9 +223,9 @@ class ListMigration(command.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument(
-            "--state", metavar="<state>",
+            "--state", metavar="<state>", action="append",
             choices=client_migrations.STATES,
-            help="Only migrations in this state (%s)"
+            help="Only migrations in this state (%s; repeat for several)"
                  % ", ".join(client_migrations.STATES))
         parser.add_argument(
             "--image", metavar="<image>",

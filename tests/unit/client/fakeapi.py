@@ -91,6 +91,8 @@ class FakeAPI(fixtures.Fixture):
         self.fail = []
         self.raw = []
         self.on_create = None
+        self.max_limit = 1000
+        self.default_limit = 100
         self.requests = []
         self.created = []
         self.lock = threading.Lock()
@@ -288,8 +290,10 @@ class FakeAPI(fixtures.Fixture):
             if one("marker") not in ids:
                 raise Error(400, "Marker %s not found" % one("marker"))
             recs = recs[ids.index(one("marker")) + 1:]
+        if "state" in query:
+            recs = [r for r in recs if r["state"] in query["state"]]
         for key in FILTERS:
-            if one(key) is not None:
+            if key != "state" and one(key) is not None:
                 recs = [r for r in recs if r[key] == one(key)]
         if one("changes-since") is not None:
             since = one("changes-since")
@@ -297,11 +301,13 @@ class FakeAPI(fixtures.Fixture):
                 raise Error(400, "Invalid changes-since: %s" % since)
             recs = [r for r in recs if r["updated_at"] >= since]
         try:
-            limit = int(one("limit") or 100)
+            limit = int(one("limit") or
+                        min(self.default_limit, self.max_limit))
         except ValueError:
             raise Error(400, "limit must be an integer")
-        if not 1 <= limit <= 1000:
-            raise Error(400, "limit must be between 1 and 1000")
+        if not 1 <= limit <= self.max_limit:
+            raise Error(400, "limit must be at most %d, not %d"
+                        % (self.max_limit, limit))
         page = recs[:limit]
         answer = {"migrations": page}
         if len(recs) > limit:

@@ -359,3 +359,38 @@ class TestPeers(ClientTestCase):
         exc = self.assertRaises(exceptions.NotFound, self.dtn.peers.get,
                                 "nope")
         self.assertEqual("Unknown peer DTN nope", exc.message)
+
+
+class TestSmallMaxLimit(ClientTestCase):
+
+    def test_falls_back_to_the_api_page_size(self):
+        self.api.max_limit = 5
+        ids = ["%032x" % i for i in range(12)]
+        for i, mid in enumerate(ids):
+            self.api.add(id=mid, created_at="2026-11-24T10:00:%02dZ" % i)
+        found = self.dtn.migrations.list()
+        self.assertEqual(list(reversed(ids)), [m["id"] for m in found])
+        self.assertEqual([["1000"], None, None, None],
+                         [r["query"].get("limit")
+                          for r in self.api.requests])
+
+    def test_limit_with_api_page_size(self):
+        self.api.max_limit = 5
+        self.api.default_limit = 5
+        for i in range(12):
+            self.api.add(created_at="2026-11-24T10:00:%02dZ" % i)
+        self.assertEqual(7, len(self.dtn.migrations.list(limit=7)))
+
+    def test_page_size_asked_is_not_changed(self):
+        self.api.max_limit = 5
+        self.assertRaises(exceptions.BadRequest, self.dtn.migrations.list,
+                          page_size=10)
+
+    def test_states_repeat(self):
+        a = self.api.add(state="failed")
+        b = self.api.add(state="cancelled")
+        self.api.add(state="complete")
+        found = self.dtn.migrations.list(state=["failed", "cancelled"])
+        self.assertEqual({a["id"], b["id"]}, {m["id"] for m in found})
+        self.assertEqual(["failed", "cancelled"],
+                         self.last()["query"]["state"])

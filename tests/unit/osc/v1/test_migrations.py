@@ -285,6 +285,15 @@ class TestList(base.CommandTestCase):
                                   ["--state", "failed", "-f", "csv",
                                    "-c", "State"])
         self.assertEqual(['"State"'] + ['"failed"'] * 6, out.splitlines())
+        self.api.add(state="cancelled")
+        _, out = self.run_command(migrations.ListMigration,
+                                  ["--state", "failed", "--state",
+                                   "cancelled", "-f", "value",
+                                   "-c", "State"])
+        self.assertEqual(["cancelled"] + ["failed"] * 6,
+                         sorted(out.split()))
+        self.assertEqual(["failed", "cancelled"],
+                         self.api.requests[-1]["query"]["state"])
 
     def test_bad_input(self):
         for argv, text in ((["--limit", "0"], "--limit must be"),
