@@ -53,7 +53,7 @@ function configure_dtn_migrate_peers {
         iniset "$DTN_MIGRATE_CONF" "peer:$name" address "$addr"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" port "$port"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" key_file "$key"
-        # What this peer sends here lands in that project, private.
+        # The images this peer sends land in that project.
         if [[ -n "$project_id" ]]; then
             iniset "$DTN_MIGRATE_CONF" "peer:$name" import_project \
                 "$project_id"
@@ -111,9 +111,14 @@ function configure_dtn_migrate {
     fi
 }
 
-# The service user, and the dtn-migration service with its endpoints.
+# The service user (the engine's Glance credentials, the API's
+# keystone_authtoken), and where the API runs, the dtn-migration service
+# with its endpoints.
 function create_dtn_migrate_accounts {
     create_service_user "$DTN_MIGRATE_SERVICE_USER" admin
+    if ! is_service_enabled dtn-api; then
+        return
+    fi
     local service url
     service=$(get_or_create_service "$DTN_MIGRATE_SERVICE_NAME" \
         "$DTN_MIGRATE_SERVICE_TYPE" "Image migration between clouds")
@@ -171,10 +176,8 @@ if is_service_enabled dtn-api dtn-engine dtn-agent; then
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring dtn-migrate"
         configure_dtn_migrate
-        if is_service_enabled dtn-api; then
-            create_dtn_migrate_accounts
-        fi
         if is_service_enabled dtn-api dtn-engine; then
+            create_dtn_migrate_accounts
             init_dtn_migrate
         fi
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then

@@ -346,6 +346,10 @@ class TestPluginPhases(testtools.TestCase):
         dtn_conf.register_opts(conf)
         log.register_options(conf)
         conf.register_opts(messaging_opts.list_opts()[0][1])
+        # What keystoneauth registers once it loads auth_type = password.
+        conf.register_opts(
+            ks_loading.get_auth_plugin_conf_options("password"),
+            group="glance")
         conf([], project="dtn-migrate", default_config_files=[
             str(self.conf_dir / "dtn-migrate.conf")])
         peer_conf.register_opts(conf)
@@ -375,6 +379,9 @@ class TestPluginPhases(testtools.TestCase):
         self.assertEqual("keystone", conf.api.auth_strategy)
         self.assertEqual(["public"], conf.glance.valid_interfaces)
         self.assertEqual("RegionOne", conf.glance.region_name)
+        self.assertEqual("password", conf.glance.auth_type)
+        self.assertEqual("http://192.0.2.10/identity", conf.glance.auth_url)
+        self.assertEqual("service", conf.glance.project_name)
         self.assertTrue(conf.debug)
         self.assertEqual("rabbit://stack:x@127.0.0.1/", conf.transport_url)
 
@@ -424,6 +431,7 @@ class TestPluginPhases(testtools.TestCase):
         started = [c[1].split(" ", 1)[0] for c in calls
                    if c[0] == "run_process"]
         self.assertEqual(["dtn-engine", "dtn-api"], started)
+        self.assertIn(["create_service_user", "dtn-migrate admin"], calls)
         self.assertNotIn(["install_package", "python3-pyverbs"], calls)
         self.assertEqual([], self.load_conf().agent.peers)
 
@@ -435,11 +443,28 @@ class TestPluginPhases(testtools.TestCase):
         started = [c[1].split(" ", 1)[0] for c in calls
                    if c[0] == "run_process"]
         self.assertEqual(["dtn-agent"], started)
-        # No API: no uwsgi, no catalog entry; no engine: no database.
+        # No API: no uwsgi, no catalog entry; no engine: no database, no
+        # service user.
         for absent in ("install_apache_uwsgi", "write_uwsgi_config",
                        "get_or_create_service", "recreate_database",
-                       "wait_for_service"):
+                       "wait_for_service", "create_service_user"):
             self.assertNotIn(absent, names)
+        self.assertIn(["install_package", "python3-pyverbs"], calls)
+
+    def test_engine_without_api(self):
+        calls = self.run_phases(["stack post-config", "stack extra"],
+                                disabled=["dtn-api", "dtn-agent"])
+        names = [c[0] for c in calls]
+        # The engine's Glance credentials need the user; the catalog
+        # entry is the API's.
+        self.assertIn(["create_service_user", "dtn-migrate admin"], calls)
+        self.assertNotIn("get_or_create_service", names)
+        self.assertIn("recreate_database", names)
+        self.assertEqual(
+            ["dtn-engine"],
+            [c[1].split(" ", 1)[0] for c in calls if c[0] == "run_process"])
+        conf = self.load_conf()
+        self.assertEqual("dtn-migrate", conf.glance.username)
 
     def test_api_on_its_own_port(self):
         calls = self.run_phases(["stack post-config"],
