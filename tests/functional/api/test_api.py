@@ -10,6 +10,7 @@ import json
 import os
 import re
 
+from testtools import content
 import yaml
 
 import dtn_migrate
@@ -20,6 +21,7 @@ OPENAPI = os.path.join(os.path.dirname(dtn_migrate.__file__), "api",
                        "openapi.yaml")
 #: Examples schemathesis generates per operation.
 MAX_EXAMPLES = 25
+NOT_FOUND = r"not (be )?found.*404"
 
 
 def _ids(rows):
@@ -73,7 +75,7 @@ class TestApi(api.ApiPairTestCase):
         proc = self.openstack("alice", "dtn", "peer", "show", "nowhere",
                               check=False)
         self.assertNotEqual(0, proc.returncode)
-        self.assertIn("not found", (proc.stdout + proc.stderr).lower())
+        self.assertIn("404", proc.stdout + proc.stderr)
 
     # Who may do what.
 
@@ -87,42 +89,50 @@ class TestApi(api.ApiPairTestCase):
         self.assertEqual([], self.migrations_of(source["id"]))
 
     def test_isolation_cancel_and_retry(self):
-        # 96 MiB at RATE: about 12 s on the link, time to act on it.
+        # 96 MiB at RATE: about 12 s on the link.
         source = self.upload(96 * MiB)
         rec = self.start_migration(source["id"])
         mid = rec["id"]
         self.wait_transferring(mid)
 
-        # bob (other project) neither sees nor cancels it; not found,
-        # not forbidden (existence is not leaked).
-        self.assertNotIn(mid, _ids(self.openstack_json(
-            "bob", "dtn", "migration", "list")))
-        for verb in ("show", "cancel"):
-            proc = self.openstack("bob", "dtn", "migration", verb, mid,
-                                  check=False)
-            self.assertNotEqual(0, proc.returncode, verb)
-            self.assertIn("not found", (proc.stdout + proc.stderr).lower(),
-                          verb)
+        # While it runs: bob (other project) cannot cancel it (not
+        # found, not forbidden: existence is not leaked), over REST and
+        # with the CLI; rita (reader of demo) cannot either.
         resp = self.http("bob", "POST", "/v1/migrations/%s/action" % mid,
                          json={"cancel": None})
         self.assertEqual(404, resp.status_code, resp.text)
-        # rita (reader) may not cancel it either.
-        proc = self.openstack("rita", "dtn", "migration", "cancel", mid,
+        resp = self.http("rita", "POST", "/v1/migrations/%s/action" % mid,
+                         json={"cancel": None})
+        self.assertEqual(403, resp.status_code, resp.text)
+        proc = self.openstack("bob", "dtn", "migration", "cancel", mid,
                               check=False)
         self.assertNotEqual(0, proc.returncode)
-        # The admin sees it with --all-projects only (admin project).
-        self.assertIn(mid, _ids(self.openstack_json(
-            "admin", "dtn", "migration", "list", "--all-projects")))
-        self.assertNotIn(mid, _ids(self.openstack_json(
-            "admin", "dtn", "migration", "list")))
-        self.assertEqual("running", self.rest_show(mid)["state"])
+        self.assertRegex((proc.stdout + proc.stderr).lower(), NOT_FOUND)
 
         # alice cancels it.
+        self.assertEqual("running", self.rest_show(mid)["state"])
         self.openstack("alice", "dtn", "migration", "cancel", mid)
         rec = self.wait_final(mid)
         self.assertEqual("cancelled", rec["state"])
         self.assertIn("cancelled", [e["event"] for e in rec["events"]])
         self.assertEqual("cancelled", self.show(mid)["state"])
+
+        # bob neither lists nor shows it; rita cannot retry it.
+        self.assertNotIn(mid, _ids(self.openstack_json(
+            "bob", "dtn", "migration", "list")))
+        proc = self.openstack("bob", "dtn", "migration", "show", mid,
+                              check=False)
+        self.assertNotEqual(0, proc.returncode)
+        self.assertRegex((proc.stdout + proc.stderr).lower(), NOT_FOUND)
+        proc = self.openstack("rita", "dtn", "migration", "retry", mid,
+                              check=False)
+        self.assertNotEqual(0, proc.returncode)
+        # The admin (on its own project) sees it with --all-projects
+        # only.
+        self.assertIn(mid, _ids(self.openstack_json(
+            "admin", "dtn", "migration", "list", "--all-projects")))
+        self.assertNotIn(mid, _ids(self.openstack_json(
+            "admin", "dtn", "migration", "list")))
 
         # Retried, it completes.
         self.openstack("alice", "dtn", "migration", "retry", mid)
@@ -156,6 +166,9 @@ class TestApi(api.ApiPairTestCase):
                       {"changes-since": "2026-13-45T99:00:00"},
                       {"state": "exploded"}, {"direction": "sideways"},
                       {"all_projects": "true"},
+                      # 4-byte UTF-8 (outside MySQL's utf8mb3).
+                      {"peer": "\U0001F600"}, {"image_id": "\U0001F600"},
+                      {"request_id": "\U00010348" * 8},
                       {"all_projects": "maybe"}):
             yield "GET", "/v1/migrations", {"params": query}, None
         bodies = [
@@ -247,6 +260,7 @@ class TestApi(api.ApiPairTestCase):
         headers = {"X-Auth-Token": self.token("alice")}
         failures = []
         operations = 0
+        calls = []
         for result in schema.get_all_operations():
             operation = result.ok()
             operations += 1
@@ -257,6 +271,7 @@ class TestApi(api.ApiPairTestCase):
                 phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
             @hypothesis.given(case=operation.as_strategy())
             def run(case):
+                calls.append((case.method, case.path))
                 case.call_and_validate(
                     base_url=self.a.api.endpoint, headers=headers,
                     checks=[checks.not_a_server_error,
@@ -267,7 +282,11 @@ class TestApi(api.ApiPairTestCase):
             except Exception as exc:  # noqa: B902 - collected, then failed
                 failures.append("%s %s: %s" % (
                     operation.method.upper(), operation.path, exc))
+        self.addDetail("schemathesis", content.text_content(
+            "%d operations, %d calls" % (operations, len(calls))))
         self.assertGreaterEqual(operations, 7)
+        # Every operation was exercised with several examples.
+        self.assertGreaterEqual(len(calls), 5 * operations)
         self.assertEqual([], failures)
 
     # Restarts.
