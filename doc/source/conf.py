@@ -24,7 +24,8 @@ html_theme = 'alabaster'
 html_static_path = ['_static']
 
 # Written into _static/ at each build, from the generator configurations
-# that tox -e genconfig and tox -e genpolicy use.
+# in etc/dtn-migrate/ (oslo-config-generator, as tox -e genconfig runs
+# it, and oslopolicy-sample-generator).
 config_generator_config_file = [
     ('../../etc/dtn-migrate/dtn-migrate-config-generator.conf',
      '_static/dtn-migrate'),
