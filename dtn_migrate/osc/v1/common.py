@@ -1,5 +1,7 @@
 """Columns and progress drawing shared by the ``openstack dtn`` commands."""
 
+import time
+
 from cliff import columns
 from osc_lib import exceptions
 from oslo_utils import timeutils
@@ -171,19 +173,42 @@ def progress_record(migration):
 
 
 class Waiter:
-    """Waits for migrations, drawing their progress on ``stream``
-    (redrawn in place on a terminal, plain lines otherwise).
+    """Waits for migrations, drawing their progress on ``stream``:
+    redrawn in place on a terminal; otherwise a plain line when a
+    migration's state or tenth of progress changes, and at least every
+    ``period`` seconds while it runs.
     """
 
-    def __init__(self, client, stream, interval=2.0, timeout=None):
+    def __init__(self, client, stream, interval=2.0, timeout=None,
+                 period=30.0, clock=time.monotonic):
         self.client = client
         self.progress = _progress.Progress(stream)
         self.stream = stream
         self.interval = interval
         self.timeout = timeout
+        self.period = period
+        self.clock = clock
+        self.shown = {}                 # migration id -> time of its line
 
     def draw(self, migrations):
-        self.progress.draw([progress_record(m) for m in migrations])
+        records = [progress_record(m) for m in migrations]
+        if not self.progress.tty:
+            now = self.clock()
+            for rec in records:
+                mid = rec["migration_id"]
+                if now - self.shown.get(mid, now) >= self.period and \
+                        rec["state"] not in client_migrations.FINAL_STATES:
+                    # Its line is due again, changed or not.
+                    self.progress.printed.pop(mid, None)
+            before = dict(self.progress.printed)
+            self.progress.draw(records)
+            for rec in records:
+                mid = rec["migration_id"]
+                if mid not in self.shown or \
+                        self.progress.printed.get(mid) != before.get(mid):
+                    self.shown[mid] = now
+            return
+        self.progress.draw(records)
 
     def wait(self, ids):
         """The final records of ``ids``; CommandError on a timeout or

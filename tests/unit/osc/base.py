@@ -8,6 +8,7 @@ import io
 import json
 import types
 
+import fixtures
 import testtools
 
 from dtn_migrate import client
@@ -68,6 +69,13 @@ class CommandTestCase(testtools.TestCase):
         cmd = cls(self.app, None)
         parsed = cmd.get_parser("openstack dtn").parse_args(argv)
         return cmd.run(parsed), self.app.stdout.getvalue()
+
+    def usage_error(self, cls, argv):
+        """The message of argparse's usage error for ``argv``."""
+        err = self.useFixture(fixtures.MonkeyPatch("sys.stderr",
+                                                   io.StringIO())).new_value
+        self.assertRaises(SystemExit, self.run_command, cls, argv)
+        return err.getvalue()
 
     def posted(self):
         return [json.loads(r["body"]) for r in self.api.requests

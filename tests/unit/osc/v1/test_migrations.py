@@ -70,8 +70,10 @@ class TestMigrate(base.CommandTestCase):
         self.assertEqual("Unknown peer DTN x (HTTP 404)", str(exc))
 
     def test_bad_visibility_is_a_usage_error(self):
-        self.assertRaises(SystemExit, self.run_command, migrations.Migrate,
-                          [IMAGE, "--peer", "cloud-b", "--visibility", "x"])
+        err = self.usage_error(migrations.Migrate, [
+            IMAGE, "--peer", "cloud-b", "--visibility", "x"])
+        self.assertIn("--visibility: invalid choice: 'x'", err)
+        self.assertEqual([], self.posted())
 
     def test_wait_success(self):
         def script(records):
@@ -305,8 +307,9 @@ class TestList(base.CommandTestCase):
                                     migrations.ListMigration, argv)
             self.assertIn(text, str(exc))
         self.assertEqual([], self.api.requests)
-        self.assertRaises(SystemExit, self.run_command,
-                          migrations.ListMigration, ["--state", "bogus"])
+        err = self.usage_error(migrations.ListMigration,
+                               ["--state", "bogus"])
+        self.assertIn("--state: invalid choice: 'bogus'", err)
 
     def test_api_rejects_marker(self):
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
@@ -379,3 +382,36 @@ class TestProgressRecord(base.CommandTestCase):
     def test_queued_has_no_stage(self):
         rec = common.progress_record(fakeapi.migration())
         self.assertEqual({}, rec["stages"])
+
+
+class TestWaiterLines(base.CommandTestCase):
+
+    def test_periodic_plain_lines(self):
+        now = [1000.0]
+        stream = base.Stream()
+        waiter = common.Waiter(self.app.client_manager.dtn, stream,
+                               period=30.0, clock=lambda: now[0])
+        rec = fakeapi.migration(state="running", stage="transfer",
+                                size=GiB, progress=0.33, rate=1e6, eta=600,
+                                bytes={"export": GiB, "transfer": GiB // 3,
+                                       "import": 0})
+        for step in (0, 10, 29.9):        # unchanged: one line
+            now[0] = 1000.0 + step
+            waiter.draw([rec])
+        self.assertEqual(1, len(stream.getvalue().splitlines()))
+        now[0] = 1030.0                   # 30 s on: the line again
+        waiter.draw([rec])
+        now[0] = 1031.0
+        waiter.draw([rec])
+        lines = stream.getvalue().splitlines()
+        self.assertEqual(2, len(lines))
+        self.assertEqual(lines[0], lines[1])
+        self.assertIn("ETA 10:00", lines[1])
+        # A final migration is not repeated.
+        done = dict(rec, state="complete", progress=1.0)
+        waiter.draw([done])
+        now[0] = 1100.0
+        waiter.draw([done])
+        lines = stream.getvalue().splitlines()
+        self.assertEqual(3, len(lines))
+        self.assertIn("complete", lines[2])
