@@ -89,6 +89,12 @@ class TestAgainstAPI(ShellTestCase):
                              "-f", "value", "-c", "ID", "-c", "State")
         self.assertEqual(0, out.returncode, out.stderr)
         self.assertEqual("%s running" % rec["id"], out.stdout.strip())
+        # --os-endpoint with --os-token implies the admin_token type.
+        out = self.openstack("--os-endpoint", self.api.url, "--os-token",
+                             fakeapi.TOKEN, "dtn", "migration", "show",
+                             rec["id"], "-f", "value", "-c", "state")
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertEqual("running", out.stdout.strip())
 
     def test_catalog_interface(self):
         self.api.catalog = [("public", "RegionOne", "http://192.0.2.1:9/"),
