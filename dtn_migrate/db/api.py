@@ -11,6 +11,7 @@ raises :class:`~dtn_migrate.exception.DatabaseUnavailable`.
 
 import functools
 import os
+import threading
 import uuid
 
 from oslo_db import api as oslo_db_api
@@ -35,6 +36,8 @@ DEFAULT_SORT = (['created_at', 'id'], ['desc', 'desc'])
 #: Filters of a listing: column filters (a value or a list of values).
 FILTER_KEYS = ('state', 'image_id', 'peer', 'direction', 'request_id',
                'transfer_id', 'project_id')
+#: Columns holding JSON, decoded to dicts in rows.
+_JSON_COLUMNS = ('options', 'details')
 #: Sort keys that are never null in a row the engine wrote.
 _NOT_NULL = frozenset(('id', 'state', 'created_at', 'updated_at'))
 
@@ -43,11 +46,13 @@ def connection_url(conf):
     """[database] connection, or the deprecated [engine]
     persistence_connection when only that one is set.
     """
-    url = conf.database.connection
-    legacy = None
+    try:
+        url = conf.database.connection
+    except AttributeError:          # no [database] group (some tests)
+        url = None
     try:
         legacy = conf.engine.persistence_connection
-    except Exception:  # noqa: B902 - no [engine] group (the API)
+    except AttributeError:          # no [engine] group (the API)
         legacy = None
     if legacy and url in (None, database_conf.DEFAULT_CONNECTION) and \
             legacy != url:
@@ -78,6 +83,42 @@ def ensure_sqlite_dir(url):
     directory = os.path.dirname(sqlite_path(url) or '')
     if directory:
         os.makedirs(directory, exist_ok=True)
+
+
+def serialize_sqlite(engine):
+    """Make every transaction on an SQLite ``engine`` take the write lock
+    when it begins (BEGIN IMMEDIATE), waiting up to 30 s for it.
+
+    SQLite refuses at once (``database is locked``, without waiting) a
+    transaction that read and then wants to write while another one
+    holds a read lock: with the engine's threads and TaskFlow writing
+    the same file, transactions must queue from their start instead.
+    """
+    if engine.dialect.name != 'sqlite':
+        return engine
+
+    @sa.event.listens_for(engine, 'connect', insert=True)
+    def _connect(dbapi_connection, record):
+        dbapi_connection.isolation_level = None     # we say BEGIN
+        cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA busy_timeout = 30000')
+        cursor.close()
+
+    # Instead of oslo.db's own (plain) BEGIN.
+    for listener in list(engine.dispatch.begin):
+        sa.event.remove(engine, 'begin', listener)
+
+    @sa.event.listens_for(engine, 'begin')
+    def _begin(connection):
+        if 'in_transaction' not in connection.info:
+            connection.exec_driver_sql('BEGIN IMMEDIATE')
+            connection.info['in_transaction'] = True
+
+    @sa.event.listens_for(engine, 'commit')
+    @sa.event.listens_for(engine, 'rollback')
+    def _end(connection):
+        connection.info.pop('in_transaction', None)
+    return engine
 
 
 class _Context:
@@ -115,8 +156,8 @@ def _row(obj):
     if obj is None:
         return None
     row = {name: getattr(obj, name) for name in models.MIGRATION_COLUMNS}
-    row['options'] = jsonutils.loads(row['options']) \
-        if row['options'] else {}
+    for key in _JSON_COLUMNS:
+        row[key] = jsonutils.loads(row[key]) if row[key] else {}
     return row
 
 
@@ -130,7 +171,7 @@ def _values(values):
         if key not in models.MIGRATION_COLUMNS:
             raise exception.InvalidInput(
                 reason='migrations have no column %r' % key)
-        if key == 'options' and value is not None and \
+        if key in _JSON_COLUMNS and value is not None and \
                 not isinstance(value, str):
             value = jsonutils.dumps(value, sort_keys=True)
         out[key] = value
@@ -205,13 +246,16 @@ class Database:
 
     def __init__(self, conf=None, connection=None):
         options = {}
-        if conf is not None:
-            options = {k: v for k, v in conf.database.items()
+        group = getattr(conf, 'database', None) if conf is not None \
+            else None
+        if group is not None:
+            options = {k: v for k, v in group.items()
                        if v is not None and k not in (
                            'backend', 'use_db_reconnect',
                            'db_retry_interval', 'db_inc_retry_interval',
                            'db_max_retry_interval', 'db_max_retries',
                            'use_tpool', 'mysql_wsrep_sync_wait')}
+        if conf is not None:
             connection = connection or connection_url(conf)
         self.url = connection or database_conf.DEFAULT_CONNECTION
         ensure_sqlite_dir(self.url)
@@ -224,15 +268,29 @@ class Database:
         options['retry_interval'] = 1
         self._facade = enginefacade.transaction_context()
         self._facade.configure(**options)
+        self._engine = None
+        self._engine_lock = threading.Lock()
+
+    def _started(self):
+        """Start the facade (at the first call: the database may be
+        away when the service starts) and tune an SQLite engine.
+        """
+        if self._engine is None:
+            with self._engine_lock:
+                if self._engine is None:
+                    self._engine = serialize_sqlite(
+                        self._facade.writer.get_engine())
+        return self._facade
 
     def writer(self):
-        return self._facade.writer.using(_Context())
+        return self._started().writer.using(_Context())
 
     def reader(self):
-        return self._facade.reader.using(_Context())
+        return self._started().reader.using(_Context())
 
     def get_engine(self):
-        return self._facade.writer.get_engine()
+        self._started()
+        return self._engine
 
     def dispose(self):
         try:

@@ -46,6 +46,9 @@ class Migration(Base):
     peer_image_id = sa.Column(sa.String(36))
     peer_image_hash = sa.Column(sa.String(128))
     options = sa.Column(sa.Text)
+    #: JSON: what the engine keeps beyond the columns (per-stage state
+    #: and rate, the peer's verification, an import's source image).
+    details = sa.Column(sa.Text)
     project_id = sa.Column(sa.String(64), index=True)
     user_id = sa.Column(sa.String(64))
     created_at = sa.Column(DateTime, index=True, default=_now)

@@ -187,7 +187,7 @@ def _impl(connection):
         return _MySQLLock(connection)
     if backend == "postgresql":
         return _PostgreSQLLock(connection)
-    raise exception.ConfigError(reason="[engine] persistence_connection: "
+    raise exception.ConfigError(reason="[database] connection: "
                                 "%s databases are not supported" % backend)
 
 

@@ -3,23 +3,39 @@
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
+from dtn_migrate import context as context_mod
+from dtn_migrate.engine import migrations as migrations_mod
+from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
 
 
+def _scope(ctx):
+    """The project whose migrations ``ctx`` may see: None for an admin
+    (or the engine's own callers, with an empty context).
+    """
+    return None if ctx.is_admin else ctx.project_id
+
+
 class EngineManager:
-    """Requests from operators (runbooks, the CLI, later the API) and
-    notices from this cloud's DTN agent.
+    """Requests from operators (the API, dtn-migrate-manage) and notices
+    from this cloud's DTN agent.
 
     API version history:
 
     * 1.0 - Initial version.
     * 1.1 - incoming_transfer takes ``attempt``: the import attempt the
       source waits for.
+    * 1.2 - Records come from the ``migrations`` table, with ISO 8601
+      times and ``bytes``; the context (project, user, token) owns and
+      authorizes requests; ``migrate`` is idempotent per project and
+      ``request_id``; get_migration adds ``events``; list_migrations
+      takes filters, marker, limit and sort; new retry_migration,
+      list_peers and get_peer.
     """
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, host, migrations):
         self.host = host
@@ -34,39 +50,75 @@ class EngineManager:
         for an image already migrating (or migrated, unchanged) to the
         same peer returns that migration instead of a new one.
         """
+        ctx = context_mod.from_rpc(ctxt)
         try:
             if unknown:
                 raise exception.InvalidInput(
                     reason="unknown arguments: %s"
                            % ", ".join(sorted(map(str, unknown))))
             return self.migrations.request(peer, images, selector, options,
-                                           request_id)
+                                           request_id, context=ctx)
         except exception.DtnMigrateException as exc:
             LOG.warning("migration request to %s refused: %s", peer, exc)
             self.migrations._notify("error", {
                 "request_id": request_id, "peer": peer, "images": images,
                 "selector": selector, "state": "refused",
-                "error": str(exc)})
+                "project_id": ctx.project_id, "error": str(exc)})
             raise
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def get_migration(self, ctxt, migration_id):
-        return self.migrations.get(migration_id)
+        ctx = context_mod.from_rpc(ctxt)
+        record = self.migrations.get(migration_id, _scope(ctx))
+        return migrations_mod.to_rpc(
+            record, self.migrations.events(record["migration_id"]))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def list_migrations(self, ctxt, request_id=None, direction=None):
-        return self.migrations.list(request_id, direction)
+    def list_migrations(self, ctxt, request_id=None, direction=None,
+                        filters=None, marker=None, limit=None,
+                        sort_keys=None, sort_dirs=None):
+        ctx = context_mod.from_rpc(ctxt)
+        if filters is not None and not isinstance(filters, dict):
+            raise exception.InvalidInput(reason="filters must be a mapping")
+        return [migrations_mod.to_rpc(r) for r in self.migrations.list(
+            request_id, direction, filters, marker, limit, sort_keys,
+            sort_dirs, project_id=_scope(ctx))]
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def cancel_migration(self, ctxt, migration_id):
-        return self.migrations.cancel(migration_id)
+        ctx = context_mod.from_rpc(ctxt)
+        return migrations_mod.to_rpc(
+            self.migrations.cancel(migration_id, _scope(ctx)))
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def retry_migration(self, ctxt, migration_id):
+        ctx = context_mod.from_rpc(ctxt)
+        return migrations_mod.to_rpc(
+            self.migrations.retry(migration_id, _scope(ctx)))
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def list_peers(self, ctxt):
+        """Health of every peer DTN, as this cloud's DTN agent sees it."""
+        res = self.migrations.res
+        return res.agent.peer_health(base.CTXT, res.agent_host)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def get_peer(self, ctxt, name):
+        res = self.migrations.res
+        found = res.agent.peer_health(base.CTXT, res.agent_host, peer=name)
+        for item in found or ():
+            if item.get("name") == name:
+                return item
+        raise exception.PeerNotFound(peer=name, known=", ".join(
+            str(i.get("name")) for i in found or ()) or "none")
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def incoming_transfer(self, ctxt, transfer_id, peer, attempt=None):
         """Cast by this cloud's DTN agent when a peer starts sending, and
         when the source asks for the report of a later import attempt.
         """
-        return self.migrations.incoming(transfer_id, peer, attempt)
+        return migrations_mod.to_rpc(
+            self.migrations.incoming(transfer_id, peer, attempt))
 
     def ping(self, ctxt):
         return {"host": self.host}

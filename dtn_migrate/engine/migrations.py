@@ -1,8 +1,10 @@
 """Migrations of one engine: create, deduplicate, run, resume, report.
 
 Outgoing migrations export an image of this cloud to a peer DTN;
-incoming ones import what this cloud's DTN received.  Each is a
-TaskFlow flow persisted in :class:`persistence.Store`; at most
+incoming ones import what this cloud's DTN received.  Each has a record,
+its row of the ``migrations`` table, and runs as a TaskFlow flow whose
+state TaskFlow persists in the same database (:class:`persistence.Store`);
+at most
 ``max_concurrent_migrations`` outgoing and ``max_concurrent_imports``
 incoming flows run at once, the rest wait in a queue.  An engine that
 starts finds the flows a previous run left unfinished and runs them
@@ -15,6 +17,7 @@ as soon as the database answers.  A request never reuses a record that
 has no live worker: it settles a stranded one first.
 """
 
+import datetime
 import functools
 import queue
 import threading
@@ -27,6 +30,7 @@ import taskflow.engines
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 
+from dtn_migrate import context as context_mod
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine.flows import outgoing as outgoing_flow
 from dtn_migrate.engine import persistence
@@ -53,7 +57,26 @@ def incoming_id(transfer_id):
 
 
 def _now():
-    return timeutils.utcnow().isoformat()
+    return timeutils.utcnow()
+
+
+def _iso(value):
+    return value.isoformat(timespec="microseconds") \
+        if isinstance(value, datetime.datetime) else value
+
+
+def to_rpc(record, events=None):
+    """A record as RPC replies carry it: the row's columns (times as
+    ISO 8601 strings), ``bytes`` per stage, and the engine's own keys
+    (``migration_id``, ``stages``, ``peer_image``, ``reused``).
+    """
+    out = {k: _iso(v) for k, v in record.items()}
+    out["bytes"] = {s: record.get("bytes_%s" % s) or 0
+                    for s in requests.STAGES}
+    if events is not None:
+        out["events"] = [{k: _iso(v) for k, v in e.items()}
+                         for e in events]
+    return out
 
 
 def _reason(exc):
@@ -112,6 +135,7 @@ class Migrations:
         # id -> changes of its unsaved outcome, or None (run it again):
         # its worker ended on a database error.
         self.stranded = {}
+        self.progress_written = {}      # id -> monotonic time
         self.pools = {
             OUTGOING: _Pool("migration", conf.engine.max_concurrent_migrations,
                             self._run),
@@ -121,33 +145,53 @@ class Migrations:
 
     # Requests.
     def request(self, peer, images=None, selector=None, options=None,
-                request_id=None):
-        """Validate a request and start one migration per image."""
+                request_id=None, context=None):
+        """Validate a request and start one migration per image.
+
+        ``context``: the caller's (dtn_migrate.context); its project and
+        user own the records, and with its token the caller must be
+        able to read each image in this cloud's Glance.  The same
+        ``request_id`` again from the same project answers the records
+        it made.
+        """
+        ctx = context or context_mod.get_admin_context()
         peer = requests.peer(peer)
         ids, selector = requests.image_ids(images, selector)
         opts = requests.options(options, self.conf.engine.mode)
         request_id = requests.uuid_hex(request_id, "request_id") \
             if request_id else uuid.uuid4().hex
+        known = self._request_records(request_id, ctx.project_id)
+        if known:
+            LOG.info("request %s: answered again (%d migrations)",
+                     request_id, len(known))
+            return {"request_id": request_id, "peer": known[0]["peer"],
+                    "migrations": [to_rpc(self._record(r))
+                                   for r in known]}
         self.res.check_peer(peer)
+        # As the caller, when it came with a token: what it may read.
+        images = self.res.images if not ctx.auth_token else \
+            self.res.images.for_token(ctx.auth_token)
         if selector is not None:
-            found = self.res.images.select(**selector)
+            found = images.select(**selector)
             if not found:
                 raise exception.InvalidInput(
                     reason="no active image matches the selector %s"
                            % selector)
         else:
-            found = [self.res.images.get(image_id) for image_id in ids]
+            found = [images.readable(image_id) if ctx.auth_token
+                     else images.get(image_id) for image_id in ids]
         for image in found:             # all checked before any starts
             metadata.check_migratable(image)
+        owner = {"project_id": ctx.project_id, "user_id": ctx.user_id}
         out, stale = [], []
         with self.lock:
             self._settle_all()
-            latest = self._latest_outgoing()
             for image in found:
                 record, replaced = self._outgoing(
                     request_id, peer, image, opts,
-                    latest.get((image["id"], peer)))
-                out.append(record)
+                    self._latest_outgoing(image["id"], peer,
+                                          ctx.project_id), owner)
+                out.append(to_rpc(record))
                 if replaced:
                     stale.append(replaced)
         for transfer_id in stale:
@@ -156,7 +200,14 @@ class Migrations:
         return {"request_id": request_id, "peer": peer,
                 "migrations": out}
 
-    def _outgoing(self, request_id, peer, image, opts, prior):
+    def _request_records(self, request_id, project_id):
+        filters = {"request_id": request_id, "direction": OUTGOING}
+        if project_id is not None:
+            filters["project_id"] = project_id
+        return _saved(self.store.records, filters,
+                      sort_keys=["created_at"], sort_dirs=["asc"])
+
+    def _outgoing(self, request_id, peer, image, opts, prior, owner):
         """(record, transfer id whose staged files nothing will resume)."""
         same = prior is not None and \
             prior.get("os_hash_value") == image["os_hash_value"]
@@ -189,7 +240,8 @@ class Migrations:
             "transfer_id": transfer_id, "attempt": attempt,
             "state": "queued", "error": None, "created_at": _now(),
             "updated_at": _now(), "finished_at": None, "peer_image": None,
-            "stages": {},
+            "stages": {}, "project_id": owner.get("project_id"),
+            "user_id": owner.get("user_id"),
         }
         _saved(self.store.create, migration_id, meta)
         LOG.info("migration %s: image %s to %s queued (%s, transfer %s, "
@@ -198,17 +250,16 @@ class Migrations:
         self._submit(migration_id, OUTGOING)
         return self.get(migration_id), replaced
 
-    def _latest_outgoing(self):
-        """{(image id, peer): latest outgoing migration's record}."""
-        latest = {}
-        for meta in self.store.records():
-            if meta.get("direction") != OUTGOING:
-                continue
-            key = (meta.get("image_id"), meta.get("peer"))
-            best = latest.get(key)
-            if best is None or meta["created_at"] > best["created_at"]:
-                latest[key] = meta
-        return latest
+    def _latest_outgoing(self, image_id, peer, project_id=None):
+        """The latest outgoing migration of ``image_id`` to ``peer`` (of
+        ``project_id``, when given), or None.
+        """
+        filters = {"image_id": image_id, "peer": peer,
+                   "direction": OUTGOING}
+        if project_id is not None:
+            filters["project_id"] = project_id
+        found = _saved(self.store.records, filters, limit=1)
+        return found[0] if found else None
 
     def incoming(self, transfer_id, peer, attempt=None):
         """The agent says ``transfer_id`` arrives from ``peer``, and the
@@ -230,7 +281,7 @@ class Migrations:
                     self.wanted[migration_id] = max(
                         attempt, self.wanted.get(migration_id, 0))
                 return self.get(migration_id)
-            meta = self.store.record(migration_id)
+            meta = _saved(self.store.record, migration_id)
             if meta is None:
                 meta = {"migration_id": migration_id, "direction": INCOMING,
                         "transfer_id": transfer_id, "peer": peer,
@@ -249,12 +300,9 @@ class Migrations:
                 if state in ("failed", "cancelled"):
                     if not attempt or attempt <= current:
                         return self._record(meta)
-                    book, _detail = _saved(self.store.load, migration_id,
-                                           lazy=True)
-                    _saved(self.store.new_attempt, book, dict(
-                        meta, state="queued", error=None, attempt=attempt,
-                        updated_at=_now(), started_at=None,
-                        finished_at=None, stages={}))
+                    _saved(self.store.new_run, migration_id,
+                           state="queued", error=None, attempt=attempt,
+                           started_at=None, finished_at=None, stages={})
                     LOG.info("import %s: attempt %d of transfer %s",
                              migration_id, attempt, transfer_id)
                 elif attempt and attempt > current:
@@ -284,26 +332,76 @@ class Migrations:
                 LOG.warning("incoming transfer %s: %s", tid, exc)
 
     # Queries.
-    def get(self, migration_id):
+    def get(self, migration_id, project_id=None):
+        """A migration's record (of ``project_id``, when given)."""
         migration_id = requests.uuid_hex(migration_id, "migration id")
-        meta = self.store.record(migration_id)
-        if meta is None:
+        meta = _saved(self.store.record, migration_id)
+        if meta is None or (project_id is not None and
+                            meta.get("project_id") != project_id):
             raise exception.MigrationNotFound(migration_id=migration_id)
         return self._record(meta)
 
-    def list(self, request_id=None, direction=None):
-        out = []
-        for meta in self.store.records():
-            if request_id and meta.get("request_id") != request_id:
-                continue
-            if direction and meta.get("direction") != direction:
-                continue
-            out.append(self._record(meta))
-        out.sort(key=lambda r: r.get("created_at") or "")
-        return out
+    def events(self, migration_id):
+        return _saved(self.store.events, migration_id)
 
-    def cancel(self, migration_id):
-        record = self.get(migration_id)
+    def list(self, request_id=None, direction=None, filters=None,
+             marker=None, limit=None, sort_keys=None, sort_dirs=None,
+             project_id=None):
+        """Records, oldest first unless sorted otherwise."""
+        filters = dict(filters or {})
+        if request_id:
+            filters["request_id"] = requests.uuid_hex(request_id,
+                                                      "request_id")
+        if direction:
+            filters["direction"] = direction
+        if not sort_keys:
+            sort_keys, sort_dirs = ["created_at"], ["asc"]
+        return [self._record(meta) for meta in _saved(
+            self.store.records, filters, marker=marker, limit=limit,
+            sort_keys=sort_keys, sort_dirs=sort_dirs,
+            project_id=project_id)]
+
+    def retry(self, migration_id, project_id=None):
+        """Run a failed or cancelled outgoing migration again, as a new
+        attempt of the same transfer: what is staged and sent is kept.
+        """
+        record = self.get(migration_id, project_id)
+        migration_id = record["migration_id"]
+        if record["direction"] != OUTGOING or \
+                record["state"] not in ("failed", "cancelled"):
+            raise exception.MigrationStateConflict(
+                migration_id=migration_id,
+                state="%s %s" % (record["state"], record["direction"]),
+                action="retry")
+        with self.lock:
+            self._settle_all()
+            latest = self._latest_outgoing(record["image_id"],
+                                           record["peer"])
+            if latest is not None and \
+                    latest["migration_id"] != migration_id:
+                raise exception.MigrationStateConflict(
+                    migration_id=migration_id,
+                    state="superseded by migration %s (%s)"
+                          % (latest["migration_id"], latest["state"]),
+                    action="retry")
+            if migration_id in self.pending:
+                raise exception.MigrationStateConflict(
+                    migration_id=migration_id, state="still stopping",
+                    action="retry")
+            attempt = (record.get("attempt") or 1) + 1
+            _saved(self.store.event, migration_id, None, "retried",
+                   "attempt %d" % attempt)
+            _saved(self.store.new_run, migration_id, state="queued",
+                   error=None, attempt=attempt, started_at=None,
+                   finished_at=None, stages={})
+            self.res.forget(migration_id)
+            LOG.info("migration %s: retried (attempt %d, transfer %s)",
+                     migration_id, attempt, record["transfer_id"])
+            self._submit(migration_id, OUTGOING)
+        return self.get(migration_id)
+
+    def cancel(self, migration_id, project_id=None):
+        record = self.get(migration_id, project_id)
         migration_id = record["migration_id"]
         if record["state"] in FINAL_STATES:
             return record
@@ -316,37 +414,33 @@ class Migrations:
             # Queued, left unfinished by a previous run of the engine, or
             # stranded by a database error.
             loaded = _saved(self.store.load, migration_id, lazy=True)
-            if loaded is not None:
-                _saved(self._finish, loaded[1], "cancelled",
+            if loaded is not None and \
+                    loaded[2]["state"] not in FINAL_STATES:
+                _saved(self._finish, loaded[2], "cancelled",
                        "cancelled before it started")
         LOG.info("migration %s: cancel requested", migration_id)
         return self.get(migration_id)
 
     def _record(self, meta):
+        """The record, with the live progress of a migration running
+        here (newer than its row, written every progress_interval).
+        """
         rec = dict(meta)
         live = self.res.live.get(rec["migration_id"])
-        stages = dict(rec.get("stages") or {})
-        if live is not None:
+        if live is not None and rec.get("state") in ACTIVE_STATES:
+            stages = dict(rec.get("stages") or {})
             stages.update(live.snapshot())
-        rec["stages"] = stages
-        size = rec.get("size") or (stages.get("import") or {}).get("size")
-        if rec.get("state") == "complete":
-            rec["progress"] = 1.0
-        elif size:
-            names = STAGES if rec.get("direction") == OUTGOING else \
-                ("import",)
-            rec["progress"] = round(sum(
-                min(1.0, ((stages.get(s) or {}).get("done") or 0) / size)
-                for s in names) / len(names), 4)
-        else:
-            rec["progress"] = 0.0
+            rec["stages"] = stages
+            rec.update(persistence.derive(rec))
         return rec
 
     # Running.
     def resume_unfinished(self):
         """Queue the flows a previous run of the engine left running."""
         resumed = []
-        for meta in self.store.records():
+        for meta in self.store.records(
+                {"state": list(ACTIVE_STATES)}, sort_keys=["created_at"],
+                sort_dirs=["asc"]):
             if meta.get("state") in ACTIVE_STATES:
                 with self.lock:
                     if meta["migration_id"] in self.pending:
@@ -395,18 +489,33 @@ class Migrations:
             meta = self.store.record(migration_id)
             self.incoming(meta["transfer_id"], meta["peer"], again)
 
+    def _stage_changed(self, migration_id, stage, state):
+        """A stage of a running migration changed state: its row and
+        events are written at once.
+        """
+        live = self.res.live.get(migration_id)
+        if live is None or migration_id not in self.running:
+            return
+        try:
+            self.store.save(migration_id, stages=live.snapshot())
+            self.progress_written[migration_id] = time.monotonic()
+        except persistence.DATABASE_ERRORS as exc:
+            LOG.warning("migration %s: %s %s not saved: %s", migration_id,
+                        stage, state, exc)
+
     def _run_flow(self, migration_id):
         loaded = self.store.load(migration_id)
         if loaded is None:
             LOG.warning("migration %s is not in the database", migration_id)
             return
-        book, detail = loaded
-        meta = detail.meta
+        book, detail, meta = loaded
         if meta["state"] not in ACTIVE_STATES:
             return
         live = self.res.live_for(migration_id)
         if live.cancel.is_set():
-            return self._finish(detail, "cancelled", "cancelled")
+            return self._finish(meta, "cancelled", "cancelled")
+        live.on_state = functools.partial(self._stage_changed,
+                                          migration_id)
         changes = {}
         if meta["direction"] == OUTGOING:
             flow = outgoing_flow.get_flow(self.res, meta["mode"])
@@ -425,18 +534,17 @@ class Migrations:
         with self.lock:
             self.running[migration_id] = (detail, storage)
         resumed = meta["state"] == "running"
-        self.store.save_meta(detail, storage, state="running",
-                             updated_at=_now(),
-                             started_at=meta.get("started_at") or _now(),
-                             **changes)
+        meta = self.store.save(migration_id, state="running",
+                               started_at=meta.get("started_at") or _now(),
+                               **changes)
         self._notify("start", dict(self.get(migration_id), resumed=resumed))
-        finish = functools.partial(self._finish, detail, storage=storage)
+        finish = functools.partial(self._finish, meta, storage=storage)
         try:
             engine.run()
         except Exception as exc:  # noqa: B902 - recorded and notified
             if persistence.is_database_error(exc):
                 raise tf_exc.StorageFailure(_reason(exc))
-            extra = self._import_result(detail, storage)
+            extra = self._import_result(meta, storage)
             if _cancelled(exc):
                 finish("cancelled", "cancelled by request", **extra)
             else:
@@ -447,21 +555,21 @@ class Migrations:
         if storage.get_flow_state() != tf_states.SUCCESS:
             return finish("failed", "flow ended %s"
                           % storage.get_flow_state(),
-                          **self._import_result(detail, storage))
+                          **self._import_result(meta, storage))
         result = {}
         for key in ("peer_image", "image_id"):
             try:
                 result[key] = storage.fetch(key)
             except tf_exc.NotFound:
                 pass
-        result.update(self._import_result(detail, storage))
+        result.update(self._import_result(meta, storage))
         finish("complete", None, **result)
 
-    def _import_result(self, detail, storage):
+    def _import_result(self, meta, storage):
         """What an import's record keeps of its descriptor: the attempt
         (that its reports carry) and the source image.
         """
-        if detail.meta["direction"] != INCOMING:
+        if meta["direction"] != INCOMING:
             return {}
         try:
             incoming = storage.fetch("incoming")
@@ -472,32 +580,34 @@ class Migrations:
         image = incoming["image"]
         return {"attempt": incoming["attempt"],
                 "source_image_id": image.get("id"),
+                "image_name": image.get("name"),
                 "size": image.get("size"),
                 "os_hash_value": image.get("os_hash_value")}
 
-    def _finish(self, detail, state, error, storage=None, **extra):
-        meta = detail.meta
+    def _finish(self, meta, state, error, storage=None, **extra):
         live = self.res.live.get(meta["migration_id"])
         stages = live.snapshot() if live else meta.get("stages")
-        self._close(detail, dict(extra, state=state, error=error,
-                                 stages=stages), storage)
+        if live is not None:
+            live.on_state = None
+        self._close(meta, dict(extra, state=state, error=error,
+                               stages=stages))
 
-    def _close(self, detail, changes, storage=None):
+    def _close(self, meta, changes):
         """Save a migration's outcome (``changes`` of its record), then
         clean up, report and notify.  A database error strands the
         migration with its outcome, and is raised.
         """
-        migration_id, state = detail.meta["migration_id"], changes["state"]
+        migration_id, state = meta["migration_id"], changes["state"]
         try:
-            self.store.save_meta(detail, storage, updated_at=_now(),
-                                 finished_at=_now(), **changes)
+            meta = self.store.save(migration_id, finished_at=_now(),
+                                   **changes)
         except persistence.DATABASE_ERRORS:
             with self.lock:
                 self.stranded[migration_id] = changes
             raise
         with self.lock:
             self.stranded.pop(migration_id, None)
-        meta = detail.meta
+            self.progress_written.pop(migration_id, None)
         if state != "complete":
             if meta["direction"] == INCOMING:
                 self._report_failure(meta)
@@ -549,9 +659,9 @@ class Migrations:
             if loaded is not None:
                 LOG.info("migration %s: runs again after a database error",
                          migration_id)
-                self._submit(migration_id, loaded[1].meta["direction"])
+                self._submit(migration_id, loaded[2]["direction"])
             return
-        _saved(self._close, loaded[1], changes)
+        _saved(self._close, loaded[2], changes)
         LOG.info("migration %s: its outcome (%s) saved after a database "
                  "error", migration_id, changes["state"])
 
@@ -567,20 +677,33 @@ class Migrations:
 
     # Progress.
     def report_progress(self):
-        """Persist and notify the progress of running migrations."""
+        """Write and notify the progress of running migrations: at most
+        once every ``[engine] progress_interval`` seconds per migration
+        (state changes are written at once, elsewhere).
+        """
+        interval = self.conf.engine.progress_interval
         with self.lock:
-            running = list(self.running.items())
-        for migration_id, (detail, storage) in running:
+            running = list(self.running)
+        for migration_id in running:
             live = self.res.live.get(migration_id)
             if live is None:
                 continue
-            self.store.save_meta(detail, storage, stages=live.snapshot(),
-                                 updated_at=_now())
-            self._notify("progress", self.get(migration_id))
+            now = time.monotonic()
+            last = self.progress_written.get(migration_id)
+            if last is not None and now - last < interval * 0.9:
+                continue
+            self.progress_written[migration_id] = now
+            try:
+                record = self.store.save(migration_id,
+                                         stages=live.snapshot())
+            except exception.MigrationNotFound:
+                continue
+            self._notify("progress", to_rpc(self._record(record)))
 
     def _notify(self, event, payload):
         if self.notifier is None:
             return
+        payload = {k: _iso(v) for k, v in payload.items()}
         try:
             getattr(self.notifier, "error" if event == "error" else "info")(
                 {}, "dtn_migrate.migration.%s" % event, payload)

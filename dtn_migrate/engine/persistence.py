@@ -1,35 +1,62 @@
-"""Migrations in TaskFlow's persistence (the SQLAlchemy backend).
+"""Migration records in the ``migrations`` table, flow state in TaskFlow.
 
-One logbook per migration (its uuid is the migration id); each run of the
-migration's flow is a flow detail of that logbook, whose ``meta`` holds
-the migration record (request, image, peer, progress, result).  The
-engine keeps nothing else, so everything it knows survives kill -9.
+A migration's record is its row of ``migrations`` (dtn_migrate.db),
+with its timeline in ``migration_events``: the API, dtn-migrate-manage
+and every engine read them.  TaskFlow's persistence, in the same
+database, keeps only the state of the migration's flows: one logbook per
+migration (its uuid is the migration id), one flow detail per run.
 
-The engine is the only writer of its database, so the latest record of
-every migration is also kept in memory: read once when the engine
-starts, then updated with every write.  Listing migrations, finding the
-previous migration of an image and resuming read that index instead of
-the database.
+Inside the engine a record is the row as a dict plus:
+
+* ``migration_id`` (the row's ``id``);
+* ``stages``: {stage: {"state", "done", "size", "rate", "eta", ...}},
+  kept in the row's ``details`` beside the ``bytes_*``, ``stage``,
+  ``progress``, ``rate`` and ``eta`` columns derived from it;
+* ``peer_image``: the peer's verified image (``peer_image_id`` and
+  ``peer_image_hash``, the rest in ``details``);
+* whatever else the engine keeps (an import's ``source_image_id``), in
+  ``details``.
+
+:meth:`Store.save` writes a record's changes and appends the events
+they mean (state changes, stages started, finished or failed).
 """
 
 import contextlib
 import copy
-import os
 import threading
+import time
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 from sqlalchemy import exc as sa_exc
 from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends
 from taskflow.persistence import models
 
+from dtn_migrate.db import api as db_api
+from dtn_migrate.db import migration as db_migration
+from dtn_migrate.db import models as db_models
+from dtn_migrate.engine import requests
+from dtn_migrate import exception
+
 LOG = logging.getLogger(__name__)
 
-#: Keys TaskFlow keeps in a flow detail's meta beside the record.
+#: Keys TaskFlow keeps in a flow detail's meta.
 _TASKFLOW_KEYS = ("injected", "progress", "progress_details")
-#: What the database being down (or restarting) raises: TaskFlow's
-#: wrapper of SQLAlchemy's errors, or SQLAlchemy's own.
-DATABASE_ERRORS = (tf_exc.StorageFailure, sa_exc.SQLAlchemyError)
+#: What the database being down (or restarting) raises: dtn_migrate.db's
+#: DatabaseUnavailable, TaskFlow's wrapper of SQLAlchemy's errors, or
+#: SQLAlchemy's own.
+DATABASE_ERRORS = (exception.DatabaseUnavailable, tf_exc.StorageFailure,
+                   sa_exc.SQLAlchemyError)
+#: Stage states after which a stage is done.
+DONE_STAGE_STATES = ("complete", "active", "uploaded")
+#: State of a migration -> its event.
+_STATE_EVENTS = {"queued": "queued", "running": "started",
+                 "complete": "finished", "failed": "failed",
+                 "cancelled": "cancelled"}
+#: Record keys that are not columns and not kept in ``details``.
+_TRANSIENT = ("migration_id", "reused", "bytes", "details")
+_COLUMNS = frozenset(db_models.MIGRATION_COLUMNS) - {"details", "id"}
 
 
 def is_database_error(exc):
@@ -43,16 +70,7 @@ def sqlite_path(connection):
     """The file of an SQLite URL, or None (another database, or SQLite in
     memory).
     """
-    prefix = "sqlite:///"
-    if connection.startswith(prefix) and connection != prefix:
-        return connection[len(prefix):]
-    return None
-
-
-def _ensure_sqlite_dir(connection):
-    directory = os.path.dirname(sqlite_path(connection) or "")
-    if directory:
-        os.makedirs(directory, exist_ok=True)
+    return db_api.sqlite_path(connection)
 
 
 def _backend_conf(connection):
@@ -64,17 +82,166 @@ def _backend_conf(connection):
     return conf
 
 
-class Store:
-    """Logbooks and flow details on ``connection`` (an SQLAlchemy URL)."""
+def _stage_done(st, size):
+    if (st or {}).get("state") in DONE_STAGE_STATES:
+        return True
+    total = (st or {}).get("size") or size
+    return bool(total) and ((st or {}).get("done") or 0) >= total
 
-    def __init__(self, connection):
-        _ensure_sqlite_dir(connection)
-        self.backend = backends.fetch(_backend_conf(connection))
+
+def derive(record):
+    """The columns a record's ``stages`` give: bytes per stage, current
+    stage, progress (0..1), rate (bytes/s) and ETA (s).
+    """
+    stages = record.get("stages") or {}
+    size = record.get("size") or (stages.get("import") or {}).get("size")
+    state = record.get("state")
+    names = requests.STAGES if record.get("direction") == "outgoing" \
+        else ("import",)
+    out = {"bytes_%s" % s: (stages.get(s) or {}).get("done")
+           for s in requests.STAGES}
+    if state == "complete":
+        out.update(progress=1.0, stage=None, rate=None, eta=0.0)
+        return out
+    if size:
+        out["progress"] = round(sum(
+            1.0 if _stage_done(stages.get(s), size) else
+            min(1.0, ((stages.get(s) or {}).get("done") or 0) / size)
+            for s in names) / len(names), 4)
+    else:
+        out["progress"] = 0.0
+    current = None
+    for s in names:
+        if s in stages and not _stage_done(stages[s], size):
+            current = s
+            break
+    if state in requests.FINAL_STATES:
+        out.update(stage=current if state == "failed" else None,
+                   rate=None, eta=None)
+        return out
+    out["stage"] = current
+    st = stages.get(current) or {}
+    out["rate"] = st.get("rate") or None
+    # The time left is the one of the unfinished stage due last.
+    eta = None
+    for s in names:
+        st = stages.get(s) or {}
+        total, done = st.get("size") or size, st.get("done") or 0
+        if not st.get("rate") or not total or _stage_done(st, size):
+            continue
+        left = st.get("eta")
+        if left is None:
+            left = (total - done) / st["rate"]
+        eta = left if eta is None else max(eta, left)
+    out["eta"] = eta
+    return out
+
+
+def _rates(old, new, seconds):
+    """Give the stages of ``new`` that report no rate one measured
+    since ``old`` (``seconds`` ago).
+    """
+    if not seconds or seconds <= 0:
+        return
+    for name, st in new.items():
+        before = (old.get(name) or {}).get("done")
+        if st.get("rate") is None and before is not None and \
+                st.get("done") is not None and st["done"] > before and \
+                st.get("state") not in DONE_STAGE_STATES:
+            st["rate"] = (st["done"] - before) / seconds
+
+
+def from_row(row):
+    """A record from a row of ``migrations``."""
+    record = dict(row)
+    details = record.pop("details", None) or {}
+    record["migration_id"] = row["id"]
+    for key, value in details.items():
+        record.setdefault(key, value)
+    record["stages"] = details.get("stages") or {}
+    peer_image = details.get("peer_image")
+    if peer_image is None and row.get("peer_image_id"):
+        peer_image = {"image_id": row["peer_image_id"],
+                      "os_hash_value": row.get("peer_image_hash")}
+    record["peer_image"] = peer_image
+    return record
+
+
+def to_row(record):
+    """The columns of a record (``details`` included)."""
+    row, details = {}, {}
+    for key, value in record.items():
+        if key in _TRANSIENT:
+            continue
+        if key in _COLUMNS:
+            row[key] = value
+        elif key == "peer_image":
+            value = value or {}
+            row["peer_image_id"] = value.get("image_id")
+            row["peer_image_hash"] = value.get("os_hash_value")
+            details["peer_image"] = value or None
+        else:
+            details[key] = value
+    row.update(derive(record))
+    row["details"] = details
+    return row
+
+
+def _events(old, new):
+    """(stage, event, message, bytes) of the changes from record ``old``
+    (None: a new record) to ``new``.
+    """
+    out = []
+    state = new.get("state")
+    if old is None or old.get("state") != state:
+        if state in _STATE_EVENTS:
+            message = new.get("error") if state in (
+                "failed", "cancelled") else None
+            out.append((new.get("stage") if state == "failed" else None,
+                        _STATE_EVENTS[state], message, None))
+    before = (old or {}).get("stages") or {}
+    for name in requests.STAGES:
+        st = (new.get("stages") or {}).get(name)
+        if st is None:
+            continue
+        prev = before.get(name)
+        done = st.get("done")
+        if prev is None:
+            out.append((name, "started", None, done))
+            prev = {}
+        if st.get("state") != prev.get("state"):
+            if st.get("state") in DONE_STAGE_STATES and \
+                    prev.get("state") not in DONE_STAGE_STATES:
+                out.append((name, "finished", None, done))
+            elif st.get("state") in ("failed", "cancelled"):
+                out.append((name, st["state"], None, done))
+    return out
+
+
+class Store:
+    """Migration records and TaskFlow flow state on one database.
+
+    ``conf``: the engine's configuration ([database] connection, or the
+    deprecated [engine] persistence_connection); or an SQLAlchemy URL.
+    Creating a Store brings the database's schema up to date.
+    """
+
+    def __init__(self, conf):
+        if isinstance(conf, str):
+            self.url = conf
+            self.db = db_api.Database(connection=conf)
+        else:
+            self.url = db_api.connection_url(conf)
+            self.db = db_api.Database(conf)
+        db_api.ensure_sqlite_dir(self.url)
+        db_migration.db_sync(self.url)
+        self.backend = backends.fetch(_backend_conf(self.url))
+        db_api.serialize_sqlite(self.backend.engine)
         self.lock = threading.RLock()
+        self._measured = {}     # migration id -> (monotonic, stages)
         with self.connection() as conn:
             conn.upgrade()
-        self._index = {}        # migration id -> (run number, record)
-        self._scan()
+        self.import_flow_records()
 
     @contextlib.contextmanager
     def connection(self):
@@ -84,47 +251,62 @@ class Store:
         finally:
             conn.close()
 
-    def _scan(self):
-        """Index the latest record of every migration in the database."""
-        with self.lock, self.connection() as conn:
-            for book in list(conn.get_logbooks(lazy=True)):
-                for detail in conn.get_flows_for_book(book.uuid, lazy=True):
-                    self._note(detail)
-        LOG.debug("%d migrations in the database", len(self._index))
+    # Records.
+    def record(self, migration_id):
+        """The record of a migration, or None.  Database errors are
+        raised.
+        """
+        try:
+            return from_row(self.db.migration_get(migration_id))
+        except exception.MigrationNotFound:
+            return None
 
-    def _note(self, detail):
-        """Index ``detail``'s record unless a later run is indexed."""
-        migration_id, number = _split_id(detail.uuid)
-        record = {k: v for k, v in detail.meta.items()
-                  if k not in _TASKFLOW_KEYS}
-        with self.lock:
-            known = self._index.get(migration_id)
-            if known is None or known[0] <= number:
-                self._index[migration_id] = (number, copy.deepcopy(record))
+    def records(self, filters=None, **kwargs):
+        """Records matching ``filters`` (db.api's), newest first."""
+        return [from_row(r) for r in self.db.migration_get_all(
+            filters, **kwargs)]
 
-    def create(self, migration_id, meta):
-        """A new logbook with one flow detail carrying ``meta``."""
+    def events(self, migration_id):
+        return self.db.migration_events_get(migration_id)
+
+    def event(self, migration_id, stage, event, message=None, bytes=None):
+        self.db.migration_event_add(migration_id, stage, event, message,
+                                    bytes)
+
+    def create(self, migration_id, record):
+        """A new migration: its row, its 'queued' event, and a logbook
+        with the flow detail of its first run.
+        """
+        record = dict(record, migration_id=migration_id)
+        row = dict(to_row(record), id=migration_id)
+        self.db.migration_create(row)
+        for stage, event, message, nbytes in _events(None, record):
+            self.event(migration_id, stage, event, message, nbytes)
         book = models.LogBook("migration-%s" % migration_id,
                               uuid=migration_id)
-        return book, self.new_attempt(book, meta)
+        return book, self._add_run(book)
 
-    def new_attempt(self, book, meta):
-        """Add a flow detail (a fresh run) to an existing logbook."""
+    def _add_run(self, book):
         number = len(list(book)) + 1
         detail = models.FlowDetail("attempt-%d" % number,
                                    uuid=_detail_id(book.uuid, number))
-        detail.meta = dict(meta)
         book.add(detail)
         with self.lock, self.connection() as conn:
             conn.save_logbook(book)
-            self._note(detail)
         return detail
 
-    def load(self, migration_id, lazy=False):
-        """(logbook, latest flow detail) or None; ``lazy`` leaves out the
-        tasks' details (enough for the migration record).  Database
-        errors are raised.
+    def new_run(self, migration_id, **changes):
+        """Save ``changes`` (a retry's: state queued, ...) and give the
+        migration a fresh flow detail; returns the record.
         """
+        record = self.save(migration_id, **changes)
+        loaded = self._book(migration_id)
+        book = loaded if loaded is not None else models.LogBook(
+            "migration-%s" % migration_id, uuid=migration_id)
+        self._add_run(book)
+        return record
+
+    def _book(self, migration_id, lazy=True):
         with self.lock, self.connection() as conn:
             try:
                 book = conn.get_logbook(migration_id, lazy=True)
@@ -134,42 +316,108 @@ class Store:
                 return None
         for detail in details:
             book.add(detail)
+        return book
+
+    def load(self, migration_id, lazy=False):
+        """(logbook, latest flow detail, record) or None; ``lazy`` leaves
+        out the tasks' details.  Database errors are raised.
+        """
+        record = self.record(migration_id)
+        if record is None:
+            return None
+        book = self._book(migration_id, lazy=lazy)
+        if book is None:
+            # The row was written, its logbook not (the database went
+            # away in between): the flow starts from scratch.
+            book = models.LogBook("migration-%s" % migration_id,
+                                  uuid=migration_id)
+            self._add_run(book)
         detail = latest(book)
-        if detail is not None:
-            self._note(detail)
-        return book, detail
+        if detail is None:
+            detail = self._add_run(book)
+        return book, detail, record
 
-    def save_meta(self, detail, storage=None, **changes):
-        """Update the record of ``detail``.  ``storage``: the TaskFlow
-        storage of the engine running it, which then saves it (with the
-        flow's own state, which must not be written back stale).
-        """
-        if storage is not None:
-            # Also updates ``detail``: it is the storage's flow detail.
-            storage.update_flow_metadata(changes)
-        else:
-            with self.lock, self.connection() as conn:
-                fresh = conn.get_flow_details(detail.uuid, lazy=True)
-                fresh.meta.update(changes)
-                conn.update_flow_details(fresh)
-            detail.meta.update(changes)
-        self._note(detail)
-
-    def record(self, migration_id):
-        """The latest record of a migration, or None.  Records are
-        shared: change a copy, not them.
+    def save(self, migration_id, **changes):
+        """Write ``changes`` to a migration's record, with the events
+        they mean; returns the record.
         """
         with self.lock:
-            known = self._index.get(migration_id)
-            return None if known is None else dict(known[1])
+            old = self.record(migration_id)
+            if old is None:
+                raise exception.MigrationNotFound(migration_id=migration_id)
+            new = dict(old, **copy.deepcopy(changes))
+            if "stages" in changes:
+                now = time.monotonic()
+                seen = self._measured.get(migration_id)
+                if seen is not None:
+                    _rates(seen[1], new["stages"], now - seen[0])
+                self._measured[migration_id] = (
+                    now, copy.deepcopy(new["stages"]))
+            if new.get("state") in requests.FINAL_STATES:
+                self._measured.pop(migration_id, None)
+            row = to_row(new)
+            changed = {k: v for k, v in row.items()
+                       if k == "details" or old.get(k) != v}
+            changed.setdefault("updated_at", timeutils.utcnow())
+            saved = from_row(self.db.migration_update(migration_id,
+                                                      changed))
+            for stage, event, message, nbytes in _events(old, saved):
+                self.event(migration_id, stage, event, message, nbytes)
+            return saved
 
-    def records(self):
-        """The latest record of every migration (see :meth:`record`)."""
-        with self.lock:
-            return [dict(r) for _n, r in self._index.values()]
+    # Records of an engine of issue 11 (in flow details' meta).
+    def import_flow_records(self):
+        """Copy into ``migrations`` the records an older engine kept in
+        its flow details' meta, once: when the table is empty and
+        TaskFlow's is not.  Returns how many were imported.
+        """
+        if self.db.migration_get_all(limit=1):
+            return 0
+        count = 0
+        with self.lock, self.connection() as conn:
+            books = list(conn.get_logbooks(lazy=True))
+            for book in books:
+                best = None
+                for detail in conn.get_flows_for_book(book.uuid, lazy=True):
+                    meta = {k: v for k, v in (detail.meta or {}).items()
+                            if k not in _TASKFLOW_KEYS}
+                    if not meta.get("migration_id"):
+                        continue
+                    number = _split_id(detail.uuid)[1]
+                    if best is None or best[0] < number:
+                        best = (number, meta)
+                if best is None:
+                    continue
+                try:
+                    self._import(best[1])
+                    count += 1
+                except (exception.Invalid, ValueError, KeyError,
+                        TypeError) as exc:
+                    LOG.warning("migration %s: its record of an older "
+                                "engine could not be imported: %s",
+                                book.uuid, exc)
+        if count:
+            LOG.info("%d migration records of an older engine imported "
+                     "into the migrations table", count)
+        return count
+
+    def _import(self, meta):
+        record = dict(meta)
+        for key in ("created_at", "updated_at", "started_at",
+                    "finished_at"):
+            if isinstance(record.get(key), str):
+                record[key] = timeutils.normalize_time(
+                    timeutils.parse_isotime(record[key]))
+        record.setdefault("created_at", timeutils.utcnow())
+        record.setdefault("updated_at", record["created_at"])
+        migration_id = record["migration_id"]
+        self.db.migration_create(dict(to_row(record), id=migration_id))
+        self.event(migration_id, None, "imported",
+                   "record of an older engine (%s)" % record.get("state"))
 
     def close(self):
         self.backend.close()
+        self.db.dispose()
 
 
 def _detail_id(migration_id, number):

@@ -56,20 +56,41 @@ class Live:
         self.stages = {}
         self.lock = threading.Lock()
         self.updated = time.time()
+        #: Called with (stage, state) when a stage changes state (the
+        #: engine writes the migration's row then).
+        self.on_state = None
 
     def stage(self, name, **info):
         with self.lock:
-            self.stages.setdefault(name, {}).update(info)
+            st = self.stages.setdefault(name, {})
+            before = st.get("state", False)
+            st.update(info)
+            changed = "state" in info and info["state"] != before
             self.updated = time.time()
+        if changed:
+            self._changed(name, info["state"])
+
+    def _changed(self, name, state):
+        callback = self.on_state
+        if callback is not None:
+            try:
+                callback(name, state)
+            except Exception:  # noqa: B902 - never fail a stage
+                LOG.exception("stage %s %s: could not be recorded", name,
+                              state)
 
     def fail(self, name):
         """Stage ``name`` failed: stop the others."""
         with self.lock:
             if self.failed is None:
                 self.failed = name
-            self.stages.setdefault(name, {}).update(state="failed")
+            changed = self.stages.setdefault(name, {}).get("state") != \
+                "failed"
+            self.stages[name].update(state="failed")
             self.updated = time.time()
         self.stop.set()
+        if changed:
+            self._changed(name, "failed")
 
     def snapshot(self):
         with self.lock:

@@ -17,7 +17,7 @@ class EngineAPI:
     API version history: see ``engine.manager.EngineManager``.
     """
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version='1.0')
@@ -45,16 +45,41 @@ class EngineAPI:
                          request_id=request_id)
 
     def get_migration(self, ctxt, migration_id):
+        """The record, with its ``events`` (1.2)."""
         return self.client.call(ctxt, 'get_migration',
                                 migration_id=migration_id)
 
-    def list_migrations(self, ctxt, request_id=None, direction=None):
-        return self.client.call(ctxt, 'list_migrations',
-                                request_id=request_id, direction=direction)
+    def list_migrations(self, ctxt, request_id=None, direction=None,
+                        filters=None, marker=None, limit=None,
+                        sort_keys=None, sort_dirs=None):
+        """Records of ``ctxt``'s project (all for an admin); the
+        filters, marker and sort of ``dtn_migrate.db.api`` (1.2).
+        """
+        kwargs = {k: v for k, v in (
+            ("filters", filters), ("marker", marker), ("limit", limit),
+            ("sort_keys", sort_keys), ("sort_dirs", sort_dirs))
+            if v is not None}
+        client = self.client.prepare(version='1.2') if kwargs \
+            else self.client
+        return client.call(ctxt, 'list_migrations', request_id=request_id,
+                           direction=direction, **kwargs)
 
     def cancel_migration(self, ctxt, migration_id):
         return self.client.call(ctxt, 'cancel_migration',
                                 migration_id=migration_id)
+
+    def retry_migration(self, ctxt, migration_id):
+        """Run a failed or cancelled outgoing migration again (1.2)."""
+        return self.client.prepare(version='1.2').call(
+            ctxt, 'retry_migration', migration_id=migration_id)
+
+    def list_peers(self, ctxt):
+        """Health of the peer DTNs, from this cloud's DTN agent (1.2)."""
+        return self.client.prepare(version='1.2').call(ctxt, 'list_peers')
+
+    def get_peer(self, ctxt, name):
+        return self.client.prepare(version='1.2').call(ctxt, 'get_peer',
+                                                       name=name)
 
     def incoming_transfer(self, ctxt, transfer_id, peer, attempt=None):
         """From this cloud's DTN agent: a peer DTN sends ``transfer_id``,

@@ -1,4 +1,4 @@
-"""The engine service: persistence, migrations and the RPC server."""
+"""The engine service: database, migrations and the RPC server."""
 
 import threading
 
@@ -6,6 +6,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_service import service
 
+from dtn_migrate.db import api as db_api
 from dtn_migrate.engine import lock
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import migrations
@@ -33,12 +34,13 @@ class EngineService(service.Service):
         self.lock_lost = False
         # Before anything touches the database: a second engine on it
         # refuses to start (PersistenceInUse).
-        self.lock = lock.EngineLock(conf.engine.persistence_connection,
-                                    conf.engine.lock_timeout)
+        connection = db_api.connection_url(conf)
+        self.lock = lock.EngineLock(connection, conf.engine.lock_timeout)
         self.lock.acquire()
         try:
-            self.store = persistence.Store(
-                conf.engine.persistence_connection)
+            # Brings the schema up to date (as dtn-migrate-manage db
+            # sync does) and imports the records of an older engine.
+            self.store = persistence.Store(conf)
         except BaseException:
             self.lock.release()
             raise

@@ -25,6 +25,8 @@ from glanceclient import exc as glance_exc
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
 from oslo_log import log as logging
 import requests
 import tenacity
@@ -189,6 +191,35 @@ class ImageService:
                    retries=opts.retries,
                    retry_max_delay=opts.retry_max_delay,
                    chunk_size=opts.chunk_size)
+
+    def for_token(self, token):
+        """This Glance as the caller whose Keystone ``token`` it is (the
+        API passes it on): what the caller may see and read.  The
+        endpoint is the one this service uses; the token is only sent.
+        """
+        with self._errors():
+            endpoint = self._http.get_endpoint()
+        if not endpoint:
+            raise self._unavailable(_('no image endpoint'))
+        session = ks_session.Session(
+            auth=token_endpoint.Token(endpoint, token),
+            verify=self.session.verify, cert=self.session.cert,
+            timeout=self.session.timeout)
+        return ImageService(session, cloud_name=self.cloud_name,
+                            endpoint_override=endpoint, retries=2,
+                            retry_max_delay=self.retry_max_delay,
+                            chunk_size=self.chunk_size)
+
+    def readable(self, image_id):
+        """The image, if this service's caller may read it: else
+        ImageNotFound (Glance hides it) or ImageNotReadable.
+        """
+        try:
+            image = self.get(image_id)
+        except exception.ImageServiceAuthFailed as e:
+            raise exception.ImageNotReadable(
+                image_id=image_id, cloud=self.cloud_name) from e
+        return image
 
     # Errors.
 

@@ -36,14 +36,14 @@ def alembic_config(connection=None):
 
 
 def _engine(conf):
-    url = db_api.connection_url(conf)
+    url = conf if isinstance(conf, str) else db_api.connection_url(conf)
     db_api.ensure_sqlite_dir(url)
     return sa.create_engine(url, poolclass=sa.pool.NullPool)
 
 
 def db_sync(conf, revision='head'):
-    """Upgrade the database of ``conf`` ([database] connection) to
-    ``revision`` (the latest by default).
+    """Upgrade the database of ``conf`` ([database] connection; or an
+    SQLAlchemy URL) to ``revision`` (the latest by default).
     """
     engine = _engine(conf)
     try:

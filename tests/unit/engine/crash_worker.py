@@ -59,7 +59,7 @@ def task_states(db, migration_id):
     """{task name: TaskFlow state} of the migration's persisted flow."""
     store = persistence.Store(db)
     try:
-        _book, detail = store.load(migration_id)
+        _book, detail, _record = store.load(migration_id)
         return {atom.name: atom.state for atom in detail}
     finally:
         store.close()

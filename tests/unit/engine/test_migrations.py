@@ -2,6 +2,8 @@
 the flows, pipelining, dedupe, resume and errors.
 """
 
+import contextlib
+import datetime
 import hashlib
 import os
 import shutil
@@ -446,8 +448,9 @@ class TestMigrations(EngineTestCase):
         self.assertEqual([mid], [p["migration_id"] for p in notified])
         self.assertTrue(self.a.wait_idle(60))
         # The flow's own state was not written back stale.
-        book, detail = self.a.store.load(mid)
+        book, detail, record = self.a.store.load(mid)
         self.assertEqual("SUCCESS", detail.state)
+        self.assertEqual("complete", record["state"])
 
 
 class TestDatabaseOutage(EngineTestCase):
@@ -467,16 +470,16 @@ class TestDatabaseOutage(EngineTestCase):
         database's error.
         """
         store = engine.store
-        save, load = store.save_meta, store.load
+        save, load = store.save, store.load
 
         def failing(real, call_when):
             def call(*args, **kwargs):
                 if engine in self.down and call_when(kwargs):
-                    raise tf_exc.StorageFailure("(2013, 'Lost connection "
-                                                "to MySQL server')")
+                    raise exception.DatabaseUnavailable(
+                        reason="(2013, 'Lost connection to MySQL server')")
                 return real(*args, **kwargs)
             return call
-        store.save_meta = failing(save, when)
+        store.save = failing(save, when)
         store.load = failing(load, lambda kwargs: loads)
 
     def finish_unsaved(self, image):
@@ -594,33 +597,119 @@ class TestStore(testtools.TestCase):
         self.addCleanup(store.close)
         return store
 
-    def test_index_survives_a_restart(self):
+    def test_records_survive_a_restart(self):
         store = self.store()
-        book, detail = store.create("a" * 32, {"state": "queued"})
-        store.save_meta(detail, state="running")
-        store.new_attempt(book, {"state": "queued", "n": 2})
-        store.create("b" * 32, {"state": "complete"})
+        store.create("a" * 32, {"state": "queued", "direction": "outgoing",
+                                "size": 100})
+        store.save("a" * 32, state="running")
+        store.new_run("a" * 32, state="queued", n=2)
+        store.create("b" * 32, {"state": "complete",
+                                "direction": "incoming"})
         again = self.store()
         for s in (store, again):
-            self.assertEqual({"state": "queued", "n": 2},
-                             s.record("a" * 32))
+            rec = s.record("a" * 32)
+            self.assertEqual(("queued", 2, "outgoing"),
+                             (rec["state"], rec["n"], rec["direction"]))
             self.assertEqual(2, len(s.records()))
             self.assertIsNone(s.record("c" * 32))
+            book, detail, _rec = s.load("a" * 32)
+            self.assertEqual(["attempt-1", "attempt-2"],
+                             sorted(d.name for d in book))
+            self.assertEqual("attempt-2", detail.name)
+        self.assertEqual(["queued", "started", "queued"],
+                         [e["event"] for e in store.events("a" * 32)])
 
-    def test_records_need_no_database(self):
+    def test_stages_give_bytes_progress_and_events(self):
         store = self.store()
-        store.create("a" * 32, {"state": "queued"})
-        with mock.patch.object(store.backend, "get_connection",
-                               side_effect=AssertionError("query")):
-            self.assertEqual([{"state": "queued"}], store.records())
+        mid = "a" * 32
+        store.create(mid, {"state": "running", "direction": "outgoing",
+                           "size": 1000})
+        rec = store.save(mid, stages={
+            "export": {"state": "complete", "done": 1000},
+            "transfer": {"state": "running", "done": 500, "rate": 100.0},
+        })
+        self.assertEqual((1000, 500, None), (rec["bytes_export"],
+                                             rec["bytes_transfer"],
+                                             rec["bytes_import"]))
+        self.assertEqual("transfer", rec["stage"])
+        self.assertEqual(0.5, rec["progress"])
+        self.assertEqual(100.0, rec["rate"])
+        self.assertEqual(5.0, rec["eta"])
+        rec = store.save(mid, state="failed", error="peer gone",
+                         stages=dict(rec["stages"], transfer={
+                             "state": "failed", "done": 600}))
+        self.assertEqual(("failed", "transfer", None, None),
+                         (rec["state"], rec["stage"], rec["rate"],
+                          rec["eta"]))
+        self.assertEqual([
+            (None, "started", None), ("export", "started", 1000),
+            ("export", "finished", 1000), ("transfer", "started", 500),
+            ("transfer", "failed", None), ("transfer", "failed", 600)],
+            [(e["stage"], e["event"], e["bytes"])
+             for e in store.events(mid)])
+        self.assertEqual("peer gone", store.events(mid)[-2]["message"])
+
+    def test_rate_measured_when_a_stage_reports_none(self):
+        store = self.store()
+        mid = "a" * 32
+        store.create(mid, {"state": "running", "direction": "incoming",
+                           "size": 1000})
+        store.save(mid, stages={"import": {"state": "uploading",
+                                           "done": 0}})
+        time.sleep(0.2)
+        rec = store.save(mid, stages={"import": {"state": "uploading",
+                                                 "done": 400}})
+        self.assertGreater(rec["rate"], 400)
+        self.assertLess(rec["rate"], 2000)
+        self.assertEqual("import", rec["stage"])
+        self.assertEqual(0.4, rec["progress"])
 
     def test_load_raises_database_errors(self):
         store = self.store()
         self.assertIsNone(store.load("a" * 32))
+        store.create("a" * 32, {"state": "queued", "direction": "outgoing"})
         with mock.patch.object(store.backend, "get_connection") as conn:
             conn.return_value.get_logbook.side_effect = \
                 tf_exc.StorageFailure("database gone")
             self.assertRaises(tf_exc.StorageFailure, store.load, "a" * 32)
+
+    def test_records_of_an_older_engine_are_imported_once(self):
+        from taskflow.persistence import backends
+        from taskflow.persistence import models as tf_models
+        backend = backends.fetch({"connection": self.db})
+        with contextlib.closing(backend.get_connection()) as conn:
+            conn.upgrade()
+            for mid, state, runs in (("a" * 32, "complete", 2),
+                                     ("b" * 32, "failed", 1)):
+                book = tf_models.LogBook("migration-%s" % mid, uuid=mid)
+                for n in range(1, runs + 1):
+                    detail = tf_models.FlowDetail(
+                        "attempt-%d" % n, uuid="%s-%d" % (mid, n))
+                    detail.meta = {
+                        "migration_id": mid, "direction": "outgoing",
+                        "state": state if n == runs else "failed",
+                        "attempt": n, "image_id": "img", "peer": "b",
+                        "size": 10, "created_at": "2026-11-01T10:00:00",
+                        "updated_at": "2026-11-01T10:05:00",
+                        "stages": {"export": {"state": "complete",
+                                              "done": 10}},
+                        "peer_image": {"image_id": "pimg",
+                                       "os_hash_value": "h"},
+                        "progress": 0.5}
+                    book.add(detail)
+                conn.save_logbook(book)
+        backend.close()
+        store = self.store()
+        rec = store.record("a" * 32)
+        self.assertEqual(("complete", 2, "pimg", "h", 10, 1.0),
+                         (rec["state"], rec["attempt"],
+                          rec["peer_image_id"], rec["peer_image_hash"],
+                          rec["bytes_export"], rec["progress"]))
+        self.assertEqual(datetime.datetime(2026, 11, 1, 10),
+                         rec["created_at"])
+        self.assertEqual("failed", store.record("b" * 32)["state"])
+        self.assertEqual(0, store.import_flow_records())
+        self.assertEqual(2, len(store.records()))
 
 
 class TestDigest(testtools.TestCase):

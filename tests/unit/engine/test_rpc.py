@@ -2,6 +2,7 @@
 fake transport.
 """
 
+import datetime
 import time
 from unittest import mock
 
@@ -10,6 +11,7 @@ import oslo_messaging as messaging
 from oslo_messaging import conffixture
 import testtools
 
+from dtn_migrate import context
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import rpcapi
 from dtn_migrate import exception
@@ -17,6 +19,7 @@ from dtn_migrate import rpc
 
 TID = "2" * 32
 RID = "3" * 32
+MID = "4" * 32
 
 
 class TestEngineRPC(testtools.TestCase):
@@ -48,15 +51,102 @@ class TestEngineRPC(testtools.TestCase):
     def test_migrate_call_and_cast(self):
         self.assertEqual({"request_id": RID},
                          self.api.migrate({}, "b", images=["img"]))
-        self.migrations.request.assert_called_once_with(
-            "b", ["img"], None, None, None)
+        call = self.migrations.request.call_args
+        self.assertEqual(("b", ["img"], None, None, None), call.args)
+        # An empty context: the engine's own, an admin's.
+        self.assertTrue(call.kwargs["context"].is_admin)
         self.migrations.request.reset_mock()
         self.assertIsNone(self.api.migrate_cast(
             {}, "b", selector={"tag": "dr"}, options={"mode": "serial"},
             request_id=RID))
-        self.assertEqual(mock.call("b", None, {"tag": "dr"},
-                                   {"mode": "serial"}, RID),
-                         self.wait_for(self.migrations.request))
+        call = self.wait_for(self.migrations.request)
+        self.assertEqual(("b", None, {"tag": "dr"}, {"mode": "serial"},
+                          RID), call.args)
+
+    def test_context_reaches_the_request(self):
+        ctxt = context.RequestContext(user_id="u1", project_id="p1",
+                                      roles=["member"],
+                                      auth_token="tok").to_dict()
+        self.api.migrate(ctxt, "b", images=["img"], request_id=RID)
+        ctx = self.migrations.request.call_args.kwargs["context"]
+        self.assertEqual(("u1", "p1", "tok", False),
+                         (ctx.user_id, ctx.project_id, ctx.auth_token,
+                          ctx.is_admin))
+
+    def record(self, **values):
+        rec = {"migration_id": MID, "id": MID, "state": "running",
+               "bytes_export": 10, "bytes_transfer": None,
+               "bytes_import": None,
+               "created_at": datetime.datetime(2026, 11, 24, 10, 0, 0, 5)}
+        rec.update(values)
+        return rec
+
+    def test_rows_have_iso_times_bytes_and_events(self):
+        self.migrations.get.return_value = self.record()
+        self.migrations.events.return_value = [{
+            "stage": "export", "event": "started", "message": None,
+            "bytes": 0,
+            "created_at": datetime.datetime(2026, 11, 24, 10, 0, 1)}]
+        row = self.api.get_migration({}, MID)
+        self.assertEqual("2026-11-24T10:00:00.000005", row["created_at"])
+        self.assertEqual({"export": 10, "transfer": 0, "import": 0},
+                         row["bytes"])
+        self.assertEqual([("export", "started",
+                           "2026-11-24T10:00:01.000000")],
+                         [(e["stage"], e["event"], e["created_at"])
+                          for e in row["events"]])
+        self.migrations.get.assert_called_once_with(MID, None)
+
+    def test_a_member_sees_its_project_only(self):
+        ctxt = context.RequestContext(user_id="u1", project_id="p1",
+                                      roles=["member"]).to_dict()
+        self.migrations.list.return_value = [self.record()]
+        self.migrations.cancel.return_value = self.record(state="cancelled")
+        self.migrations.retry.return_value = self.record(state="queued")
+        self.migrations.get.return_value = self.record()
+        self.migrations.events.return_value = []
+        rows = self.api.list_migrations(ctxt, filters={"state": "running"},
+                                        limit=5, marker=MID,
+                                        sort_keys=["peer"],
+                                        sort_dirs=["asc"])
+        self.assertEqual([MID], [r["id"] for r in rows])
+        self.migrations.list.assert_called_once_with(
+            None, None, {"state": "running"}, MID, 5, ["peer"], ["asc"],
+            project_id="p1")
+        self.api.get_migration(ctxt, MID)
+        self.migrations.get.assert_called_once_with(MID, "p1")
+        self.assertEqual("cancelled",
+                         self.api.cancel_migration(ctxt, MID)["state"])
+        self.migrations.cancel.assert_called_once_with(MID, "p1")
+        self.assertEqual("queued",
+                         self.api.retry_migration(ctxt, MID)["state"])
+        self.migrations.retry.assert_called_once_with(MID, "p1")
+
+    def test_retry_conflict_reaches_the_caller(self):
+        self.migrations.retry.side_effect = \
+            exception.MigrationStateConflict(migration_id=MID,
+                                             state="complete",
+                                             action="retry")
+        err = self.assertRaises(exception.MigrationStateConflict,
+                                self.api.retry_migration, {}, MID)
+        self.assertEqual(409, err.code)
+
+    def test_peers_from_the_agent(self):
+        health = [{"name": "b", "reachable": True, "rtt_ms": 1.5},
+                  {"name": "c", "reachable": False, "rtt_ms": None}]
+        agent = self.migrations.res.agent
+        self.migrations.res.agent_host = "dtn-a"
+        agent.peer_health.return_value = health
+        self.assertEqual(health, self.api.list_peers({}))
+        agent.peer_health.assert_called_once_with({}, "dtn-a")
+        agent.peer_health.reset_mock()
+        agent.peer_health.return_value = health[1:]
+        self.assertEqual(health[1], self.api.get_peer({}, "c"))
+        agent.peer_health.assert_called_once_with({}, "dtn-a", peer="c")
+        agent.peer_health.side_effect = exception.PeerNotFound(
+            peer="zz", known="b, c")
+        self.assertRaises(exception.PeerNotFound, self.api.get_peer, {},
+                          "zz")
 
     def test_errors_reach_the_caller(self):
         self.migrations.request.side_effect = exception.PeerNotFound(
@@ -89,5 +179,18 @@ class TestEngineAPIVersions(testtools.TestCase):
         api.client.prepare.assert_called_once_with(version="1.1")
         api.client.prepare.return_value.cast.assert_called_once_with(
             {}, "incoming_transfer", transfer_id=TID, peer="a", attempt=2)
-        self.assertEqual("1.1", rpcapi.EngineAPI.VERSION)
-        self.assertEqual("1.1", manager.EngineManager.target.version)
+        self.assertEqual("1.2", rpcapi.EngineAPI.VERSION)
+        self.assertEqual("1.2", manager.EngineManager.target.version)
+
+    def test_new_calls_need_1_2(self):
+        api = rpcapi.EngineAPI(transport=mock.Mock())
+        api.client = mock.Mock()
+        api.list_migrations({}, request_id=RID)
+        api.client.prepare.assert_not_called()
+        for call in (lambda: api.retry_migration({}, MID),
+                     lambda: api.list_peers({}),
+                     lambda: api.get_peer({}, "b"),
+                     lambda: api.list_migrations({}, limit=3)):
+            api.client.prepare.reset_mock()
+            call()
+            api.client.prepare.assert_called_once_with(version="1.2")

@@ -43,6 +43,7 @@ def upgrade():
         sa.Column('peer_image_id', sa.String(36)),
         sa.Column('peer_image_hash', sa.String(128)),
         sa.Column('options', sa.Text),
+        sa.Column('details', sa.Text),
         sa.Column('project_id', sa.String(64), index=True),
         sa.Column('user_id', sa.String(64)),
         sa.Column('created_at', dt, index=True),
