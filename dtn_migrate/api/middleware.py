@@ -21,9 +21,10 @@ LOG = logging.getLogger(__name__)
 #: Where the request's context lives in the WSGI environment.
 CONTEXT_KEY = 'dtn_migrate.context'
 #: Failures to reach the engine over the bus: 503, not 500.
-_BUS_ERRORS = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
-               messaging.MessagingServerError)
-_DB_ERRORS = (db_exc.DBConnectionError,)
+BUS_ERRORS = (messaging.MessagingTimeout,
+              messaging.MessageDeliveryFailure,
+              messaging.MessagingServerError)
+DB_ERRORS = (db_exc.DBConnectionError,)
 
 
 def _request_id(req):
@@ -96,13 +97,13 @@ class FaultWrapper:
                 LOG.warning("request %s %s (%s): %s", req.method,
                             req.path, _request_id(req), message)
             return fault.response(code, message)
-        except _BUS_ERRORS as exc:
+        except BUS_ERRORS as exc:
             LOG.warning("request %s %s (%s): engine: %s", req.method,
                         req.path, _request_id(req), exc)
             return fault.response(503, exception.EngineUnavailable(
                 reason=str(exc).splitlines()[0] if str(exc)
                 else exc.__class__.__name__).message)
-        except _DB_ERRORS as exc:
+        except DB_ERRORS as exc:
             LOG.warning("request %s %s (%s): database: %s", req.method,
                         req.path, _request_id(req), exc)
             return fault.response(503, exception.DatabaseUnavailable(

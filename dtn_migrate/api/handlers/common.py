@@ -37,7 +37,7 @@ def engine_call(method, *args, **kwargs):
     """Call the engine; a bus failure is 503 EngineUnavailable."""
     try:
         return method(*args, **kwargs)
-    except middleware._BUS_ERRORS as exc:
+    except middleware.BUS_ERRORS as exc:
         text = str(exc).splitlines()[0] if str(exc) else \
             exc.__class__.__name__
         raise exception.EngineUnavailable(reason=text)
