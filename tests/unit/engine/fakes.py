@@ -19,6 +19,41 @@ CORE = ("id", "name", "status", "size", "os_hash_algo", "os_hash_value",
         "min_ram", "visibility", "protected", "tags", "owner")
 
 
+class _CallerImages:
+    """What a caller of one project sees: public and community images
+    and its own; another project's shared image is refused (403), a
+    private one hidden (404).  An unknown token is refused.
+    """
+
+    def __init__(self, images, project):
+        self.images = images
+        self.project = project
+
+    def readable(self, image_id):
+        image = self.images.get(image_id)
+        if self.project is None or (
+                image["visibility"] == "shared" and
+                image["owner"] != self.project):
+            raise exception.ImageNotReadable(image_id=image_id,
+                                             cloud=self.images.cloud)
+        if image["visibility"] == "private" and \
+                image["owner"] != self.project:
+            raise exception.ImageNotFound(image_id=image_id,
+                                          cloud=self.images.cloud)
+        return image
+
+    get = readable
+
+    def select(self, tag=None, properties=None):
+        out = []
+        for image in self.images.select(tag, properties):
+            try:
+                out.append(self.readable(image["id"]))
+            except exception.DtnMigrateException:
+                pass
+        return out
+
+
 class FakeImages:
     def __init__(self, cloud="a"):
         self.cloud = cloud
@@ -28,6 +63,7 @@ class FakeImages:
         self.fail_uploads = 0
         self.break_uploads = 0      # uploads that leave the image saving
         self.lock = threading.Lock()
+        self.tokens = {}            # a caller's token -> its project
 
     def add(self, data, **fields):
         image_id = fields.pop("id", None) or str(uuid.uuid4())
@@ -49,6 +85,12 @@ class FakeImages:
         except KeyError:
             raise exception.ImageNotFound(image_id=image_id,
                                           cloud=self.cloud)
+
+    def for_token(self, token):
+        """This Glance as the caller of ``token`` (``self.tokens``:
+        token -> project).
+        """
+        return _CallerImages(self, self.tokens.get(token))
 
     def select(self, tag=None, properties=None):
         out = []
@@ -136,6 +178,7 @@ class FakeAgents:
         self.rate = None                # bytes/s, for slow transfers
         self.wanted = {}                # (host, tid) -> attempt asked for
         self.cast_wanted = True         # tell the engine of a new one
+        self.fail_start = 0             # transfers refused at their start
 
     def ping(self, ctxt, host):
         peer = "b" if host == "dtn-a" else "a"
@@ -145,6 +188,10 @@ class FakeAgents:
     def start_transfer(self, ctxt, host, peer, files, options=None,
                        transfer_id=None):
         with self.lock:
+            if self.fail_start:
+                self.fail_start -= 1
+                raise exception.TransferConflict(
+                    "the DTN refused transfer %s" % transfer_id)
             if transfer_id in self.transfers:
                 return dict(self.transfers[transfer_id])
             self.transfers[transfer_id] = {"state": "running",

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 from unittest import mock
+import uuid
 
 from oslo_config import cfg
 import oslo_messaging as messaging
@@ -17,6 +18,7 @@ from taskflow import exceptions as tf_exc
 import testtools
 
 from dtn_migrate.conf import engine as engine_conf
+from dtn_migrate import context
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine import migrations
@@ -451,6 +453,136 @@ class TestMigrations(EngineTestCase):
         book, detail, record = self.a.store.load(mid)
         self.assertEqual("SUCCESS", detail.state)
         self.assertEqual("complete", record["state"])
+
+
+class TestCallers(EngineTestCase):
+    """The caller's context: owner of records, reader of images,
+    idempotency of its request ids; retries.
+    """
+
+    def ctx(self, project, token=None):
+        return context.RequestContext(user_id="u-" + project,
+                                      project_id=project,
+                                      auth_token=token, is_admin=False)
+
+    def test_records_carry_project_and_user(self):
+        image = self.image()
+        req = self.a.request("b", images=[image["id"]],
+                             context=self.ctx("p1"))
+        [m] = req["migrations"]
+        self.assertEqual(("p1", "u-p1"), (m["project_id"], m["user_id"]))
+        self.assertTrue(self.a.wait_idle(60))
+        rec = self.a.store.db.migration_get(m["id"], project_id="p1")
+        self.assertEqual(("p1", "u-p1", "complete"),
+                         (rec["project_id"], rec["user_id"], rec["state"]))
+        self.assertRaises(exception.MigrationNotFound, self.a.get, m["id"],
+                          "p2")
+        self.assertEqual([], self.a.list(project_id="p2"))
+        self.assertEqual([m["id"]],
+                         [r["id"] for r in self.a.list(project_id="p1")])
+
+    def test_same_request_id_same_records(self):
+        images = [self.image(size=1000 + i) for i in range(2)]
+        ids = [i["id"] for i in images]
+        rid = uuid.uuid4().hex
+        first = self.a.request("b", images=ids, request_id=rid,
+                               context=self.ctx("p1"))
+        again = self.a.request("b", images=ids, request_id=rid,
+                               context=self.ctx("p1"))
+        self.assertEqual(sorted(m["id"] for m in first["migrations"]),
+                         sorted(m["id"] for m in again["migrations"]))
+        self.assertEqual(2, len(self.a.list(request_id=rid)))
+        # Another project's request id is its own.
+        other = self.a.request("b", images=ids[:1], request_id=rid,
+                               context=self.ctx("p2"))
+        [m] = other["migrations"]
+        self.assertEqual("p2", m["project_id"])
+        self.assertNotIn(m["id"], [r["id"] for r in first["migrations"]])
+        self.assertTrue(self.a.wait_idle(60))
+
+    def test_caller_must_read_the_image(self):
+        self.glance_a.tokens = {"tok1": "p1", "tok2": "p2"}
+        own = self.image(owner="p1", visibility="shared")
+        private = self.image(owner="p2", visibility="private")
+        self.assertRaises(exception.ImageNotReadable, self.a.request, "b",
+                          images=[own["id"]],
+                          context=self.ctx("p2", "tok2"))
+        self.assertRaises(exception.ImageNotFound, self.a.request, "b",
+                          images=[private["id"], own["id"]],
+                          context=self.ctx("p1", "tok1"))
+        self.assertRaises(exception.ImageNotReadable, self.a.request, "b",
+                          images=[own["id"]],
+                          context=self.ctx("p1", "expired"))
+        self.assertEqual([], self.a.list())
+        req = self.a.request("b", images=[own["id"]],
+                             context=self.ctx("p1", "tok1"))
+        self.assertEqual([own["id"]],
+                         [m["image_id"] for m in req["migrations"]])
+        # A selector finds only what the caller may read.
+        self.assertRaises(exception.InvalidInput, self.a.request, "b",
+                          selector={"tag": "dr"},
+                          context=self.ctx("p3", "tok3"))
+        self.assertTrue(self.a.wait_idle(60))
+
+    def test_retry_a_failed_migration(self):
+        image = self.image(size=2 << 20)
+        self.agents.fail_start = 1
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("failed", m["state"])
+        for state in ("complete", "running"):
+            with mock.patch.object(self.a.store, "record",
+                                   return_value=dict(m, state=state)):
+                self.assertRaises(exception.MigrationStateConflict,
+                                  self.a.retry, m["id"])
+        rec = self.a.retry(m["id"])
+        self.assertEqual((m["id"], 2, m["transfer_id"]),
+                         (rec["id"], rec["attempt"], rec["transfer_id"]))
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        rec = self.a.get(m["id"])
+        self.assertEqual("complete", rec["state"], rec["error"])
+        self.assertIsNone(rec["error"])
+        self.assertImported(image)
+        events = [e["event"] for e in self.a.events(m["id"])]
+        self.assertEqual(["queued", "started"], events[:2])
+        self.assertIn("failed", events)
+        after = events[events.index("retried"):]
+        self.assertEqual(["retried", "queued", "started"], after[:3])
+        self.assertEqual("finished", after[-1])
+        self.assertRaises(exception.MigrationStateConflict, self.a.retry,
+                          m["id"])
+        self.assertRaises(exception.MigrationNotFound, self.a.retry,
+                          m["id"], "another-project")
+
+    def test_progress_written_at_a_bounded_rate(self):
+        self.a.conf.set_override("progress_interval", 1.0, "engine")
+        image = self.image(size=4 << 20)
+        self.agents.rate = 1 << 20
+        req = self.a.request("b", images=[image["id"]])
+        mid = req["migrations"][0]["id"]
+        for _ in range(200):
+            if mid in self.a.running:
+                break
+            time.sleep(0.02)
+        saves = []
+        real = self.a.store.save
+
+        def save(migration_id, **changes):
+            if set(changes) == {"stages"}:
+                saves.append(time.monotonic())
+            return real(migration_id, **changes)
+        self.a.store.save = save
+        self.addCleanup(setattr, self.a.store, "save", real)
+        start = time.monotonic()
+        while time.monotonic() - start < 2.5:
+            self.a.report_progress()
+            time.sleep(0.01)
+        # 250 calls, about one write a second (plus stage changes).
+        self.assertGreaterEqual(len(saves), 2)
+        self.assertLessEqual(len(saves), 8)
+        rec = self.a.store.record(mid)
+        self.assertGreater(rec["bytes_export"] or 0, 0)
+        self.assertTrue(self.a.wait_idle(60))
 
 
 class TestDatabaseOutage(EngineTestCase):
