@@ -169,7 +169,27 @@ def progress_record(migration):
             "progress": migration.get("progress"),
             "size": migration.get("size"),
             "error": migration.get("error"),
+            "current_stage": stage if current is not None else None,
             "stages": stages}
+
+
+class _Progress(_progress.Progress):
+    """dtn-migrate-manage's progress lines, plus the bytes the current
+    stage has moved, e.g. ``... ETA 00:12 (transfer 1.0 GiB of 3.0
+    GiB)``.
+    """
+
+    def line(self, record):
+        text = super().line(record)
+        stage = record.get("current_stage")
+        if stage and record.get("state") not in \
+                client_migrations.FINAL_STATES:
+            done = (record["stages"].get(stage) or {}).get("done") or 0
+            text += " (%s %s" % (stage, human_bytes(done))
+            if record.get("size"):
+                text += " of %s" % human_bytes(record["size"])
+            text += ")"
+        return text
 
 
 class Waiter:
@@ -182,7 +202,7 @@ class Waiter:
     def __init__(self, client, stream, interval=2.0, timeout=None,
                  period=30.0, clock=time.monotonic):
         self.client = client
-        self.progress = _progress.Progress(stream)
+        self.progress = _Progress(stream)
         self.stream = stream
         self.interval = interval
         self.timeout = timeout

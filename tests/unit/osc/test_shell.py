@@ -154,7 +154,7 @@ class TestAgainstAPI(ShellTestCase):
         self.assertEqual(["failed"],
                          [r["State"] for r in json.loads(out.stdout)])
         self.assertIn("export 50% 100 B/s", out.stderr)
-        self.assertIn("ETA 00:05", out.stderr)
+        self.assertIn("ETA 00:05 (export 500 B of 1000 B)", out.stderr)
         self.assertIn("failed: ImportNotAllowed: project p9 is not allowed",
                       out.stderr)
         self.assertNotIn("Traceback", out.stderr)

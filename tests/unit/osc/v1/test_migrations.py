@@ -97,7 +97,7 @@ class TestMigrate(base.CommandTestCase):
                          [(r["State"], r["Peer Image ID"]) for r in rows])
         progress = self.app.stderr.getvalue().splitlines()
         self.assertIn("export 25% 95.4 MiB/s", progress[0])
-        self.assertIn("ETA 00:09", progress[0])
+        self.assertIn("ETA 00:09 (export 256.0 MiB of 1.0 GiB)", progress[0])
         self.assertIn("[####################] 100.0%", progress[-1])
         self.assertIn("complete", progress[-1])
 
@@ -153,9 +153,11 @@ class TestWait(base.CommandTestCase):
         # One line per change of state or tenth, not per poll.
         self.assertEqual(3, len(lines), lines)
         self.assertIn("transfer 50% 190.7 MiB/s", lines[0])
-        self.assertIn("ETA 00:04", lines[0])
+        self.assertIn("ETA 00:04 (transfer 512.0 MiB of 1.0 GiB)",
+                      lines[0])
         self.assertIn("]  70.0% of 1.0 GiB", lines[1])
         self.assertIn("complete", lines[2])
+        self.assertNotIn("(transfer", lines[2])
 
     def test_redrawn_in_place_on_a_tty(self):
         a = self.running(image_name="one")
@@ -378,6 +380,7 @@ class TestProgressRecord(base.CommandTestCase):
         self.assertEqual({"export": {"done": GiB},
                           "transfer": {"done": 10, "rate": 5.0, "eta": 3}},
                          rec["stages"])
+        self.assertEqual("transfer", rec["current_stage"])
 
     def test_queued_has_no_stage(self):
         rec = common.progress_record(fakeapi.migration())
