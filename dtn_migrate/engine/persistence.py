@@ -191,14 +191,16 @@ def _events(old, new):
     """(stage, event, message, bytes) of the changes from record ``old``
     (None: a new record) to ``new``.
     """
-    out = []
+    out, last = [], []
     state = new.get("state")
     if old is None or old.get("state") != state:
         if state in _STATE_EVENTS:
             message = new.get("error") if state in (
                 "failed", "cancelled") else None
-            out.append((new.get("stage") if state == "failed" else None,
-                        _STATE_EVENTS[state], message, None))
+            # An outcome comes after its stages' last events.
+            (last if state in requests.FINAL_STATES else out).append(
+                (new.get("stage") if state == "failed" else None,
+                 _STATE_EVENTS[state], message, None))
     before = (old or {}).get("stages") or {}
     for name in requests.STAGES:
         st = (new.get("stages") or {}).get(name)
@@ -215,7 +217,7 @@ def _events(old, new):
                 out.append((name, "finished", None, done))
             elif st.get("state") in ("failed", "cancelled"):
                 out.append((name, st["state"], None, done))
-    return out
+    return out + last
 
 
 class Store:

@@ -1,4 +1,8 @@
-"""The engine's persistence database between two real clouds.
+"""The engine's database between two real clouds.
+
+* The migration's row of ``migrations`` in MariaDB, read directly while
+  the migration runs and after: stage bytes, progress, rate and the
+  event timeline.
 
 * Restarted during a migration (MariaDB, PostgreSQL): once while the
   data moves, and then either restarted again while the peer import is
@@ -26,6 +30,7 @@ import uuid
 import testtools
 from testtools import content
 
+from dtn_migrate.db import api as db_api
 from dtn_migrate import devcloud
 from dtn_migrate.engine import lock
 from dtn_migrate import exception
@@ -150,6 +155,89 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.assertIn(REFUSED, second.log_text())
         self.assertEqual(a.engine_name, a.bus.engine.ping({})["host"])
 
+    def row(self, persistence, migration_id):
+        """(row, events) of a migration, read from the database."""
+        db = db_api.Database(connection=persistence)
+        try:
+            return (db.migration_get(migration_id),
+                    db.migration_events_get(migration_id))
+        finally:
+            db.dispose()
+
+    def assertRowComplete(self, persistence, migration_id, source):
+        row, events = self.row(persistence, migration_id)
+        size = source["size"]
+        self.assertEqual(
+            ("complete", None, 1.0, size, size, size, source["id"],
+             "outgoing", None),
+            (row["state"], row["stage"], row["progress"],
+             row["bytes_export"], row["bytes_transfer"],
+             row["bytes_import"], row["image_id"], row["direction"],
+             row["error"]))
+        self.assertEqual(source["os_hash_value"], row["peer_image_hash"])
+        self.assertTrue(row["peer_image_id"])
+        self.assertIsNotNone(row["finished_at"])
+        self.assertGreaterEqual(row["finished_at"], row["started_at"])
+        seen = [(e["stage"], e["event"]) for e in events]
+        self.assertEqual((None, "queued"), seen[0])
+        for stage in ("export", "transfer", "import"):
+            self.assertIn((stage, "started"), seen)
+            self.assertIn((stage, "finished"), seen)
+        self.assertEqual((None, "finished"), seen[-1])
+        return row, events
+
+    def test_mariadb_row_shows_progress_while_it_runs(self):
+        a, b = self.a, self.b
+        persistence = self.database("mariadb")
+        self.engine_a(persistence)
+        source = self.upload(a, data=os.urandom(32 * MiB), name="rows")
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, images=[source["id"]],
+            options={"transfer_options": {"rate_limit": 8 * MiB}})
+        [m] = req["migrations"]
+        mid = m["migration_id"]
+        self.assertEqual(mid, m["id"])
+        # Under way: the row has the stage bytes, a rate and an ETA.
+        running = []
+
+        def moving():
+            row, events = self.row(persistence, mid)
+            if row["state"] == "running" and \
+                    (row["bytes_transfer"] or 0) > 0 and \
+                    row["bytes_transfer"] < source["size"]:
+                running.append((row, events))
+            return running
+        self.wait_until(moving, "the row to show the transfer", timeout=120,
+                        interval=0.2)
+        row, events = running[0]
+        self.assertEqual(source["size"], row["size"])
+        self.assertGreater(row["progress"], 0.0)
+        self.assertLess(row["progress"], 1.0)
+        self.assertIn(row["stage"], ("export", "transfer", "import"))
+        self.assertIsNotNone(row["started_at"])
+        seen = [(e["stage"], e["event"]) for e in events]
+        self.assertEqual([(None, "queued"), (None, "started")], seen[:2])
+        self.assertIn(("transfer", "started"), seen)
+        # The row moves at most every progress_interval (2 s).
+        later = []
+
+        def moved():
+            again, _events = self.row(persistence, mid)
+            if again["updated_at"] > row["updated_at"]:
+                later.append(again)
+            return later
+        self.wait_until(moved, "the row to be written again", timeout=30,
+                        interval=0.2)
+        rec = self.wait_migration(mid, timeout=180)
+        self.assertMigrated(rec, source)
+        self.assertRowComplete(persistence, mid, source)
+        # The RPC reply is the row, times as ISO 8601.
+        self.assertEqual(rec["bytes"], {"export": source["size"],
+                                        "transfer": source["size"],
+                                        "import": source["size"]})
+        self.assertRegex(rec["created_at"],
+                         r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$")
+
     def migrate_small(self, name):
         """A new image migrates to completion."""
         source = self.upload(self.a, data=os.urandom(4 * MiB), name=name)
@@ -199,6 +287,8 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
             b.proxy.clear()
         rec = self.wait_migration(mid, timeout=120)
         self.assertMigrated(rec, source)
+        # Its row is right: complete, every byte, the whole timeline.
+        self.assertRowComplete(persistence, mid, source)
 
         # Saved for good: engine A, killed, restarts at once on the same
         # database (the server dropped its lock) and finds it complete.
@@ -235,8 +325,10 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
             r"migration %s: (the persistence database failed|unexpected "
             r"error)" % mid, engine.log_text()), "the outcome's save to "
             "fail", timeout=120, interval=0.5)
-        self.assertEqual("running",
-                         a.bus.engine.get_migration({}, mid)["state"])
+        # The record cannot be read meanwhile: the engine says why.
+        err = self.assertRaises(exception.PersistenceUnavailable,
+                                a.bus.engine.get_migration, {}, mid)
+        self.assertIn("persistence database is unavailable", str(err))
         # A request meanwhile is told why it cannot be served: it does
         # not reuse the record that has no worker.
         for _ in range(2):

@@ -776,10 +776,10 @@ class TestStore(testtools.TestCase):
         self.assertEqual([
             (None, "started", None), ("export", "started", 1000),
             ("export", "finished", 1000), ("transfer", "started", 500),
-            ("transfer", "failed", None), ("transfer", "failed", 600)],
+            ("transfer", "failed", 600), ("transfer", "failed", None)],
             [(e["stage"], e["event"], e["bytes"])
              for e in store.events(mid)])
-        self.assertEqual("peer gone", store.events(mid)[-2]["message"])
+        self.assertEqual("peer gone", store.events(mid)[-1]["message"])
 
     def test_rate_measured_when_a_stage_reports_none(self):
         store = self.store()
