@@ -17,6 +17,7 @@ as; :func:`openstack_env` is the environment of the ``openstack``
 executable acting as one of them.
 """
 
+import json
 import os
 import sys
 
@@ -109,7 +110,6 @@ def clouds_yaml(keystone, users, path, region=None):
     ({name: user dict}); ``OS_CLOUD=<name>`` (with
     ``OS_CLIENT_CONFIG_FILE=PATH``) then acts as that user.
     """
-    import json
     clouds = {}
     for name, user in sorted(users.items()):
         clouds[name] = {

@@ -34,6 +34,9 @@ class TestApi(api.ApiPairTestCase):
 
     def test_migrate_wait_as_member(self):
         source = self.upload(6 * MiB)
+        # Glance A honours the same Keystone users: the image is demo's.
+        self.assertEqual(self.a.users["alice"]["project_id"],
+                         source["owner"])
         proc = self.openstack("alice", "dtn", "migrate", source["id"],
                               "--peer", self.b.agent_name, "--wait")
         out = proc.stdout + proc.stderr
