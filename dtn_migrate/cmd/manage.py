@@ -13,7 +13,8 @@
         [--force] [--transfer-option KEY=JSON...] [--request-id UUID]
         [--no-wait] [--timeout SECONDS]
     dtn-migrate-manage migration list [--request-id ID] [--direction D]
-    dtn-migrate-manage migration show|cancel ID
+        [--state S...]
+    dtn-migrate-manage migration show|cancel|retry ID
     dtn-migrate-manage migration wait (ID | --request-id ID) [--timeout S]
     dtn-migrate-manage db sync [--revision REV] | db version
 
@@ -400,9 +401,12 @@ class MigrationCommands:
 
     @_engine_errors
     def list(self):
+        c = CONF.command
+        kwargs = {}
+        if c.states:
+            kwargs["filters"] = {"state": c.states}
         _print(_engine_api().list_migrations(
-            {}, request_id=CONF.command.request_id,
-            direction=CONF.command.direction))
+            {}, request_id=c.request_id, direction=c.direction, **kwargs))
 
     @_engine_errors
     def show(self):
@@ -429,6 +433,10 @@ class MigrationCommands:
     @_engine_errors
     def cancel(self):
         _print(_engine_api().cancel_migration({}, CONF.command.migration_id))
+
+    @_engine_errors
+    def retry(self):
+        _print(_engine_api().retry_migration({}, CONF.command.migration_id))
 
 
 class DbCommands:
@@ -647,8 +655,14 @@ def add_migration_parsers(subparsers):
     p.add_argument("--request-id", dest="request_id", type=_uuid,
                    metavar="UUID")
     p.add_argument("--direction", choices=["outgoing", "incoming"])
-    for name, help_ in (("show", "a migration"),
-                        ("cancel", "cancel a migration")):
+    p.add_argument("--state", dest="states", action="append",
+                   choices=engine_requests.ACTIVE_STATES +
+                   engine_requests.FINAL_STATES,
+                   help="only migrations in this state (repeatable)")
+    for name, help_ in (("show", "a migration, with its events"),
+                        ("cancel", "cancel a migration"),
+                        ("retry", "run a failed or cancelled outgoing "
+                                  "migration again, resuming its data")):
         p = actions.add_parser(name, help=help_)
         common(p, getattr(commands, name))
         p.add_argument("migration_id", metavar="ID")

@@ -275,9 +275,12 @@ class FakeEngine:
         return {"request_id": request_id, "peer": peer,
                 "migrations": out}
 
-    def list_migrations(self, ctxt, request_id=None, direction=None):
+    def list_migrations(self, ctxt, request_id=None, direction=None,
+                        filters=None):
+        states = (filters or {}).get("state")
         return [self._step(mid) for mid, script in self.scripts.items()
-                if request_id in (None, script[0]["request_id"])]
+                if request_id in (None, script[0]["request_id"]) and
+                (not states or script[0]["state"] in states)]
 
     def get_migration(self, ctxt, migration_id):
         if migration_id not in self.scripts:
@@ -286,6 +289,11 @@ class FakeEngine:
 
     def cancel_migration(self, ctxt, migration_id):
         return rec(migration_id, "cancelled")
+
+    def retry_migration(self, ctxt, migration_id):
+        if migration_id not in self.scripts:
+            raise exception.MigrationNotFound(migration_id=migration_id)
+        return dict(rec(migration_id, "queued"), attempt=2)
 
 
 class FakeTime:
@@ -590,6 +598,31 @@ class TestMigrationCommands(MigrationTestCase):
         self.assertEqual("m1", json.loads(out)[0]["migration_id"])
         rc, _, _ = self.run_main("migration", "list", "--direction", "up")
         self.assertEqual(2, rc)
+
+    def test_list_by_state(self):
+        rc, out, _ = self.run_main("migration", "list", "--state", "failed",
+                                   "--state", "cancelled")
+        self.assertEqual(0, rc)
+        self.api.list_migrations.assert_called_once_with(
+            {}, request_id=None, direction=None,
+            filters={"state": ["failed", "cancelled"]})
+        rc, _, err = self.run_main("migration", "list", "--state", "lost")
+        self.assertEqual(2, rc)
+        self.assertIn("invalid choice", err)
+
+    def test_retry(self):
+        rc, out, _ = self.run_main("migration", "retry", "m1")
+        self.assertEqual((0, "queued", 2), (rc, json.loads(out)["state"],
+                                            json.loads(out)["attempt"]))
+        self.api.retry_migration.assert_called_once_with({}, "m1")
+        self.api.retry_migration.side_effect = remote(
+            exception.MigrationStateConflict(migration_id="m1",
+                                             state="complete",
+                                             action="retry"))
+        rc, out, err = self.run_main("migration", "retry", "m1")
+        self.assertEqual((2, ""), (rc, out))
+        self.assertEqual("error: Migration m1 is complete: cannot retry "
+                         "it.\n", err)
 
     def test_show_and_cancel(self):
         rc, out, _ = self.run_main("migration", "show", "m1")
