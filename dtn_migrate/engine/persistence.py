@@ -348,6 +348,12 @@ class Store:
             if old is None:
                 raise exception.MigrationNotFound(migration_id=migration_id)
             new = dict(old, **copy.deepcopy(changes))
+            if changes.get("stages"):
+                # A run resumed after a restart reports only the stages
+                # it runs: the others keep what an earlier run said.
+                # (Empty stages: a new attempt starts afresh.)
+                new["stages"] = dict(old.get("stages") or {},
+                                     **copy.deepcopy(changes["stages"]))
             if "stages" in changes:
                 now = time.monotonic()
                 seen = self._measured.get(migration_id)

@@ -781,6 +781,21 @@ class TestStore(testtools.TestCase):
              for e in store.events(mid)])
         self.assertEqual("peer gone", store.events(mid)[-1]["message"])
 
+    def test_stages_of_an_earlier_run_are_kept(self):
+        store = self.store()
+        mid = "a" * 32
+        store.create(mid, {"state": "running", "direction": "outgoing",
+                           "size": 10})
+        store.save(mid, stages={"export": {"state": "complete",
+                                           "done": 10}})
+        # A resumed run skips the export: it reports the transfer only.
+        rec = store.save(mid, stages={"transfer": {"state": "complete",
+                                                   "done": 10}})
+        self.assertEqual((10, 10), (rec["bytes_export"],
+                                    rec["bytes_transfer"]))
+        rec = store.new_run(mid, state="queued", stages={})
+        self.assertEqual(({}, None), (rec["stages"], rec["bytes_export"]))
+
     def test_rate_measured_when_a_stage_reports_none(self):
         store = self.store()
         mid = "a" * 32
