@@ -1,5 +1,9 @@
 """Errors of the dtn-migration API client.
 
+HTTP errors are ``Http<Reason>`` (HttpNotFound, HttpConflict...), all
+subclasses of HttpError with ``http_status``; the names differ from the
+service's own exceptions (dtn_migrate.exception) on purpose.
+
 Every failure the client reports is a :class:`ClientException`: HTTP
 errors carry the status and the message from the API's error body
 (``{"error": {"code", "title", "message"}}``); failures to reach the API
@@ -58,75 +62,77 @@ class HttpError(ClientException):
     title = "HTTP error"
 
 
-class BadRequest(HttpError):
+class HttpBadRequest(HttpError):
     http_status = 400
     title = "Bad Request"
 
 
-class Unauthorized(HttpError):
+class HttpUnauthorized(HttpError):
     http_status = 401
     title = "Unauthorized"
 
 
-class Forbidden(HttpError):
+class HttpForbidden(HttpError):
     http_status = 403
     title = "Forbidden"
 
 
-class NotFound(HttpError):
+class HttpNotFound(HttpError):
     http_status = 404
     title = "Not Found"
 
 
-class MethodNotAllowed(HttpError):
+class HttpMethodNotAllowed(HttpError):
     http_status = 405
     title = "Method Not Allowed"
 
 
-class NotAcceptable(HttpError):
+class HttpNotAcceptable(HttpError):
     http_status = 406
     title = "Not Acceptable"
 
 
-class Conflict(HttpError):
+class HttpConflict(HttpError):
     http_status = 409
     title = "Conflict"
 
 
-class RequestEntityTooLarge(HttpError):
+class HttpRequestEntityTooLarge(HttpError):
     http_status = 413
     title = "Request Entity Too Large"
 
 
-class UnsupportedMediaType(HttpError):
+class HttpUnsupportedMediaType(HttpError):
     http_status = 415
     title = "Unsupported Media Type"
 
 
-class InternalServerError(HttpError):
+class HttpInternalServerError(HttpError):
     http_status = 500
     title = "Internal Server Error"
 
 
-class BadGateway(HttpError):
+class HttpBadGateway(HttpError):
     http_status = 502
     title = "Bad Gateway"
 
 
-class ServiceUnavailable(HttpError):
+class HttpServiceUnavailable(HttpError):
     http_status = 503
     title = "Service Unavailable"
 
 
-class GatewayTimeout(HttpError):
+class HttpGatewayTimeout(HttpError):
     http_status = 504
     title = "Gateway Timeout"
 
 
 _BY_STATUS = {cls.http_status: cls for cls in (
-    BadRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-    NotAcceptable, Conflict, RequestEntityTooLarge, UnsupportedMediaType,
-    InternalServerError, BadGateway, ServiceUnavailable, GatewayTimeout)}
+    HttpBadRequest, HttpUnauthorized, HttpForbidden, HttpNotFound,
+    HttpMethodNotAllowed, HttpNotAcceptable, HttpConflict,
+    HttpRequestEntityTooLarge, HttpUnsupportedMediaType,
+    HttpInternalServerError, HttpBadGateway, HttpServiceUnavailable,
+    HttpGatewayTimeout)}
 
 
 def _error_body(response):

@@ -19,8 +19,9 @@ SORT_DIRS = ("asc", "desc")
 #: The API's largest page.
 MAX_PAGE = 1000
 #: Answers that mean the API is briefly away (a restart, a proxy).
-TRANSIENT = (exceptions.CommunicationError, exceptions.BadGateway,
-             exceptions.ServiceUnavailable, exceptions.GatewayTimeout)
+TRANSIENT = (exceptions.CommunicationError, exceptions.HttpBadGateway,
+             exceptions.HttpServiceUnavailable,
+             exceptions.HttpGatewayTimeout)
 
 
 def _quote(value):
@@ -117,7 +118,7 @@ class MigrationManager:
                 query["marker"] = marker
             try:
                 body = self.client.get("/migrations", params=query) or {}
-            except exceptions.BadRequest:
+            except exceptions.HttpBadRequest:
                 if not chosen or page is None:
                     raise
                 page = None

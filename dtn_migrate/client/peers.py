@@ -13,6 +13,6 @@ class PeerManager:
         return self.client.get("/peers")["peers"]
 
     def get(self, name):
-        """One peer's health; NotFound for a peer not configured."""
+        """One peer's health; HttpNotFound for a peer not configured."""
         return self.client.get(
             "/peers/%s" % urllib.parse.quote(name, safe=""))["peer"]

@@ -105,12 +105,12 @@ class TestEndpoint(ClientTestCase):
 class TestErrors(ClientTestCase):
 
     def test_contract_error_body_mapped(self):
-        for status, cls in ((400, exceptions.BadRequest),
-                            (403, exceptions.Forbidden),
-                            (404, exceptions.NotFound),
-                            (409, exceptions.Conflict),
-                            (500, exceptions.InternalServerError),
-                            (503, exceptions.ServiceUnavailable)):
+        for status, cls in ((400, exceptions.HttpBadRequest),
+                            (403, exceptions.HttpForbidden),
+                            (404, exceptions.HttpNotFound),
+                            (409, exceptions.HttpConflict),
+                            (500, exceptions.HttpInternalServerError),
+                            (503, exceptions.HttpServiceUnavailable)):
             self.api.fail.append(("GET", "/v1/peers", status,
                                   "the reason %d" % status))
             exc = self.assertRaises(cls, self.dtn.peers.list)
@@ -129,14 +129,14 @@ class TestErrors(ClientTestCase):
         self.assertEqual("teapot", exc.message)
 
     def test_not_found_from_api(self):
-        exc = self.assertRaises(exceptions.NotFound, self.dtn.migrations.get,
-                                "f" * 32)
+        exc = self.assertRaises(exceptions.HttpNotFound,
+                                self.dtn.migrations.get, "f" * 32)
         self.assertIn("f" * 32, exc.message)
 
     def test_unauthorized(self):
         dtn = client.Client(ksa_session.Session(
             auth=token_endpoint.Token(self.api.url, "wrong")))
-        exc = self.assertRaises(exceptions.Unauthorized, dtn.peers.list)
+        exc = self.assertRaises(exceptions.HttpUnauthorized, dtn.peers.list)
         self.assertIn("requires authentication", exc.message)
 
     def test_connection_refused(self):
@@ -151,7 +151,7 @@ class TestErrors(ClientTestCase):
     def test_html_error_page(self):
         self.api.raw.append(("GET", "/v1/peers", 502, "text/html",
                              b"<html>upstream is down</html>\n"))
-        exc = self.assertRaises(exceptions.BadGateway, self.dtn.peers.list)
+        exc = self.assertRaises(exceptions.HttpBadGateway, self.dtn.peers.list)
         self.assertEqual("<html>upstream is down</html>", exc.message)
         self.assertEqual(502, exc.http_status)
 
@@ -166,7 +166,7 @@ class TestErrors(ClientTestCase):
     def test_other_json_error_shape(self):
         self.api.raw.append(("GET", "/v1/peers", 413, "application/json",
                              b'{"message": "Request is too large."}'))
-        exc = self.assertRaises(exceptions.RequestEntityTooLarge,
+        exc = self.assertRaises(exceptions.HttpRequestEntityTooLarge,
                                 self.dtn.peers.list)
         self.assertEqual("Request is too large.", exc.message)
 
@@ -198,7 +198,7 @@ class TestMigrations(ClientTestCase):
         self.assertEqual(body["request_id"], out["request_id"])
 
     def test_create_error(self):
-        exc = self.assertRaises(exceptions.NotFound,
+        exc = self.assertRaises(exceptions.HttpNotFound,
                                 self.dtn.migrations.create, "nope",
                                 images=["i1"])
         self.assertEqual("Unknown peer DTN nope", exc.message)
@@ -253,7 +253,7 @@ class TestMigrations(ClientTestCase):
         self.assertEqual(["true"], self.last()["query"]["all_projects"])
 
     def test_list_bad_marker(self):
-        exc = self.assertRaises(exceptions.BadRequest,
+        exc = self.assertRaises(exceptions.HttpBadRequest,
                                 self.dtn.migrations.list, marker="zz")
         self.assertIn("Marker zz", exc.message)
 
@@ -268,7 +268,7 @@ class TestMigrations(ClientTestCase):
         self.assertEqual("cancelled",
                          self.dtn.migrations.cancel(rec["id"])["state"])
         self.assertEqual({"cancel": None}, json.loads(self.last()["body"]))
-        exc = self.assertRaises(exceptions.Conflict,
+        exc = self.assertRaises(exceptions.HttpConflict,
                                 self.dtn.migrations.cancel, rec["id"])
         self.assertIn("cannot be cancelled", exc.message)
         again = self.dtn.migrations.retry(rec["id"])
@@ -278,7 +278,7 @@ class TestMigrations(ClientTestCase):
                          self.last()["path"])
 
     def test_ids_are_quoted(self):
-        self.assertRaises(exceptions.NotFound, self.dtn.migrations.get,
+        self.assertRaises(exceptions.HttpNotFound, self.dtn.migrations.get,
                           "a/b")
         self.assertEqual("/v1/migrations/a%2Fb", self.last()["path"])
 
@@ -333,12 +333,12 @@ class TestWait(ClientTestCase):
         a = self.api.add(state="running")
         self.api.fail.extend(
             [("GET", "/v1/migrations/", 503, "down")] * 50)
-        self.assertRaises(exceptions.ServiceUnavailable,
+        self.assertRaises(exceptions.HttpServiceUnavailable,
                           self.dtn.migrations.wait, [a["id"]],
                           interval=0.01, outage=0.1)
 
     def test_wait_not_found_raises(self):
-        self.assertRaises(exceptions.NotFound, self.dtn.migrations.wait,
+        self.assertRaises(exceptions.HttpNotFound, self.dtn.migrations.wait,
                           ["f" * 32], interval=0.01)
 
 
@@ -356,7 +356,7 @@ class TestPeers(ClientTestCase):
         self.assertEqual("/v1/peers/cloud%20c", self.last()["path"])
 
     def test_unknown_peer(self):
-        exc = self.assertRaises(exceptions.NotFound, self.dtn.peers.get,
+        exc = self.assertRaises(exceptions.HttpNotFound, self.dtn.peers.get,
                                 "nope")
         self.assertEqual("Unknown peer DTN nope", exc.message)
 
@@ -383,7 +383,7 @@ class TestSmallMaxLimit(ClientTestCase):
 
     def test_page_size_asked_is_not_changed(self):
         self.api.max_limit = 5
-        self.assertRaises(exceptions.BadRequest, self.dtn.migrations.list,
+        self.assertRaises(exceptions.HttpBadRequest, self.dtn.migrations.list,
                           page_size=10)
 
     def test_states_repeat(self):

@@ -59,7 +59,7 @@ class TestRealApi(RealApiTestCase):
                          (shown["state"], shown["image_name"]))
         self.assertEqual(["queued"], [e["event"] for e in shown["events"]])
         self.assertEqual("cancelled", dtn.migrations.cancel(mid)["state"])
-        self.assertRaises(exceptions.Conflict, dtn.migrations.cancel, mid)
+        self.assertRaises(exceptions.HttpConflict, dtn.migrations.cancel, mid)
         self.assertEqual(2, dtn.migrations.retry(mid)["attempt"])
         self.assertRaises(exceptions.WaitTimeout, dtn.migrations.wait,
                           mid, interval=0.01, timeout=0.1)
@@ -92,33 +92,33 @@ class TestRealApi(RealApiTestCase):
         theirs = self.add(project=api_base.OTHER)["id"]
         self.assertEqual([mine],
                          [m["id"] for m in self.dtn().migrations.list()])
-        self.assertRaises(exceptions.NotFound, self.dtn().migrations.get,
+        self.assertRaises(exceptions.HttpNotFound, self.dtn().migrations.get,
                           theirs)
-        self.assertRaises(exceptions.NotFound,
+        self.assertRaises(exceptions.HttpNotFound,
                           self.dtn().migrations.cancel, theirs)
-        self.assertRaises(exceptions.Forbidden,
+        self.assertRaises(exceptions.HttpForbidden,
                           self.dtn().migrations.list, all_projects=True)
         everyone = self.dtn("admin").migrations.list(all_projects=True)
         self.assertEqual({mine, theirs}, {m["id"] for m in everyone})
 
     def test_reader_cannot_create(self):
-        exc = self.assertRaises(exceptions.Forbidden,
+        exc = self.assertRaises(exceptions.HttpForbidden,
                                 self.dtn("reader").migrations.create, "b",
                                 images=[api_base.IMAGE])
         self.assertEqual(403, exc.http_status)
 
     def test_errors_carry_the_api_message(self):
         dtn = self.dtn()
-        exc = self.assertRaises(exceptions.NotFound, dtn.peers.get, "zz")
+        exc = self.assertRaises(exceptions.HttpNotFound, dtn.peers.get, "zz")
         self.assertIn("zz", exc.message)
-        exc = self.assertRaises(exceptions.BadRequest, dtn.migrations.list,
+        exc = self.assertRaises(exceptions.HttpBadRequest, dtn.migrations.list,
                                 marker="not-a-uuid")
         self.assertIn("marker", exc.message)
-        exc = self.assertRaises(exceptions.BadRequest,
+        exc = self.assertRaises(exceptions.HttpBadRequest,
                                 dtn.migrations.create, "b",
                                 images=["nope"])
         self.assertEqual(400, exc.http_status)
-        exc = self.assertRaises(exceptions.NotFound,
+        exc = self.assertRaises(exceptions.HttpNotFound,
                                 dtn.migrations.create, "zz",
                                 images=[api_base.IMAGE])
         self.assertIn("zz", exc.message)
