@@ -5,6 +5,8 @@ import time
 import urllib.parse
 import uuid
 
+import tenacity
+
 from dtn_migrate.client import exceptions
 
 STATES = ("queued", "running", "complete", "failed", "cancelled")
@@ -58,12 +60,14 @@ class MigrationManager:
         self.client = client
 
     def create(self, peer, images=None, tag=None, properties=None,
-               options=None, request_id=None):
+               options=None, request_id=None, retries=2):
         """Ask for migrations of ``images`` (ids), or of the images that
         carry ``tag`` and/or ``properties``, to ``peer``.
 
         ``request_id`` (generated when not given) makes the request safe
-        to send again: the same id answers with the same records.
+        to send again: the same id answers with the same records.  So an
+        API that cannot be reached or answers 502/503/504 is asked again,
+        up to ``retries`` times (after 1 s, then 2 s...).
         Returns ``{"request_id": ..., "migrations": [...]}``.
         """
         body = {"peer": peer,
@@ -76,7 +80,12 @@ class MigrationManager:
             body["properties"] = dict(properties)
         if options:
             body["options"] = dict(options)
-        return self.client.post("/migrations", body)
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(TRANSIENT),
+            stop=tenacity.stop_after_attempt(1 + max(0, retries)),
+            wait=tenacity.wait_exponential(multiplier=1, max=8),
+            reraise=True)
+        return retrying(self.client.post, "/migrations", body)
 
     def list(self, state=None, image_id=None, peer=None, direction=None,
              request_id=None, changes_since=None, marker=None, limit=None,

@@ -394,3 +394,34 @@ class TestSmallMaxLimit(ClientTestCase):
         self.assertEqual({a["id"], b["id"]}, {m["id"] for m in found})
         self.assertEqual(["failed", "cancelled"],
                          self.last()["query"]["state"])
+
+
+class TestCreateRetries(ClientTestCase):
+
+    def test_sent_again_with_the_same_request_id(self):
+        self.api.fail.extend([("POST", "/v1/migrations", None, None),
+                              ("POST", "/v1/migrations", 503, "busy")])
+        start = time.monotonic()
+        out = self.dtn.migrations.create("cloud-b", images=["i1"])
+        posts = [json.loads(r["body"]) for r in self.api.requests
+                 if r["method"] == "POST"]
+        self.assertEqual(3, len(posts))
+        self.assertEqual({out["request_id"]},
+                         {p["request_id"] for p in posts})
+        self.assertEqual(1, len(out["migrations"]))
+        # It paused between the attempts (1 s, then 2 s).
+        self.assertGreaterEqual(time.monotonic() - start, 2.5)
+
+    def test_gives_up(self):
+        self.api.fail.extend([("POST", "/v1/migrations", 503, "busy")] * 2)
+        exc = self.assertRaises(exceptions.HttpServiceUnavailable,
+                                self.dtn.migrations.create, "cloud-b",
+                                images=["i1"], retries=1)
+        self.assertEqual("busy", exc.message)
+        self.assertEqual([], self.api.created)
+
+    def test_client_errors_are_not_retried(self):
+        self.assertRaises(exceptions.HttpNotFound,
+                          self.dtn.migrations.create, "nope",
+                          images=["i1"])
+        self.assertEqual(1, len(self.api.requests))
