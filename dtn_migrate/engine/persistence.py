@@ -54,6 +54,9 @@ DONE_STAGE_STATES = ("complete", "active", "uploaded")
 _STATE_EVENTS = {"queued": "queued", "running": "started",
                  "complete": "finished", "failed": "failed",
                  "cancelled": "cancelled"}
+#: In the error of a migration that the receiving cloud refused
+#: (exception.ImportNotAllowed, on both sides).
+REFUSAL = " may not import "
 #: Record keys that are not columns and not kept in ``details``.
 _TRANSIENT = ("migration_id", "reused", "bytes", "details")
 _COLUMNS = frozenset(db_models.MIGRATION_COLUMNS) - {"details", "id"}
@@ -197,6 +200,9 @@ def _events(old, new):
         if state in _STATE_EVENTS:
             message = new.get("error") if state in (
                 "failed", "cancelled") else None
+            if state == "failed" and REFUSAL in (message or ""):
+                # The receiving cloud's import rules refused it.
+                last.append((None, "refused", message, None))
             # An outcome comes after its stages' last events.
             (last if state in requests.FINAL_STATES else out).append(
                 (new.get("stage") if state == "failed" else None,

@@ -781,6 +781,18 @@ class TestStore(testtools.TestCase):
              for e in store.events(mid)])
         self.assertEqual("peer gone", store.events(mid)[-1]["message"])
 
+    def test_a_refused_import_has_its_event(self):
+        store = self.store()
+        mid = "a" * 32
+        store.create(mid, {"state": "running", "direction": "incoming"})
+        error = str(exception.ImportNotAllowed(
+            peer="a", what="visibility public", reason="allowed: private"))
+        store.save(mid, state="failed", error=error)
+        self.assertEqual([(None, "started", None), (None, "refused", error),
+                          (None, "failed", error)],
+                         [(e["stage"], e["event"], e["message"])
+                          for e in store.events(mid)])
+
     def test_stages_of_an_earlier_run_are_kept(self):
         store = self.store()
         mid = "a" * 32
