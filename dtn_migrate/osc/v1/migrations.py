@@ -189,6 +189,8 @@ class Migrate(_WaitingLister):
             tag=parsed_args.tag, properties=parsed_args.properties,
             options=options, request_id=parsed_args.request_id)
         migrations = result.get("migrations") or []
+        LOG.debug("Request %s to %s: migrations %s", result.get(
+            "request_id"), parsed_args.peer, [m["id"] for m in migrations])
         if parsed_args.wait and migrations:
             migrations = self._wait(client, parsed_args,
                                     [m["id"] for m in migrations])
