@@ -238,6 +238,45 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.assertRegex(rec["created_at"],
                          r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$")
 
+    def test_peers_and_retry_over_the_engine(self):
+        """list_peers/get_peer ask the real agent; retry_migration of a
+        cancelled migration completes it under the same record.
+        """
+        a, b = self.a, self.b
+        persistence = self.database("mariadb")
+        self.engine_a(persistence)
+        peers = a.bus.engine.list_peers({})
+        self.assertEqual([b.agent_name], [p["name"] for p in peers])
+        peer = a.bus.engine.get_peer({}, b.agent_name)
+        self.assertTrue(peer["reachable"], peer)
+        self.assertIsNotNone(peer["rtt_ms"])
+        self.assertRaises(exception.PeerNotFound, a.bus.engine.get_peer, {},
+                          "nowhere")
+        source = self.upload(a, data=os.urandom(16 * MiB), name="retry")
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, images=[source["id"]],
+            options={"transfer_options": {"rate_limit": 4 * MiB}})
+        mid = req["migrations"][0]["id"]
+        self.assertRaises(exception.MigrationStateConflict,
+                          a.bus.engine.retry_migration, {}, mid)
+        self.wait_until(lambda: a.bus.engine.get_migration({}, mid)[
+            "bytes"]["export"] > 0, "the export to begin", timeout=60,
+            interval=0.2)
+        a.bus.engine.cancel_migration({}, mid)
+        rec = self.wait_migration(mid, timeout=120)
+        self.assertEqual("cancelled", rec["state"])
+        rec = a.bus.engine.retry_migration({}, mid)
+        self.assertEqual((mid, 2), (rec["id"], rec["attempt"]))
+        rec = self.wait_migration(mid, timeout=180)
+        self.assertMigrated(rec, source)
+        row, events = self.assertRowComplete(persistence, mid, source)
+        self.assertEqual(2, row["attempt"])
+        seen = [e["event"] for e in events if e["stage"] is None]
+        self.assertEqual(["queued", "started", "cancelled"],
+                         seen[:seen.index("retried")])
+        self.assertEqual(["retried", "queued", "started", "finished"],
+                         seen[seen.index("retried"):])
+
     def migrate_small(self, name):
         """A new image migrates to completion."""
         source = self.upload(self.a, data=os.urandom(4 * MiB), name=name)
