@@ -90,6 +90,9 @@ def migration_line(record, seen=None, width=20, label=True):
             parts.append("- %s" % first_line(record["error"]))
     else:
         left = eta(stages, size)
+        if left is None:
+            # The row's own (the engine measured the rate itself).
+            left = record.get("eta")
         if left is not None:
             parts.append("ETA %s" % duration(left))
     if record.get("reused"):

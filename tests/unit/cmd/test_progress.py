@@ -42,6 +42,14 @@ class TestMigrationLine(testtools.TestCase):
             " export 0% 1 B/s transfer 50% 10 B/s ETA 1:06:40"))
         self.assertIsNone(_progress.eta({}, 100))
 
+    def test_eta_of_the_row_when_stages_have_no_rate(self):
+        record = dict(rec("m1", "running", 0.5, {
+            "import": {"done": GiB, "state": "uploading"}}), eta=75.0)
+        self.assertTrue(line(record).endswith(" import 50% ETA 01:15"),
+                        line(record))
+        record["eta"] = None
+        self.assertTrue(line(record).endswith(" import 50%"))
+
     def test_queued_and_final(self):
         text = line(rec("m1", "queued", image_name=None, image_id=None,
                         size=None, reused=True))
