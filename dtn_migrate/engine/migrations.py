@@ -698,6 +698,10 @@ class Migrations:
                                          stages=live.snapshot())
             except exception.MigrationNotFound:
                 continue
+            except persistence.DATABASE_ERRORS as exc:
+                # The next write carries the bytes.
+                LOG.warning("progress not saved: %s", exc)
+                return
             self._notify("progress", to_rpc(self._record(record)))
 
     def _notify(self, event, payload):
