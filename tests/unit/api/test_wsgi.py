@@ -53,21 +53,24 @@ class TestInitApplication(testtools.TestCase):
         self.path = os.path.join(directory, 'dtn-migrate.conf')
         with open(self.path, 'w') as f:
             f.write('[DEFAULT]\ntransport_url = fake:/\n'
-                    'log_file = %s/api.log\n'
                     '[database]\nconnection = sqlite:///%s/dtn.sqlite\n'
-                    '[api]\nauth_strategy = noauth2\n'
-                    % (directory, directory))
+                    '[api]\nauth_strategy = noauth2\n' % directory)
 
     def test_from_the_environment(self):
         self.addCleanup(dtn_conf.CONF.reset)
         self.addCleanup(dtn_conf.CONF.clear)
         self.addCleanup(rpc.cleanup)
-        self.addCleanup(lambda: db_api.get_database().dispose())
+        # The module's database is this test's only.
+        self.useFixture(fixtures.MockPatchObject(db_api, '_DB', None))
+        # Logging is set up once, for the process: not in a test's.
+        log_setup = self.useFixture(fixtures.MockPatchObject(
+            wsgi.logging, 'setup')).mock
         self.useFixture(fixtures.EnvironmentVariable(
             wsgi.CONFIG_FILES_ENV, self.path))
         lazy = wsgi._LazyApplication()
         req = webob.Request.blank('/')
         resp = req.get_response(lazy)
+        self.addCleanup(db_api.get_database().dispose)
         self.assertEqual(200, resp.status_int)
         self.assertEqual('v1', resp.json['versions'][0]['id'])
         # The database of the file serves the listing.
@@ -79,6 +82,7 @@ class TestInitApplication(testtools.TestCase):
         self.assertEqual(200, resp.status_int, resp.body)
         self.assertEqual({'migrations': []}, resp.json)
         self.assertEqual('noauth2', dtn_conf.CONF.api.auth_strategy)
+        log_setup.assert_called_once_with(dtn_conf.CONF, 'dtn-migrate-api')
 
     def test_built_once(self):
         lazy = wsgi._LazyApplication()

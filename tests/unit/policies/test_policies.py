@@ -131,9 +131,12 @@ class TestEntryPoints(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.addCleanup(policy.reset)
-        self.addCleanup(dtn_conf.CONF.reset)
-        self.addCleanup(dtn_conf.CONF.clear)
         policy.reset()
+        # A process of its own: the service's options, nothing parsed.
+        conf = cfg.ConfigOpts()
+        dtn_conf.register_opts(conf)
+        self.useFixture(fixtures.MockPatchObject(dtn_conf, 'CONF', conf))
+        self.conf = conf
 
     def _installed(self, group):
         try:
@@ -151,6 +154,7 @@ class TestEntryPoints(testtools.TestCase):
         ep = self._installed('oslo.policy.enforcer')
         enforcer = ep.load()()
         self.assertIs(enforcer, policy.init())
+        self.assertIs(self.conf, enforcer.conf)
         self.assertIn('dtn:migration:create', enforcer.registered_rules)
 
     def test_sample_is_generated(self):
@@ -158,7 +162,8 @@ class TestEntryPoints(testtools.TestCase):
         out = os.path.join(self.useFixture(fixtures.TempDir()).path,
                            'policy.yaml.sample')
         generator.generate_sample(args=[
-            '--namespace', 'dtn_migrate', '--output-file', out])
+            '--namespace', 'dtn_migrate', '--output-file', out],
+            conf=cfg.ConfigOpts())
         with open(out) as f:
             expected = f.read()
         self.assertEqual(expected, SAMPLE.read_text(),
