@@ -21,7 +21,6 @@ _EITHER = _("give either images (a list of image ids) or a selector "
             "(tag and/or properties), not both")
 #: The root-level combinators of the body schema say one thing.
 CREATE_MESSAGES = {'oneOf': _EITHER, 'anyOf': _EITHER, 'not': _EITHER}
-ACTIONS = ('cancel', 'retry')
 
 
 def create(api, req):
