@@ -32,7 +32,8 @@ class TestOpts(testtools.TestCase):
                 self.assertTrue(opt.help, "%s.%s has no help" % (name,
                                                                  opt.name))
         self.assertEqual({"DEFAULT", "agent", "transfer", "tls", "rdma",
-                          "staging", "engine", "glance", peer.SAMPLE_GROUP},
+                          "staging", "engine", "database", "api", "glance",
+                          peer.SAMPLE_GROUP},
                          set(groups))
 
     def test_transfer_opts_cover_the_engine_config(self):
