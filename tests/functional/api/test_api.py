@@ -270,6 +270,7 @@ class TestApi(api.ApiPairTestCase):
 
             @hypothesis.settings(
                 max_examples=MAX_EXAMPLES, deadline=None, database=None,
+                derandomize=True,
                 suppress_health_check=list(hypothesis.HealthCheck),
                 phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
             @hypothesis.given(case=operation.as_strategy())
