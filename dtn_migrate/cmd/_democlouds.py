@@ -1,16 +1,16 @@
 """Two local clouds for dtn-migrate-demo.
 
-Each cloud has a Glance under uwsgi (SQLite, file store) behind a
-Keystone that both clouds share (one region each, as with
-``glance-download``), a staging directory, a DTN agent and a migration
-engine with its own SQLite persistence, all on the cloud's own bus; only
-the agents' DTN link joins the clouds.  Agents, engines and the demo
-authenticate to Keystone with a password, as deployed.  On RabbitMQ
-(one vhost per cloud) the agents and engines are processes with
-configuration files, as deployed; on the in-process transport (one
-``fake://`` transport per cloud) they are services of the calling
-process, configured from the same files.
-"""
+Each cloud is whole and on its own, as in production: a Keystone, a
+Glance under uwsgi (SQLite, file store) behind it, a staging directory,
+a DTN agent, a migration engine with its own SQLite database and, on
+RabbitMQ, the dtn-migrate-api under uwsgi registered in the cloud's
+catalog as ``dtn-migration``; only the agents' DTN link joins the
+clouds.  Agents, engines and the API authenticate to their Keystone
+with a password, as deployed.  On RabbitMQ (one vhost per cloud) the
+agents and engines are processes with configuration files, as deployed;
+on the in-process transport (one ``fake://`` transport per cloud) they
+are services of the calling process, configured from the same files,
+and there is no API (nothing else could reach those buses)."""
 
 import functools
 import logging
@@ -176,7 +176,7 @@ def _tail(path, lines=15):
 class Cloud:
     """One cloud: its directory, Glance, DTN agent, engine and bus."""
 
-    def __init__(self, workdir, name, tag, keystone):
+    def __init__(self, workdir, name, tag):
         self.name = name
         self.dir = os.path.join(workdir, "cloud-%s" % name)
         self.staging_dir = os.path.join(self.dir, "staging")
@@ -190,12 +190,20 @@ class Cloud:
         self.engine_conf = os.path.join(self.dir, "engine.conf")
         self.agent_log = os.path.join(self.dir, "agent.log")
         self.engine_log = os.path.join(self.dir, "engine.log")
+        self.database = "sqlite:///%s" % os.path.join(
+            self.dir, "dtn-migrate.sqlite")
+        self.keystone = devcloud.KeystoneServer(
+            self.dir, name="keystone-%s" % name,
+            region="Region%s" % name.upper())
         self.glance = devcloud.GlanceServer(self.dir, name=name,
-                                            keystone=keystone)
+                                            keystone=self.keystone)
         self.transport = None
+        self.url = None
+        self.api = None
 
     def write_configs(self, peer, key, url):
         """Agent and engine configuration files on bus URL."""
+        self.url = url
         _base.write_ini(self.agent_conf, {
             "DEFAULT": {"host": self.agent_name, "transport_url": url,
                         "log_file": self.agent_log},
@@ -210,9 +218,8 @@ class Cloud:
         _base.write_ini(self.engine_conf, {
             "DEFAULT": {"host": self.engine_name, "transport_url": url,
                         "log_file": self.engine_log},
+            "database": {"connection": self.database},
             "engine": {"agent_host": self.agent_name,
-                       "persistence_connection": "sqlite:///%s" %
-                       os.path.join(self.dir, "engine.sqlite"),
                        "poll_interval": 0.2, "progress_interval": 1,
                        "stall_timeout": 120, "reconcile_interval": 5},
             "staging": {"backend": "path", "path": self.staging_dir,
@@ -226,6 +233,19 @@ class Cloud:
     def admin(self):
         """A glanceclient of this cloud's Glance, as the demo's user."""
         return self.glance.client()
+
+    def start_api(self):
+        """dtn-migrate-api under uwsgi, in this cloud's catalog."""
+        self.api = devcloud.ApiServer(self.dir, self.keystone, self.url,
+                                      self.database, name=self.name,
+                                      region=self.keystone.region)
+        self.api.start()
+
+    def openstack_env(self):
+        """The ``openstack`` executable's environment: this cloud's
+        admin (the operator), on its public endpoints.
+        """
+        return self.api.openstack_env(self.keystone.admin_user())
 
     def engine_api(self, timeout=30):
         return engine_rpcapi.EngineAPI(timeout=timeout, retry=3,
@@ -350,9 +370,8 @@ class Clouds:
         self.workdir = workdir
         self.kind = kind
         self.tag = uuid.uuid4().hex[:6]
-        self.keystone = devcloud.KeystoneServer(workdir, name="demo")
-        self.a = Cloud(workdir, "a", self.tag, self.keystone)
-        self.b = Cloud(workdir, "b", self.tag, self.keystone)
+        self.a = Cloud(workdir, "a", self.tag)
+        self.b = Cloud(workdir, "b", self.tag)
         self.key = os.urandom(32).hex()
         self.vhosts = Vhosts()
         self.urls = {}
@@ -394,11 +413,22 @@ class Clouds:
         for cloud in self.clouds:
             self.services.start(cloud)
 
+    # Servers start from this thread: they die with the thread that
+    # started them (setpriv --pdeathsig follows the parent thread).
     def start_glances(self):
-        """Keystone, then the Glances (each registers in its catalog)."""
-        self.keystone.start()
+        """Each cloud's Keystone, then its Glance (which registers in
+        that catalog).
+        """
         for cloud in self.clouds:
+            cloud.keystone.start()
             cloud.glance.start()
+
+    def start_apis(self):
+        """The API of each cloud (RabbitMQ only), once its engine has
+        made the database's tables.
+        """
+        for cloud in self.clouds:
+            cloud.start_api()
 
     def wait_ready(self, timeout=90):
         """Every agent and engine answers a ping on its cloud's bus."""
@@ -439,6 +469,10 @@ class Clouds:
             attempt("stopping the services", self.services.terminate)
 
         def down(cloud):
+            if cloud.api is not None:
+                attempt("stopping the API of %s" % cloud.name,
+                        functools.partial(cloud.api.stop, kill=True) if keep
+                        else cloud.api.close)
             if cloud.transport is not None:
                 attempt("closing transport %s" % cloud.name,
                         cloud.transport.cleanup)
@@ -446,11 +480,11 @@ class Clouds:
             attempt("stopping Glance %s" % cloud.name,
                     functools.partial(cloud.glance.stop, kill=True) if keep
                     else cloud.glance.close)
+            attempt("stopping Keystone %s" % cloud.name,
+                    functools.partial(cloud.keystone.stop, kill=True) if keep
+                    else cloud.keystone.close)
         # While the services exit.
         parallel(*[functools.partial(down, c) for c in self.clouds])
-        attempt("stopping Keystone",
-                functools.partial(self.keystone.stop, kill=True) if keep
-                else self.keystone.close)
         if self.services is not None:
             attempt("waiting for the services", self.services.wait)
             self.services = None

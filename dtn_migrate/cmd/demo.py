@@ -1,26 +1,31 @@
 """Console entry point: dtn-migrate-demo (the README's main job).
 
 Migrates a generated qcow2 image between two clouds on this machine.
-Each cloud has a Glance (uwsgi, SQLite, file store) in its own region
-of a Keystone both share, a DTN agent, a migration engine, a staging
-directory and a bus of its own: a RabbitMQ
-vhost when RabbitMQ answers on 127.0.0.1:5672, otherwise an in-process
-transport with every service inside this process.  The demo uploads
-the image to cloud a, asks engine a over a's bus to migrate it to cloud
-b's DTN, draws the progress, and prints the sha512 that cloud b's
-Glance holds next to the source's and the generated file's.
+Each cloud has its own Keystone, a Glance (uwsgi, SQLite, file store),
+a DTN agent, a migration engine, the dtn-migrate-api (uwsgi), a staging
+directory and a bus of its own: a RabbitMQ vhost when RabbitMQ answers
+on 127.0.0.1:5672, otherwise an in-process transport with the agents
+and engines inside this process (and no API).  The demo uploads the
+image to cloud a and migrates it the way an operator does, with
+``openstack dtn migrate <image> --peer <cloud b's DTN> --wait`` as cloud
+a's admin (on the in-process transport: over engine a's bus), showing
+that command's own progress and result; then it prints the sha512 that
+cloud b's Glance holds next to the source's and the generated file's.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 from oslo_service import backend
 
@@ -37,6 +42,8 @@ from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
+#: The ``openstack`` executable of this virtualenv.
+OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
 # What the demo sets on the source image and checks on the peer's.
 TAGS = ["demo", "dr"]
 MIN_RAM = 512
@@ -201,6 +208,61 @@ class Demo:
                         migration_id, timeout, rec["state"]))
             time.sleep(0.25)
 
+    def openstack(self, cloud, *args, capture=True):
+        """Run ``openstack ARGS`` as CLOUD's admin; its output, or (not
+        CAPTURE) its exit status with its output on this terminal.
+        """
+        cmd = [OPENSTACK] + list(args)
+        env = cloud.openstack_env()
+        if not capture:
+            self.say("$ openstack %s" % " ".join(args))
+            return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                                  timeout=self.args.timeout).returncode
+        done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode:
+            raise _democlouds.DemoError("openstack %s failed (%d): %s" % (
+                " ".join(args), done.returncode, done.stderr.strip()))
+        return done.stdout
+
+    def migrate_with_openstack(self, source, peer):
+        """``openstack dtn migrate --wait`` on cloud a; its record."""
+        a = self.clouds.a
+        request_id = uuid.uuid4().hex
+        code = self.openstack(a, "dtn", "migrate", source["id"], "--peer",
+                              peer, "--request-id", request_id, "--wait",
+                              capture=False)
+        rows = json.loads(self.openstack(
+            a, "dtn", "migration", "list", "--request-id", request_id,
+            "-f", "json"))
+        if len(rows) != 1:
+            raise _democlouds.DemoError(
+                "request %s has %d migrations, not 1" % (request_id,
+                                                         len(rows)))
+        rec = json.loads(self.openstack(
+            a, "dtn", "migration", "show", rows[0]["ID"], "-f", "json"))
+        if code or rec.get("state") != "complete":
+            raise _democlouds.DemoError(
+                "openstack dtn migrate exited %d: migration %s %s: %s" % (
+                    code, rec.get("id"), rec.get("state"), rec.get("error")))
+        return rec
+
+    def migrate_over_bus(self, source, peer):
+        """Ask engine a over its bus (the in-process transport, where no
+        API can run); follow the migration; its record.
+        """
+        api = self.clouds.a.engine_api()
+        req = api.migrate({}, peer, images=[source["id"]])
+        [mig] = req["migrations"]
+        migration_id = mig.get("id") or mig.get("migration_id")
+        self.say("migration %s: image %s to %s, asked of engine a over "
+                 "its bus" % (migration_id, source["id"], peer))
+        rec = self.follow(api, migration_id, self.args.timeout)
+        if rec["state"] != "complete":
+            raise _democlouds.DemoError("migration %s %s: %s" % (
+                migration_id, rec["state"], rec.get("error")))
+        return rec
+
     def verify(self, source, file_digest, peer_id):
         """Read the peer's image from cloud b's Glance and compare it
         with the source's (read again) and the file; return problems.
@@ -259,18 +321,21 @@ class Demo:
         self.make_buses(self.vhosts, why)
         a, b = self.clouds.a, self.clouds.b
         self.clouds.start_services()
-        self.say("Keystone %s (uwsgi, SQLite, fernet tokens): regions %s "
-                 "and %s, password sessions" % (
-                     self.clouds.keystone.endpoint, a.glance.region,
-                     b.glance.region))
         for c in (a, b):
-            self.say("cloud %s: Glance %s (uwsgi, SQLite, file store), DTN "
+            self.say("cloud %s: Keystone %s (uwsgi, SQLite, fernet "
+                     "tokens), Glance %s (uwsgi, SQLite, file store), DTN "
                      "agent %s on port %d, engine %s" % (
-                         c.name, c.glance.endpoint, c.agent_name, c.port,
-                         c.engine_name))
+                         c.name, c.keystone.endpoint, c.glance.endpoint,
+                         c.agent_name, c.port, c.engine_name))
         self.clouds.wait_ready()
         self.say("agents and engines answer on their buses (%s)" % (
             "processes" if self.clouds.kind == "rabbit" else "in-process"))
+        if self.clouds.kind == "rabbit":
+            self.clouds.start_apis()
+            for c in (a, b):
+                self.say("cloud %s: dtn-migrate-api %s (uwsgi), service "
+                         "type dtn-migration in Keystone %s" % (
+                             c.name, c.api.endpoint, c.keystone.endpoint))
         path, virtual, file_digest, seconds = self.image.result()
         self.say("image: generated a qcow2 with qemu-img in %.1f s (%s of "
                  "data, %s virtual, file %s)" % (
@@ -281,19 +346,13 @@ class Demo:
             raise _democlouds.DemoError(
                 "cloud a's Glance computed %s, the file's sha512 is %s" % (
                     source["os_hash_value"], file_digest))
-        api = a.engine_api()
         t0 = time.monotonic()
-        req = api.migrate({}, b.agent_name, images=[source["id"]])
-        [mig] = req["migrations"]
-        self.say("migration %s: image %s to %s, asked of engine a over "
-                 "its bus" % (mig["migration_id"], source["id"],
-                              b.agent_name))
-        rec = self.follow(api, mig["migration_id"], self.args.timeout)
+        if self.clouds.kind == "rabbit":
+            rec = self.migrate_with_openstack(source, b.agent_name)
+        else:
+            rec = self.migrate_over_bus(source, b.agent_name)
         elapsed = time.monotonic() - t0
-        if rec["state"] != "complete":
-            raise _democlouds.DemoError("migration %s %s: %s" % (
-                rec["migration_id"], rec["state"], rec.get("error")))
-        peer_id = (rec.get("peer_image") or {}).get("image_id")
+        peer_id = rec.get("peer_image_id")
         if not peer_id:
             raise _democlouds.DemoError("migration complete but no peer "
                                         "image id in %s" % rec)
