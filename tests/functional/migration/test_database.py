@@ -240,7 +240,8 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
 
     def test_peers_and_retry_over_the_engine(self):
         """list_peers/get_peer ask the real agent; retry_migration of a
-        cancelled migration completes it under the same record.
+        migration whose peer import failed completes it under the same
+        record, as its next attempt.
         """
         a, b = self.a, self.b
         persistence = self.database("mariadb")
@@ -252,27 +253,35 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.assertIsNotNone(peer["rtt_ms"])
         self.assertRaises(exception.PeerNotFound, a.bus.engine.get_peer, {},
                           "nowhere")
-        source = self.upload(a, data=os.urandom(16 * MiB), name="retry")
-        req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
-            options={"transfer_options": {"rate_limit": 4 * MiB}})
+        source = self.upload(a, data=os.urandom(8 * MiB), name="retry")
+        # Glance B refuses every upload: the import fails for good.
+        b.proxy.fail(503, retry_after=0, method="PUT", path=FILE)
+        self.addCleanup(b.proxy.clear)
+        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]],
+                                   options={"mode": "serial"})
         mid = req["migrations"][0]["id"]
         self.assertRaises(exception.MigrationStateConflict,
                           a.bus.engine.retry_migration, {}, mid)
-        self.wait_until(lambda: a.bus.engine.get_migration({}, mid)[
-            "bytes"]["export"] > 0, "the export to begin", timeout=60,
-            interval=0.2)
-        a.bus.engine.cancel_migration({}, mid)
-        rec = self.wait_migration(mid, timeout=120)
-        self.assertEqual("cancelled", rec["state"])
+        rec = self.wait_migration(mid, timeout=180)
+        self.assertEqual("failed", rec["state"])
+        row, events = self.row(persistence, mid)
+        self.assertEqual(("failed", rec["error"]),
+                         (row["state"], row["error"]))
+        # The migration's failure names the stage that failed.
+        self.assertEqual(("import", "failed", rec["error"]),
+                         (events[-1]["stage"], events[-1]["event"],
+                          events[-1]["message"]))
+        b.proxy.clear()
         rec = a.bus.engine.retry_migration({}, mid)
-        self.assertEqual((mid, 2), (rec["id"], rec["attempt"]))
+        self.assertEqual((mid, 2, "queued"),
+                         (rec["id"], rec["attempt"], rec["state"]))
         rec = self.wait_migration(mid, timeout=180)
         self.assertMigrated(rec, source)
         row, events = self.assertRowComplete(persistence, mid, source)
         self.assertEqual(2, row["attempt"])
-        seen = [e["event"] for e in events if e["stage"] is None]
-        self.assertEqual(["queued", "started", "cancelled"],
+        seen = [e["event"] for e in events
+                if e["stage"] is None or e["message"]]
+        self.assertEqual(["queued", "started", "failed"],
                          seen[:seen.index("retried")])
         self.assertEqual(["retried", "queued", "started", "finished"],
                          seen[seen.index("retried"):])
