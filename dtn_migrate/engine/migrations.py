@@ -51,6 +51,11 @@ STAGES = requests.STAGES
 _SECONDARY = base.SECONDARY
 
 
+#: Seconds a retry waits for the worker of the migration's last attempt
+#: to let go of it.
+RETRY_WAIT = 10.0
+
+
 def incoming_id(transfer_id):
     """Id of the import of ``transfer_id`` in this cloud."""
     return uuid.uuid5(_INCOMING_NS, transfer_id).hex
@@ -373,6 +378,11 @@ class Migrations:
                 migration_id=migration_id,
                 state="%s %s" % (record["state"], record["direction"]),
                 action="retry")
+        # Its worker saves the outcome, then lets go of it: a retry
+        # right after the outcome waits for that.
+        deadline = time.monotonic() + RETRY_WAIT
+        while migration_id in self.pending and time.monotonic() < deadline:
+            time.sleep(0.05)
         with self.lock:
             self._settle_all()
             latest = self._latest_outgoing(record["image_id"],

@@ -76,8 +76,26 @@ class WriteDescriptor(base.MigrationTask):
                        % MAX_DESCRIPTOR)
         backend = self.res.backend()
         name = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
-        if backend.read_small(name, limit=MAX_DESCRIPTOR + 1) != data:
+        staged = backend.read_small(name, limit=MAX_DESCRIPTOR + 1)
+        if staged != data and not _earlier_attempt(staged, data):
             backend.write_small(name, data)
+
+
+def _earlier_attempt(staged, data):
+    """Whether ``staged`` is the descriptor of an earlier attempt of the
+    same request.  It stays: the transfer that an earlier attempt
+    defined may be sent on only with the very file it was defined with,
+    and the peer imports for the attempt its source asks the report of
+    (the larger of the two).
+    """
+    try:
+        old, new = json.loads(staged), json.loads(data)
+    except (TypeError, ValueError):
+        return False
+    if not isinstance(old, dict) or not isinstance(old.get("attempt"), int):
+        return False
+    return old["attempt"] <= new["attempt"] and \
+        dict(old, attempt=None) == dict(new, attempt=None)
 
 
 class StageImage(base.MigrationTask):

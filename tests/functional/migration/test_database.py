@@ -286,6 +286,39 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.assertEqual(["retried", "queued", "started", "finished"],
                          seen[seen.index("retried"):])
 
+    def test_retry_after_a_cancel_mid_transfer(self):
+        """A migration cancelled while its data moves is retried: the
+        same record, its next attempt, resuming the staged data and the
+        transfer that the first attempt defined.
+        """
+        a, b = self.a, self.b
+        persistence = self.database("mariadb")
+        self.engine_a(persistence)
+        source = self.upload(a, data=os.urandom(24 * MiB), name="cancelled")
+        req = a.bus.engine.migrate(
+            {}, b.agent_name, images=[source["id"]],
+            options={"transfer_options": {"rate_limit": 4 * MiB}})
+        [m] = req["migrations"]
+        mid, tid = m["id"], m["transfer_id"]
+        self.wait_until(lambda: (self.transfer_status(a, tid).get(
+            "bytes_done") or 0) > 4 * MiB, "the transfer to be under way",
+            timeout=60, interval=0.2)
+        a.bus.engine.cancel_migration({}, mid)
+        rec = self.wait_migration(mid, timeout=120)
+        self.assertEqual("cancelled", rec["state"])
+        rec = a.bus.engine.retry_migration({}, mid)
+        self.assertEqual((mid, 2, tid), (rec["id"], rec["attempt"],
+                                         rec["transfer_id"]))
+        rec = self.wait_migration(mid, timeout=180)
+        self.assertMigrated(rec, source)
+        row, events = self.assertRowComplete(persistence, mid, source)
+        seen = [e["event"] for e in events
+                if e["stage"] is None or e["message"]]
+        self.assertEqual(["queued", "started", "cancelled"],
+                         seen[:seen.index("retried")])
+        self.assertEqual(["retried", "queued", "started", "finished"],
+                         seen[seen.index("retried"):])
+
     def migrate_small(self, name):
         """A new image migrates to completion."""
         source = self.upload(self.a, data=os.urandom(4 * MiB), name=name)

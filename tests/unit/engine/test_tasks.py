@@ -1,5 +1,6 @@
 """The migration tasks one by one, against fakes."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -232,6 +233,43 @@ class TestCleanup(testtools.TestCase):
         res = make_res(backend=backend)
         incoming.CleanupIncoming(res).execute(TID)
         outgoing.CleanupStaging(res).execute(TID)
+
+
+class TestWriteDescriptor(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.backend = localfs.LocalBackend(self.root)
+        self.task = outgoing.WriteDescriptor(make_res(backend=self.backend))
+        self.path = os.path.join(self.root, TID, "image.json")
+
+    def write(self, attempt, **image):
+        desc = dict({"id": "img", "size": 3, "os_hash_value": HASH}, **image)
+        self.task.execute(TID, desc, {"mode": "serial"}, attempt)
+        with open(self.path) as f:
+            return json.load(f), os.stat(self.path).st_ino
+
+    def test_an_earlier_attempts_descriptor_stays(self):
+        first, inode = self.write(1)
+        self.assertEqual(1, first["attempt"])
+        # A later attempt of the same request: the very same file, which
+        # a transfer that attempt 1 defined can still be sent with.
+        again, same = self.write(2)
+        self.assertEqual((first, inode), (again, same))
+
+    def test_a_changed_request_is_written(self):
+        self.write(2)
+        changed, _inode = self.write(2, size=4)
+        self.assertEqual(4, changed["image"]["size"])
+        # A later attempt's descriptor is not replaced by an earlier one.
+        self.write(3, size=5)
+        later, _inode = self.write(3, size=5)
+        self.assertEqual(3, later["attempt"])
+        self.assertFalse(outgoing._earlier_attempt(
+            json.dumps(dict(later, attempt=4)), json.dumps(later)))
+        self.assertFalse(outgoing._earlier_attempt(None, json.dumps(later)))
+        self.assertFalse(outgoing._earlier_attempt(b"{x", json.dumps(later)))
 
 
 class TestTransferImage(testtools.TestCase):
