@@ -215,8 +215,11 @@ class Demo:
         cmd = [OPENSTACK] + list(args)
         env = cloud.openstack_env()
         if not capture:
+            # Its progress (on its stderr) and result, in the demo's
+            # output; the demo's stderr is for the demo's own errors.
             self.say("$ openstack %s" % " ".join(args))
             return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                                  stderr=sys.stdout,
                                   timeout=self.args.timeout).returncode
         done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=300)

@@ -60,9 +60,10 @@ class TestDemo(testtools.TestCase):
         self.assertRegex(out, r"peer image: [0-9a-f-]{36} on cloud b, "
                               r"active")
         self.assertRegex(out, r"migrated 16.3 MiB in [0-9.]+ s")
-        # Behind a real Keystone, with stock password sessions.
-        self.assertRegex(out, r"(?m)^Keystone http://127.0.0.1:\d+ .*"
-                              r"regions RegionA and RegionB")
+        # Each cloud behind a Keystone of its own.
+        for name in "ab":
+            self.assertRegex(out, r"(?m)^cloud %s: Keystone "
+                                  r"http://127.0.0.1:\d+ .*Glance " % name)
         # Everything is gone: work directory, processes (their ports).
         self.assertEqual([], os.listdir(self.parent))
         return out
@@ -77,6 +78,16 @@ class TestDemo(testtools.TestCase):
                                 stdout=subprocess.PIPE, text=True).stdout
         for vhost in vhosts:
             self.assertNotIn(vhost, listed.split())
+        # Through each cloud's API, as an operator: the openstack
+        # executable's own progress lines and result table.
+        for name in "ab":
+            self.assertRegex(out, r"(?m)^cloud %s: dtn-migrate-api "
+                                  r"http://127.0.0.1:\d+ \(uwsgi\)" % name)
+        self.assertRegex(out, r"(?m)^\$ openstack dtn migrate [0-9a-f-]{36} "
+                              r"--peer \S+ --request-id [0-9a-f]{32} --wait$")
+        self.assertRegex(out, r"(?m)^demo-disk +complete +\[#+\] 100.0%")
+        self.assertRegex(out, r"(?m)^\| [0-9a-f]{32} \| [0-9a-f-]{36} \| "
+                              r"demo-disk +\| \S+ +\| complete ")
 
     def test_in_process(self):
         out = self.demo("fake")
