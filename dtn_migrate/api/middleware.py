@@ -96,6 +96,11 @@ class FaultWrapper:
             elif code >= 500:
                 LOG.warning("request %s %s (%s): %s", req.method,
                             req.path, _request_id(req), message)
+                if isinstance(exc, exception.DatabaseUnavailable):
+                    # The driver's text (SQL, addresses) stays in the log.
+                    message = exception.DatabaseUnavailable(
+                        reason=_("see the API's log, request id %s")
+                        % _request_id(req)).message
             return fault.response(code, message)
         except BUS_ERRORS as exc:
             LOG.warning("request %s %s (%s): engine: %s", req.method,

@@ -42,10 +42,30 @@ _JSON_COLUMNS = ('options', 'details')
 _NOT_NULL = frozenset(('id', 'state', 'created_at', 'updated_at'))
 
 
+def utf8mb4(url):
+    """URL, talking utf8mb4 when it is MySQL's or MariaDB's.
+
+    The tables are utf8mb4, but oslo.db (and devstack's URLs) ask for
+    ``charset=utf8``, MySQL's 3-byte utf8: a filter holding a 4-byte
+    character (an emoji) then fails with "Illegal mix of collations".
+    """
+    if not url.startswith('mysql'):
+        return url
+    parsed = sa.engine.make_url(url)
+    if parsed.query.get('charset') in (None, 'utf8', 'utf8mb3'):
+        parsed = parsed.update_query_dict({'charset': 'utf8mb4'})
+    return parsed.render_as_string(hide_password=False)
+
+
 def connection_url(conf):
     """[database] connection, or the deprecated [engine]
-    persistence_connection when only that one is set.
+    persistence_connection when only that one is set; MySQL's in
+    utf8mb4 (see :func:`utf8mb4`).
     """
+    return utf8mb4(_connection_url(conf))
+
+
+def _connection_url(conf):
     try:
         url = conf.database.connection
     except AttributeError:          # no [database] group (some tests)
@@ -257,7 +277,7 @@ class Database:
                            'use_tpool', 'mysql_wsrep_sync_wait')}
         if conf is not None:
             connection = connection or connection_url(conf)
-        self.url = connection or database_conf.DEFAULT_CONNECTION
+        self.url = utf8mb4(connection or database_conf.DEFAULT_CONNECTION)
         ensure_sqlite_dir(self.url)
         options['connection'] = self.url
         options.pop('slave_connection', None)

@@ -36,7 +36,8 @@ def alembic_config(connection=None):
 
 
 def _engine(conf):
-    url = conf if isinstance(conf, str) else db_api.connection_url(conf)
+    url = db_api.utf8mb4(conf) if isinstance(conf, str) else \
+        db_api.connection_url(conf)
     db_api.ensure_sqlite_dir(url)
     return sa.create_engine(url, poolclass=sa.pool.NullPool)
 

@@ -79,6 +79,22 @@ class TestConnection(testtools.TestCase):
         self.assertNotIn('secret', api.safe_url(
             'mysql+pymysql://u:secret@h/db'))
 
+    def test_mysql_talks_utf8mb4(self):
+        # The tables are utf8mb4: a connection in MySQL's 3-byte utf8
+        # (oslo.db's default, devstack's URLs) failed a filter holding
+        # an emoji with "Illegal mix of collations" (a 503 of the API).
+        for url in ('mysql+pymysql://u:p%40w@h/db',
+                    'mysql+pymysql://u@h/db?charset=utf8',
+                    'mysql+pymysql://u@h/db?charset=utf8mb3'):
+            conf = make_conf(url)
+            got = api.connection_url(conf)
+            self.assertIn('charset=utf8mb4', got)
+            self.assertIn('p%40w@h' if 'p%40w' in url else 'u@h', got)
+        self.assertIn('charset=latin1', api.connection_url(
+            make_conf('mysql+pymysql://u@h/db?charset=latin1')))
+        self.assertEqual('postgresql://u@h/db', api.connection_url(
+            make_conf('postgresql://u@h/db')))
+
 
 class TestMigrations(DatabaseTestCase):
     def test_create_and_get(self):
