@@ -169,8 +169,7 @@ class TestApi(api.ApiPairTestCase):
                       {"changes-since": "2026-13-45T99:00:00"},
                       {"state": "exploded"}, {"direction": "sideways"},
                       {"all_projects": "true"},
-                      # 4-byte UTF-8 (outside MySQL's utf8mb3).
-                      {"peer": "\U0001F600"}, {"image_id": "\U0001F600"},
+                      {"image_id": "\U0001F600"},
                       {"request_id": "\U00010348" * 8},
                       {"all_projects": "maybe"}):
             yield "GET", "/v1/migrations", {"params": query}, None
@@ -251,6 +250,13 @@ class TestApi(api.ApiPairTestCase):
             self.assertEqual(401, resp.status_code)
         # None of them made a migration of another image.
         self.assertEqual(0, len(self.migrations_of("f" * 32)))
+        # A well-formed filter in 4-byte UTF-8 (outside MySQL's utf8mb3,
+        # in which oslo.db connected: a 503) matches nothing.
+        resp = self.http(None, "GET", "/v1/migrations",
+                         params={"peer": "\U0001F600"},
+                         headers={"X-Auth-Token": token})
+        self.assertEqual(200, resp.status_code, resp.text)
+        self.assertEqual([], resp.json()["migrations"])
 
     def test_schemathesis(self):
         import hypothesis
