@@ -294,48 +294,42 @@ class ListMigration(command.Lister):
         return _rows(migrations, columns)
 
 
-class ShowMigration(command.ShowOne):
+class _OneMigration(command.ShowOne):
+    """A command on one migration, by ID, that shows its record."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("migration", metavar="<migration>",
+                            help="Migration ID")
+        return parser
+
+    def call(self, migrations, migration_id):
+        raise NotImplementedError
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.dtn
+        return _show(common.call(self.call, client.migrations,
+                                 parsed_args.migration))
+
+
+class ShowMigration(_OneMigration):
     """Show a migration: stage bytes, rate, ETA and its event timeline."""
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("migration", metavar="<migration>",
-                            help="Migration ID")
-        return parser
-
-    def take_action(self, parsed_args):
-        client = self.app.client_manager.dtn
-        return _show(common.call(client.migrations.get,
-                                 parsed_args.migration))
+    def call(self, migrations, migration_id):
+        return migrations.get(migration_id)
 
 
-class CancelMigration(command.ShowOne):
+class CancelMigration(_OneMigration):
     """Cancel a queued or running migration."""
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("migration", metavar="<migration>",
-                            help="Migration ID")
-        return parser
-
-    def take_action(self, parsed_args):
-        client = self.app.client_manager.dtn
-        return _show(common.call(client.migrations.cancel,
-                                 parsed_args.migration))
+    def call(self, migrations, migration_id):
+        return migrations.cancel(migration_id)
 
 
-class RetryMigration(command.ShowOne):
+class RetryMigration(_OneMigration):
     """Try a failed or cancelled outgoing migration again, resuming what
     was already done.
     """
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("migration", metavar="<migration>",
-                            help="Migration ID")
-        return parser
-
-    def take_action(self, parsed_args):
-        client = self.app.client_manager.dtn
-        return _show(common.call(client.migrations.retry,
-                                 parsed_args.migration))
+    def call(self, migrations, migration_id):
+        return migrations.retry(migration_id)
