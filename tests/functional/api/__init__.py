@@ -31,8 +31,8 @@ from dtn_migrate import devcloud
 from dtn_migrate.devcloud import api as devcloud_api
 from tests.functional import base
 from tests.functional import dbserver
-from tests.functional import devcloud as devcloud_tests
 from tests.functional import migration
+from tests.functional.migration import scope as class_scope
 
 MiB = 1 << 20
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
@@ -93,45 +93,6 @@ class ApiCloud(migration.Cloud):
         return self.api.openstack_env(self.users[persona], **kwargs)
 
 
-class ClassScope:
-    """What migration.Cloud asks of a test case, for a whole class."""
-
-    brokers = migration.MigrationTestCase.brokers
-    agent = migration.MigrationTestCase.agent
-    glance = devcloud_tests.DevcloudTestCase.glance
-    keystone = devcloud_tests.DevcloudTestCase.keystone
-    fault_proxy = devcloud_tests.DevcloudTestCase.fault_proxy
-
-    def __init__(self):
-        self.workdir = tempfile.mkdtemp(prefix="dtnm-apiclass-",
-                                        dir=base.data_root())
-        self.cleanups = [(shutil.rmtree, (self.workdir, True), {})]
-        self.key = os.urandom(32).hex()
-
-    def addCleanup(self, call, *args, **kwargs):
-        self.cleanups.append((call, args, kwargs))
-
-    def _started(self, server):
-        self.addCleanup(server.close)
-        return server.start()
-
-    def addOnException(self, handler):
-        pass                # each test attaches the logs itself
-
-    @staticmethod
-    def skipTest(reason):
-        base.check_skip(reason)
-        raise testtools.TestCase.skipException(reason)
-
-    def close(self):
-        while self.cleanups:
-            call, args, kwargs = self.cleanups.pop()
-            try:
-                call(*args, **kwargs)
-            except Exception:  # noqa: B902 - the other cleanups still run
-                pass
-
-
 def start_pair(scope, database_a=None, rate=RATE, api_threads=4):
     """Start clouds A and B of SCOPE (a :class:`ClassScope`); A's
     database is DATABASE_A (default SQLite), its agent sends at RATE.
@@ -170,7 +131,7 @@ class ApiPairTestCase(testtools.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        scope = cls.scope = ClassScope()
+        scope = cls.scope = class_scope.ClassScope("dtnm-apiclass-")
         for ok, why in (devcloud.available(), base.Broker.available(),
                         dbserver.available("mariadb")):
             if not ok:

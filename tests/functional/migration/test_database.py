@@ -23,8 +23,6 @@ its own database.
 
 import os
 import re
-import shutil
-import tempfile
 import uuid
 
 import testtools
@@ -36,8 +34,8 @@ from dtn_migrate.engine import lock
 from dtn_migrate import exception
 from tests.functional import base
 from tests.functional import dbserver
-from tests.functional import devcloud as devcloud_tests
 from tests.functional import migration
+from tests.functional.migration import scope as class_scope
 
 MiB = 1 << 20
 FILE = r"/file$"
@@ -46,52 +44,12 @@ ENGINE_CONF = {"engine": {"database_check_interval": 1,
 REFUSED = "Another dtn-migrate-engine uses the persistence database"
 
 
-class _ClassScope:
-    """What the two-cloud harness asks of a test case, for a class: its
-    clouds outlive each test, and ``close()`` removes them.
-    """
-
-    brokers = migration.MigrationTestCase.brokers
-    agent = migration.MigrationTestCase.agent
-    clouds = migration.MigrationTestCase.clouds
-    glance = devcloud_tests.DevcloudTestCase.glance
-    fault_proxy = devcloud_tests.DevcloudTestCase.fault_proxy
-
-    def __init__(self):
-        self.workdir = tempfile.mkdtemp(prefix="dtnm-dbclass-",
-                                        dir=base.data_root())
-        self.cleanups = [(shutil.rmtree, (self.workdir, True))]
-
-    def addCleanup(self, call, *args):
-        self.cleanups.append((call, args))
-
-    def _started(self, server):
-        self.addCleanup(server.close)
-        return server.start()
-
-    def addOnException(self, handler):
-        pass                # each test attaches the logs itself
-
-    @staticmethod
-    def skipTest(reason):
-        base.check_skip(reason)
-        raise testtools.TestCase.skipException(reason)
-
-    def close(self):
-        while self.cleanups:
-            call, args = self.cleanups.pop()
-            try:
-                call(*args)
-            except Exception:  # noqa: B902 - the other cleanups still run
-                pass
-
-
 class TestPersistenceDatabase(migration.MigrationTestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        scope = cls.scope = _ClassScope()
+        scope = cls.scope = class_scope.ClassScope("dtnm-dbclass-")
         for ok, why in (devcloud.available(), base.Broker.available(),
                         dbserver.available("mariadb"),
                         dbserver.available("postgresql")):
@@ -450,7 +408,7 @@ class TestEngineLockOnServers(testtools.TestCase):
             ok, why = dbserver.available(kind)
             if not ok:
                 cls.tearDownClass()
-                _ClassScope.skipTest(why)
+                class_scope.ClassScope.skipTest(why)
             cls.servers[kind] = server().start()
 
     @classmethod
