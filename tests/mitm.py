@@ -15,14 +15,13 @@ agents (functional tests)::
 
 import argparse
 import hashlib
-import socket
 import struct
-import threading
 import time
 import zlib
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import protocol as P
+from tests import relay
 
 
 class Frame:
@@ -75,84 +74,24 @@ def read_frame(sock, conn_index):
     return Frame(conn_index, header, body, tag, payload)
 
 
-class Mitm:
-    """``attack(frame)`` -> bytes to forward (``frame.raw()`` to pass)."""
+class Mitm(relay.Relay):
+    """A :class:`~tests.relay.Relay` that parses what goes to the sink
+    into frames: ``attack(frame)`` -> bytes to forward (``frame.raw()``
+    to pass).
+    """
 
     def __init__(self, upstream, attack, host="127.0.0.1", port=0):
-        self.upstream = upstream
-        self.attack = attack
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.conns = []
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.attack = attack        # before the accepting thread starts
+        super().__init__(upstream, host, port)
 
-    def _accept(self):
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
+    def _copy(self, src, dst, upstream, index):
+        if not upstream:
+            return super()._copy(src, dst, upstream, index)
+        while True:
+            frame = read_frame(src, index)
             with self.lock:
-                index = self.connections
-                self.connections += 1
-                self.conns += [client, server]
-            threading.Thread(target=self._frames, args=(client, server,
-                                                        index),
-                             daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client),
-                             daemon=True).start()
-
-    def _frames(self, src, dst, index):
-        try:
-            while True:
-                frame = read_frame(src, index)
-                with self.lock:
-                    out = self.attack(frame)
-                dst.sendall(out)
-        except OSError:
-            pass
-        self._close(src, dst)
-
-    def _pipe(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        self._close(src, dst)
-
-    @staticmethod
-    def _close(*socks):
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self):
-        self._stop.set()
-        self._close(self.sock)      # wakes the accepting thread
-        self.sock.close()
-        with self.lock:
-            conns = list(self.conns)
-        self._close(*conns)
-        for s in conns:
-            s.close()
+                out = self.attack(frame)
+            dst.sendall(out)
 
 
 class Attacks:

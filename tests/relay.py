@@ -111,28 +111,25 @@ class Relay:
                 continue
             with self.lock:
                 self.conns.append((client, server))
+                index = self.connections
                 self.connections += 1
-            threading.Thread(target=self._pump, args=(client, server, True),
+            threading.Thread(target=self._pump,
+                             args=(client, server, True, index),
                              daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False),
+            threading.Thread(target=self._pump,
+                             args=(server, client, False, index),
                              daemon=True).start()
 
     def _dial(self):
         """A connection to the upstream address."""
         return socket.create_connection(self.upstream, timeout=5)
 
-    def _pump(self, src, dst, upstream):
-        seen = 0
+    def _pump(self, src, dst, upstream, index):
+        """Copy ``src`` to ``dst`` (``upstream``: towards the sink) on
+        the relay's connection number ``index``, until either ends.
+        """
         try:
-            while True:
-                data = src.recv(1 << 20)
-                if not data:
-                    break
-                if upstream:
-                    with self.lock:
-                        data = self._damage(data, seen)
-                seen += len(data)
-                dst.sendall(data)
+            self._copy(src, dst, upstream, index)
         except OSError:
             pass
         finally:
@@ -141,6 +138,18 @@ class Relay:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def _copy(self, src, dst, upstream, index):
+        seen = 0
+        while True:
+            data = src.recv(1 << 20)
+            if not data:
+                break
+            if upstream:
+                with self.lock:
+                    data = self._damage(data, seen)
+            seen += len(data)
+            dst.sendall(data)
 
 
 def main():

@@ -3,11 +3,13 @@
 import shutil
 
 from dtn_migrate.engine import requests
+from dtn_migrate.engine import stages as stages_mod
 from dtn_migrate.transfer import cli as transfer_cli
 
-#: Stage states that mean the stage is done, whatever its byte count
-#: (the peer's last import report, "active", carries none).
-DONE_STAGE_STATES = ("complete", "active")
+#: Stage states that mean the stage is done, whatever its byte count.
+DONE_STAGE_STATES = stages_mod.DONE_STATES
+#: Seconds left of the unfinished stage due last, or None.
+eta = stages_mod.eta
 
 
 def first_line(text):
@@ -21,22 +23,6 @@ def duration(seconds):
     if hours:
         return "%d:%02d:%02d" % (hours, minutes, secs)
     return "%02d:%02d" % (minutes, secs)
-
-
-def eta(stages, size):
-    """Seconds left of the unfinished stage due last, or None."""
-    last = None
-    for name in requests.STAGES:
-        st = stages.get(name) or {}
-        total, done = st.get("size") or size, st.get("done") or 0
-        if not st.get("rate") or not total or done >= total:
-            continue
-        left = st.get("eta")
-        if left is None:
-            left = (total - done) / st["rate"]
-        if last is None or left > last:
-            last = left
-    return last
 
 
 def migration_line(record, seen=None, width=20, label=True):

@@ -287,6 +287,12 @@ class UwsgiServer:
         """
         if self.running:
             return self
+        if self.die_with_parent and \
+                threading.current_thread() is not threading.main_thread():
+            # setpriv --pdeathsig follows the thread that started the
+            # server: it would be killed when that thread ends.
+            raise ServerFailed("%s: start servers from the main thread "
+                               "(or set die_with_parent = False)" % self.dir)
         t0 = time.monotonic()
         self._configure()
         for attempt in range(3):

@@ -37,6 +37,7 @@ from dtn_migrate.db import api as db_api
 from dtn_migrate.db import migration as db_migration
 from dtn_migrate.db import models as db_models
 from dtn_migrate.engine import requests
+from dtn_migrate.engine import stages as stages_mod
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ _TASKFLOW_KEYS = ("injected", "progress", "progress_details")
 DATABASE_ERRORS = (exception.DatabaseUnavailable, tf_exc.StorageFailure,
                    sa_exc.SQLAlchemyError)
 #: Stage states after which a stage is done.
-DONE_STAGE_STATES = ("complete", "active", "uploaded")
+DONE_STAGE_STATES = stages_mod.DONE_STATES
 #: State of a migration -> its event.
 _STATE_EVENTS = {"queued": "queued", "running": "started",
                  "complete": "finished", "failed": "failed",
@@ -85,13 +86,6 @@ def _backend_conf(connection):
     return conf
 
 
-def _stage_done(st, size):
-    if (st or {}).get("state") in DONE_STAGE_STATES:
-        return True
-    total = (st or {}).get("size") or size
-    return bool(total) and ((st or {}).get("done") or 0) >= total
-
-
 def derive(record):
     """The columns a record's ``stages`` give: bytes per stage, current
     stage, progress (0..1), rate (bytes/s) and ETA (s).
@@ -108,14 +102,14 @@ def derive(record):
         return out
     if size:
         out["progress"] = round(sum(
-            1.0 if _stage_done(stages.get(s), size) else
+            1.0 if stages_mod.done(stages.get(s), size) else
             min(1.0, ((stages.get(s) or {}).get("done") or 0) / size)
             for s in names) / len(names), 4)
     else:
         out["progress"] = 0.0
     current = None
     for s in names:
-        if s in stages and not _stage_done(stages[s], size):
+        if s in stages and not stages_mod.done(stages[s], size):
             current = s
             break
     if state in requests.FINAL_STATES:
@@ -123,20 +117,8 @@ def derive(record):
                    rate=None, eta=None)
         return out
     out["stage"] = current
-    st = stages.get(current) or {}
-    out["rate"] = st.get("rate") or None
-    # The time left is the one of the unfinished stage due last.
-    eta = None
-    for s in names:
-        st = stages.get(s) or {}
-        total, done = st.get("size") or size, st.get("done") or 0
-        if not st.get("rate") or not total or _stage_done(st, size):
-            continue
-        left = st.get("eta")
-        if left is None:
-            left = (total - done) / st["rate"]
-        eta = left if eta is None else max(eta, left)
-    out["eta"] = eta
+    out["rate"] = (stages.get(current) or {}).get("rate") or None
+    out["eta"] = stages_mod.eta(stages, size, names)
     return out
 
 

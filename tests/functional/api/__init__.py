@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import requests
@@ -248,16 +247,7 @@ class ApiPairTestCase(testtools.TestCase):
         self.assertEqual(200, resp.status_code, resp.text)
         return resp.json()["migration"]
 
-    def wait_until(self, cond, what, timeout=120, interval=0.2):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                self.fail("timed out after %d s waiting for %s"
-                          % (timeout, what))
-            time.sleep(interval)
+    wait_until = migration.MigrationTestCase.wait_until
 
     def start_migration(self, image_id, persona="alice"):
         """Ask for a migration over REST; its Migration object."""
@@ -272,7 +262,7 @@ class ApiPairTestCase(testtools.TestCase):
         return self.wait_until(
             lambda: (lambda m: m if m["bytes"]["transfer"] else None)(
                 self.rest_show(migration_id)),
-            "bytes on the DTN link of %s" % migration_id)
+            "bytes on the DTN link of %s" % migration_id, interval=0.2)
 
     def wait_final(self, migration_id, timeout=300):
         return self.wait_until(
