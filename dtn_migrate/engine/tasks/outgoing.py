@@ -236,9 +236,11 @@ class TransferImage(base.MigrationTask):
                            lambda: (call(*args, **kwargs), None))
 
     def _await_staging(self, migration_id, data):
-        """Wait until the staged data file exists; fail when staging
-        failed (its watermark says so) or nothing happens for
-        ``stall_timeout``.
+        """Wait until the staged data file exists and its watermark is
+        this run's (not the failure an earlier attempt left, which the
+        agent would take for this one's: staging republishes the mark
+        when it resumes); fail when staging failed or nothing happens
+        for ``stall_timeout``.
         """
         live = self.live(migration_id)
         backend = self.res.backend()
@@ -247,9 +249,10 @@ class TransferImage(base.MigrationTask):
         before = copy.status(backend, data, suffix)
 
         def step():
-            if backend.size(data) is not None:
-                return True, None
             mark = copy.status(backend, data, suffix)
+            if backend.size(data) is not None and \
+                    not (mark is not None and mark[1]):
+                return True, None
             stages = live.snapshot()
             export = stages.get("export") or {}
             if mark is not None and mark[1] and mark != before:
