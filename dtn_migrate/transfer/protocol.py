@@ -51,10 +51,10 @@ import zlib
 from dtn_migrate.transfer import errors
 
 MAGIC = b"DTNM"
-VERSION = 2
+VERSION = 3
 # Versions whose frame header is understood: enough to read a peer's
 # refusal (an ERROR) and to name the mismatch clearly.
-KNOWN_VERSIONS = (1, 2)
+KNOWN_VERSIONS = (1, 2, 3)
 FLAG_TAG = 0x0001
 TAG_SIZE = 16
 
@@ -86,6 +86,8 @@ class MsgType(enum.IntEnum):
     BLOCK_SYNC = 4
     BYE = 5
     FILE_CLOSE = 6
+    ZERO_BLOCKS = 7
+    NEW_BLOCK_Z = 8
     CHALLENGE = 16
     AUTH = 17
     CONNECT_ACK = 18
@@ -106,6 +108,14 @@ class Caps(enum.IntFlag):
     NONE = 0
     RDMA = 1
     FRAME_AUTH = 2      # tag every frame after the handshake
+    ZERO_EXTENTS = 4    # all-zero objects travel as ZERO_BLOCKS
+    ZSTD = 8            # objects may travel zstd-compressed (NEW_BLOCK_Z)
+
+
+class Encoding(enum.IntEnum):
+    """How a NEW_BLOCK_Z's wire bytes encode its object."""
+
+    ZSTD = 1
 
 
 class DataPlane(enum.IntEnum):
@@ -317,9 +327,13 @@ class Auth(Message):
 @_message(MsgType.CONNECT_ACK, [
     ("epoch", "u32"), ("object_size", "u32"), ("streams", "u16"),
     ("max_inflight", "u32"), ("data_plane", "u8"), ("sink", "str"),
-    ("rdma", "blob")])
+    ("rdma", "blob"), ("caps", "u32")])
 class ConnectAck(Message):
-    """Sink accepts the connection; session parameters it agreed to."""
+    """Sink accepts the connection; session parameters it agreed to.
+
+    ``caps``: the CONNECT's optional capabilities (ZERO_EXTENTS, ZSTD)
+    that the sink accepts for this session.
+    """
 
     epoch: int
     object_size: int
@@ -328,6 +342,7 @@ class ConnectAck(Message):
     data_plane: int
     sink: str
     rdma: bytes = b""
+    caps: int = 0
 
     def validate(self):
         _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
@@ -409,6 +424,56 @@ class NewBlock(Message):
     def validate(self):
         _check(self.length <= MAX_OBJECT_SIZE, "object length out of range")
         _check(self.offset <= MAX_FILE_SIZE, "object offset out of range")
+
+
+@_message(MsgType.ZERO_BLOCKS, [
+    ("file_id", "u32"), ("index", "u32"), ("count", "u32")])
+class ZeroBlocks(Message):
+    """Objects ``index`` .. ``index + count - 1`` of a file hold only
+    zero bytes (Caps.ZERO_EXTENTS).  Sent on a data stream instead of
+    their NEW_BLOCKs; no bytes follow.  The sink leaves or punches a
+    hole there and reports them durable in BLOCK_SYNC like any object;
+    its sha512 of the file still covers those zeros.
+    """
+
+    file_id: int
+    index: int
+    count: int
+
+    def validate(self):
+        _check(self.count >= 1, "empty zero extent")
+        _check(self.index + self.count <= MAX_OBJECTS,
+               "zero extent beyond the object range")
+
+
+@_message(MsgType.NEW_BLOCK_Z, [
+    ("file_id", "u32"), ("index", "u32"), ("offset", "u64"),
+    ("length", "u32"), ("xxh3", "u64"), ("encoding", "u8"),
+    ("wire_length", "u32"), ("mac", "b16")])
+class NewBlockZ(Message):
+    """One compressed object (Caps.ZSTD, TCP data plane only).
+
+    ``wire_length`` encoded bytes follow the frame and decode to exactly
+    ``length`` bytes; ``xxh3`` and ``mac`` cover the *decoded* object,
+    as in NEW_BLOCK, so damage on the way is caught either by the
+    decoder or by those checks, and the object is asked for again.
+    """
+
+    file_id: int
+    index: int
+    offset: int
+    length: int
+    xxh3: int
+    encoding: int
+    wire_length: int
+    mac: bytes = bytes(TAG_SIZE)
+
+    def validate(self):
+        _check(self.length <= MAX_OBJECT_SIZE, "object length out of range")
+        _check(self.offset <= MAX_FILE_SIZE, "object offset out of range")
+        _check(self.encoding in set(Encoding), "unknown object encoding")
+        _check(0 < self.wire_length <= self.length,
+               "encoded length out of range")
 
 
 @_message(MsgType.BLOCK_SYNC, [("ranges", "blob")])
