@@ -150,7 +150,8 @@ class TestFrameTags(testtools.TestCase):
         exc = self.assertRaises(errors.ProtocolError, handshake.server, snk,
                                 lambda p: KEY)
         self.assertEqual(errors.Code.VERSION, exc.code)
-        self.assertIn("speaks protocol version 1, this agent 2", str(exc))
+        self.assertIn("speaks protocol version 1, this agent %d" % P.VERSION,
+                      str(exc))
 
 
 class TestObjectDigest(test_engine.EngineTestCase):

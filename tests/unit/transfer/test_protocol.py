@@ -28,13 +28,16 @@ def samples():
         P.Challenge(1, NONCE, PROOF),
         P.Auth(PROOF),
         P.ConnectAck(7, 4 << 20, 4, 64, P.DataPlane.RDMA, "sink",
-                     b"\x00\x01"),
+                     b"\x00\x01", P.Caps.ZERO_EXTENTS | P.Caps.ZSTD),
         P.NewFile(3, P.FileFlags.HAS_SHA512 | P.FileFlags.GROWING,
                   10 << 20, -5, 0o644, 4 << 20, SHA,
                   "dir/\u00fcber \u6587\u4ef6.img", b"\x00\x01\x02"),
         P.FileId(3, P.FileStatus.OPEN, 0, "ok"),
         P.FileId(4, P.FileStatus.REFUSED, errors.Code.NO_SPACE),
         P.NewBlock(3, 2, 8 << 20, 4 << 20, (1 << 64) - 1, 5, 1 << 63),
+        P.ZeroBlocks(3, 2, 5),
+        P.NewBlockZ(3, 2, 8 << 20, 4 << 20, (1 << 64) - 1,
+                    P.Encoding.ZSTD, 1000, bytes(range(16))),
         P.BlockSync.from_ranges([(1, 0, 5), (2, 3, 4)]),
         P.BlockNack(1, 2, errors.Code.CHECKSUM),
         P.BlockPulled(1, 2),
@@ -162,13 +165,13 @@ class HeaderRejectTest(testtools.TestCase):
         self.assertEqual(errors.Code.PROTOCOL, exc.code)
 
     def test_unknown_version(self):
-        for version in (0, 3, 255):
+        for version in (0, P.VERSION + 1, 255):
             exc = self.assertRaises(errors.ProtocolError, P.parse_header,
                                     header(version=version))
             self.assertEqual(errors.Code.VERSION, exc.code)
 
     def test_unknown_type(self):
-        for mtype in (7, 15, 22, 29, 32, 255):
+        for mtype in (9, 15, 22, 29, 32, 255):
             self.assertRaises(errors.ProtocolError, P.parse_header,
                               header(mtype=mtype))
 
@@ -339,6 +342,27 @@ class BodyRejectTest(testtools.TestCase):
                              # 2049 characters, 4098 bytes.
                              ("name", "\u00e9" * 2049)):
             self.assertBounds(dataclasses.replace(good, **{field: value}))
+
+    def test_zero_blocks_bounds(self):
+        good = P.ZeroBlocks(1, 0, 1)
+        for field, value in (("count", 0),
+                             ("index", P.MAX_OBJECTS),
+                             ("count", P.MAX_OBJECTS + 1)):
+            self.assertBounds(dataclasses.replace(good, **{field: value}))
+
+    def test_new_block_z_bounds(self):
+        good = P.NewBlockZ(1, 0, 0, 4096, 0, P.Encoding.ZSTD, 100)
+        for field, value in (("wire_length", 0),
+                             ("wire_length", 4097),
+                             ("encoding", 0), ("encoding", 2),
+                             ("length", P.MAX_OBJECT_SIZE + 1),
+                             ("offset", P.MAX_FILE_SIZE + 1)):
+            self.assertBounds(dataclasses.replace(good, **{field: value}))
+
+    def test_connect_ack_caps_default(self):
+        """A CONNECT_ACK built without caps offers no optional feature."""
+        ack = P.ConnectAck(1, 4 << 20, 4, 64, P.DataPlane.TCP, "sink")
+        self.assertEqual(0, roundtrip(ack).caps)
 
     def test_text_bounds(self):
         text = "m" * (P.MAX_MESSAGE_TEXT + 1)
