@@ -48,7 +48,7 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from benchmarks import peers, report, workloads  # noqa: E402
+from benchmarks import linkstats, peers, report, workloads  # noqa: E402
 from tests.functional import netns  # noqa: E402
 
 DEFAULT_TOOLS = 'dtn-migrate,iperf3,gridftp,rsync,xrdcp'
@@ -57,12 +57,34 @@ GiB = 1 << 30
 
 
 class DtnMigrateVariant(peers.DtnMigrate):
-    """dtn-migrate with extra arguments for its sink as well."""
+    """dtn-migrate with extra arguments for its sink as well.
 
-    def __init__(self, name, sink_args=(), tls=False, **kw):
+    ``needs``: options that ``send --help`` must list, or the tool is
+    skipped (PeerUnavailable).  After each run ``last`` also holds
+    ``dst_allocated_bytes``, the disk space of the copies (a sparse
+    source should stay sparse).
+    """
+
+    def __init__(self, name, sink_args=(), tls=False, needs=(), **kw):
         super().__init__(name=name, **kw)
         self.sink_args = list(sink_args)
         self.tls = tls
+        self.needs = tuple(needs)
+
+    def check(self):
+        ok, why = super().check()
+        if not ok or not self.needs:
+            return ok, why
+        try:
+            proc = subprocess.run([self.exe, 'send', '--help'],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, 'dtn-migrate-transfer send --help: %s' % exc
+        missing = [o for o in self.needs if o not in proc.stdout]
+        if missing:
+            return False, ('dtn-migrate-transfer send does not know %s yet'
+                           % ', '.join(missing))
+        return True, ''
 
     def start_server(self):
         super().start_server()
@@ -74,6 +96,25 @@ class DtnMigrateVariant(peers.DtnMigrate):
     def spawn_server(self, argv, *args, **kw):
         return super().spawn_server(list(argv) + self.sink_args, *args,
                                     **kw)
+
+    def after_run(self, proc, files, nbytes):
+        out = super().after_run(proc, files, nbytes) or {}
+        out['dst_allocated_bytes'] = linkstats.allocated_bytes(
+            os.path.join(self.dst_dir, f) for f in files)
+        return out
+
+
+def _plain(tool):
+    """Wrap a stock dtn-migrate tool so that it reports allocation too."""
+    factory = peers.PEERS[tool]
+
+    def make(**kw):
+        peer = factory(**kw)
+        variant = DtnMigrateVariant(peer.name, **kw)
+        variant.known_hash = peer.known_hash
+        variant.extra_args = list(peer.extra_args)
+        return variant
+    return make
 
 
 def make_certs(directory, server_name):
@@ -98,15 +139,45 @@ def make_certs(directory, server_name):
                  for n in ('ca.pem', 'sink.pem', 'sink.key'))
 
 
+#: dtn-migrate-transfer options of the data-path features (protocol 3);
+#: a variant that needs one is skipped when ``send --help`` lacks it.
+COMPRESSION_FLAG = '--compression'
+NO_ZERO_FLAG = '--no-zero-extents'
+
+
+def _variant(name, args=(), needs=(), **kw):
+    """A dtn-migrate tool whose source AND sink get ``args``."""
+    return DtnMigrateVariant(name, sink_args=args, extra_args=args,
+                             needs=needs, **kw)
+
+
 TOOLS = dict(peers.PEERS, **{
     # Frame authentication off at both ends (a trusted link).
-    'dtn-migrate-noauth': lambda **kw: DtnMigrateVariant(
-        'dtn-migrate-noauth', sink_args=('--no-frame-auth',),
-        extra_args=('--no-frame-auth',), **kw),
+    'dtn-migrate-noauth': lambda **kw: _variant(
+        'dtn-migrate-noauth', ('--no-frame-auth',), **kw),
     # TLS as well as frame authentication, for reference.
     'dtn-migrate-tls': lambda **kw: DtnMigrateVariant(
         'dtn-migrate-tls', tls=True, **kw),
+    # zstd per object, always (when it saves enough) / by the auto policy.
+    'dtn-migrate-zstd': lambda **kw: _variant(
+        'dtn-migrate-zstd', (COMPRESSION_FLAG, 'on'), (COMPRESSION_FLAG,),
+        **kw),
+    'dtn-migrate-zauto': lambda **kw: _variant(
+        'dtn-migrate-zauto', (COMPRESSION_FLAG, 'auto'),
+        (COMPRESSION_FLAG,), **kw),
+    # Compression explicitly off (the default, named for the tables).
+    'dtn-migrate-zoff': lambda **kw: _variant(
+        'dtn-migrate-zoff', (COMPRESSION_FLAG, 'off'), (COMPRESSION_FLAG,),
+        **kw),
+    # Zero extents off: every zero byte crosses the link (protocol 2).
+    'dtn-migrate-nozero': lambda **kw: _variant(
+        'dtn-migrate-nozero', (NO_ZERO_FLAG,), (NO_ZERO_FLAG,), **kw),
 })
+for _tool in ('dtn-migrate', 'dtn-migrate-hash', 'dtn-migrate-xxh3'):
+    TOOLS[_tool] = _plain(_tool)
+#: Targets of issue 13 (loopback, one big file, medians of one run).
+TARGET_SPEED = 1.25          # dtn-migrate MB/s / gridftp MB/s >=
+TARGET_CPU = 0.8             # dtn-migrate CPU-s/GiB / gridftp's <=
 
 
 def make_peer(tool, **options):
@@ -118,24 +189,6 @@ def children_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
-def _proc_stats():
-    """{pid: (ppid, CPU ticks of it and of its reaped children)}."""
-    stats = {}
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % name) as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        # After "pid (comm)": state, ppid, ..., utime, stime, cutime,
-        # cstime are fields 2, 12, 13, 14, 15 (1-based).
-        stats[int(name)] = (int(fields[1]),
-                            sum(int(x) for x in fields[11:15]))
-    return stats
-
-
 def process_cpu(proc):
     """CPU seconds of a running server: its process, every live process
     below it (a GridFTP server forks one per session, a netns wrapper
@@ -144,24 +197,13 @@ def process_cpu(proc):
     """
     if proc is None:
         return None
-    stats = _proc_stats()
-    if proc.pid not in stats:
-        return None
-    tree, ticks = {proc.pid}, 0
-    grew = True
-    while grew:
-        grew = False
-        for pid, (ppid, _) in stats.items():
-            if ppid in tree and pid not in tree:
-                tree.add(pid)
-                grew = True
-    ticks = sum(stats[pid][1] for pid in tree)
-    return ticks / os.sysconf('SC_CLK_TCK')
+    return linkstats.tree_cpu(proc.pid)
 
 
-def timed_run(peer, ds):
-    """Run ``peer`` once; return the CPU seconds its client and server
-    used (the server's by /proc, read before it stops).
+def timed_run(peer, ds, lab=None):
+    """Run ``peer`` once; return {'client': CPU-s, 'server': CPU-s,
+    'link': bytes on the veth (None on loopback)}, or None for the CPU
+    figures when the server's could not be read (it was gone).
     """
     if isinstance(peer, peers.DtnMigrate):
         # Its sink restarts for every run: reap the old one first, so
@@ -172,13 +214,15 @@ def timed_run(peer, ds):
         stop = None
     before = children_cpu()
     server_before = process_cpu(peer.server) or 0.0
+    link_before = linkstats.counters(lab)
     try:
         peer.run(ds.files, manifest=ds.manifest_path)
         client = children_cpu() - before
         server = process_cpu(peer.server)
-        if server is None:
-            return None
-        return client + server - server_before
+        link = linkstats.delta(link_before, linkstats.counters(lab))
+        return {'client': client,
+                'server': None if server is None else server - server_before,
+                'link': link}
     finally:
         if stop is not None:
             peer.stop_server = stop
@@ -198,7 +242,9 @@ def parse_args(argv=None):
                     help='comma list of big, small')
     ap.add_argument('--tools', default=DEFAULT_TOOLS,
                     help='comma list of: ' + ', '.join(TOOLS))
-    ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--reps', type=int, default=5,
+                    help='interleaved repetitions (the tool order rotates '
+                    'every repetition)')
     ap.add_argument('--size-big', default='4G')
     ap.add_argument('--small-count', type=int, default=1000)
     ap.add_argument('--small-size', default='1M')
@@ -292,6 +338,11 @@ def summarize(results, links, wls, tools):
                 cpus = [s['cpu_s_per_GiB'] for s in ss
                         if s.get('cpu_s_per_GiB') is not None]
                 cpu = report.summarize(cpus) if cpus else None
+                wire = [s.get('link_bytes') for s in ss
+                        if s.get('link_bytes') is not None]
+                wire = report.summarize(wire) if wire else None
+                alloc = [s.get('dst_allocated_bytes') for s in ss
+                         if s.get('dst_allocated_bytes') is not None]
                 med[tool] = mbps['median']
                 if cpu:
                     med[tool, 'cpu'] = cpu['median']
@@ -300,6 +351,14 @@ def summarize(results, links, wls, tools):
                     'link': link, 'workload': wl, 'tool': tool,
                     'n': mbps['n'], 'MBps': mbps, 'seconds': secs,
                     'cpu_s_per_GiB': cpu,
+                    'cpu_client_s': report.summarize(
+                        [s.get('cpu_client_s') for s in ss]),
+                    'cpu_server_s': report.summarize(
+                        [s.get('cpu_server_s') for s in ss]),
+                    'link_bytes': wire,
+                    'dataset_bytes': ss[0]['bytes'],
+                    'dst_allocated_bytes': (report.summarize(alloc)
+                                            if alloc else None),
                     'line_rate_MBps': rate,
                     'fraction_of_line': (report.ratio(mbps['median'], rate)
                                          if net else None)})
@@ -319,20 +378,58 @@ def summarize(results, links, wls, tools):
                 ratios.append(row)
     results['summary'] = summary
     results['ratios'] = ratios
+    results['targets'] = targets(results)
     return results
+
+
+def targets(results):
+    """Issue 13's throughput targets, against GridFTP in the same run:
+    MB/s >= 1.25 x and CPU-s/GiB <= 0.8 x, for every dtn-migrate tool
+    and every (link, workload) that has both.  'met' only if it holds.
+    """
+    out = []
+    for r in results.get('ratios', []):
+        tool = r['tool']
+        speed = r.get('%s/gridftp' % tool)
+        cpu = r.get('%s CPU/gridftp CPU' % tool)
+        if speed is None and cpu is None:
+            continue
+        out.append({
+            'link': r['link'], 'workload': r['workload'], 'tool': tool,
+            'speed_ratio': speed, 'speed_target': TARGET_SPEED,
+            'speed_met': None if speed is None else speed >= TARGET_SPEED,
+            'cpu_ratio': cpu, 'cpu_target': TARGET_CPU,
+            'cpu_met': None if cpu is None else cpu <= TARGET_CPU})
+    return out
+
+
+def _verdict(value, met):
+    if value is None:
+        return '–'
+    return '%.2f (%s)' % (value, 'met' if met else 'NOT met')
+
+
+def _mb(s):
+    """'median (min–max)' in MB of a summarize() dict of bytes."""
+    if not s or s.get('median') is None:
+        return '–'
+    return report.fmt_range({k: (v / 1e6 if isinstance(v, (int, float))
+                                 and k != 'n' else v)
+                             for k, v in s.items()})
 
 
 def tables(results, wl_titles):
     headers = ['link', 'workload', 'tool', 'MB/s median (min–max)',
-               'seconds (median)', 'of line rate', 'CPU-s/GiB', 'n']
+               'seconds (median)', 'of line rate',
+               'CPU-s/GiB median (min–max)', 'MB on link', 'n']
     rows = []
     for s in results['summary']:
-        cpu = s.get('cpu_s_per_GiB')
         rows.append([s['link'], wl_titles.get(s['workload'], s['workload']),
                      s['tool'], report.fmt_range(s['MBps']),
                      report.fmt(s['seconds']['median'], 2),
                      report.fmt_pct(s['fraction_of_line']),
-                     report.fmt(cpu['median'], 2) if cpu else '–', s['n']])
+                     report.fmt_range(s.get('cpu_s_per_GiB'), 2),
+                     _mb(s.get('link_bytes')), s['n']])
     rheaders = ['link', 'workload', 'ratio', 'value']
     rrows = []
     for r in results['ratios']:
@@ -344,6 +441,17 @@ def tables(results, wl_titles):
     return headers, rows, rheaders, rrows
 
 
+def target_table(results, wl_titles):
+    headers = ['link', 'workload', 'tool',
+               'MB/s vs gridftp (target ≥ %.2f)' % TARGET_SPEED,
+               'CPU-s/GiB vs gridftp (target ≤ %.2f)' % TARGET_CPU]
+    rows = [[t['link'], wl_titles.get(t['workload'], t['workload']),
+             t['tool'], _verdict(t['speed_ratio'], t['speed_met']),
+             _verdict(t['cpu_ratio'], t['cpu_met'])]
+            for t in results.get('targets', [])]
+    return headers, rows
+
+
 def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
     out = args.out
     os.makedirs(out, exist_ok=True)
@@ -352,28 +460,42 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
     if not final:
         return None
     headers, rows, rh, rr = tables(results, wl_titles)
+    th, tr = target_table(results, wl_titles)
     settings = '\n'.join('* ``%s``: %s' % (t, d)
                          for t, d in results['settings']['tools'].items())
-    md = ['# Throughput (MB/s = 10^6 bytes/s)', '',
+    title = getattr(args, 'title', None) or 'Throughput'
+    md = ['# %s (MB/s = 10^6 bytes/s)' % title, '',
           'Command: `%s`' % results['command'], '',
-          report.markdown_table(headers, rows, align='lllrrrrr'), '',
+          report.markdown_table(headers, rows, align='lllrrrrrr'), '',
           '## Ratios (medians of the same run)', '',
           report.markdown_table(rh, rr, align='lllr') if rr else '(none)\n',
-          '',
-          '## Tool settings', '', settings.replace('``', '`'), '']
+          '']
+    if tr:
+        md += ['## Targets (issue 13, medians of the same run)', '',
+               report.markdown_table(th, tr, align='lllrr'), '']
+    md += ['## Tool settings', '', settings.replace('``', '`'), '']
     report.write_text(os.path.join(out, 'table.md'), '\n'.join(md))
-    rst = ['Throughput (MB/s = 10\\ :sup:`6` bytes/s)', '=' * 44, '',
+    head = '%s (MB/s = 10\\ :sup:`6` bytes/s)' % title
+    rst = [head, '=' * len(head), '',
            'Command::', '', '    ' + results['command'], '',
            report.rst_table(headers, rows), '',
            report.rst_table(rh, rr, title='Ratios (medians of the same run)')
-           if rr else '', '', 'Tool settings', '~' * 13, '', settings, '']
+           if rr else '', '']
+    if tr:
+        rst += [report.rst_table(
+            th, tr, title='Targets (issue 13, medians of the same run)'), '']
+    rst += ['Tool settings', '~' * 13, '', settings, '']
     report.write_text(os.path.join(out, 'table.rst'), '\n'.join(rst))
     figures = []
+    reps = results['settings'].get('reps', args.reps)
     for wl in wls:
-        values = {}
+        values, cpu = {}, {}
         for s in results['summary']:
             if s['workload'] == wl:
                 values.setdefault(s['tool'], {})[s['link']] = s['MBps']
+                if s.get('cpu_s_per_GiB'):
+                    cpu.setdefault(s['tool'], {})[s['link']] = \
+                        s['cpu_s_per_GiB']
         if not values:
             continue
         hlines = {link: (link_rate(link),
@@ -384,13 +506,23 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
             path, links, [t for t in tools if t in values], values,
             ylabel='throughput (MB/s)', xlabel='link',
             title='%s (median, bars: min–max, %d rep%s)' % (
-                wl_titles.get(wl, wl), args.reps,
-                '' if args.reps == 1 else 's'), hlines=hlines)
+                wl_titles.get(wl, wl), reps,
+                '' if reps == 1 else 's'), hlines=hlines)
         figures.append(path)
+        if cpu:
+            path = os.path.join(out, 'cpu-%s.png' % wl)
+            report.grouped_bars(
+                path, links, [t for t in tools if t in cpu], cpu,
+                ylabel='CPU-s per GiB (both ends)', xlabel='link',
+                title='%s: CPU seconds per GiB, client + server '
+                '(median, bars: min–max)' % wl_titles.get(wl, wl),
+                digits=2)
+            figures.append(path)
     results['figures'] = figures
     report.write_json(os.path.join(out, 'results.json'), results)
     return (report.text_table(headers, rows),
-            report.text_table(rh, rr) if rr else '')
+            (report.text_table(rh, rr) if rr else '')
+            + (report.text_table(th, tr) if tr else ''))
 
 
 def render(args):
@@ -402,10 +534,11 @@ def render(args):
     st = results['settings']
     args.reps = st['reps']
     tools = list(st['tools'])
-    wl_titles = {
+    wl_titles = st.get('wl_titles') or {
         'big': '1 x %s' % workloads.format_size(st['size_big']),
         'small': '%d x %s' % (st['small_count'],
                               workloads.format_size(st['small_size']))}
+    args.title = st.get('title')
     table, rtable = write_outputs(results, args, st['links'],
                                   st['workloads'], tools, wl_titles)
     print(table)
@@ -416,8 +549,30 @@ def main(argv=None):
     args = parse_args(argv)
     if args.render:
         return render(args)
-    links = [x for x in args.links.split(',') if x]
     wls = [x for x in args.workloads.split(',') if x]
+    size_big = workloads.parse_size(args.size_big)
+    small_size = workloads.parse_size(args.small_size)
+    datasets = {wl: workloads.Dataset(wl, args.data_dir, size_big,
+                                      args.small_count, small_size)
+                for wl in wls}
+    wl_titles = {
+        'big': '1 x %s' % workloads.format_size(size_big),
+        'small': '%d x %s' % (args.small_count,
+                              workloads.format_size(small_size))}
+    return measure(args, datasets, wl_titles, {
+        'size_big': size_big, 'small_count': args.small_count,
+        'small_size': small_size})
+
+
+def measure(args, datasets, wl_titles, settings=None):
+    """Run every (link, workload, tool, repetition) of ``args`` over
+    ``datasets`` ({workload: object with ensure(), root, files,
+    total_bytes, manifest_path, name, timings, remove()}), write the
+    outputs to ``args.out``; exit status.  Used by this module's main and
+    by benchmarks.sparse and benchmarks.compressible.
+    """
+    links = [x for x in args.links.split(',') if x]
+    wls = list(datasets)
     tools = [x for x in args.tools.split(',') if x]
     for t in tools:
         if t not in TOOLS:
@@ -443,25 +598,17 @@ def main(argv=None):
         print('missing executables: %s\ninstall with: %s' % (
             ', '.join('%s (%s)' % m for m in missing), peers.apt_hint()))
 
-    size_big = workloads.parse_size(args.size_big)
-    small_size = workloads.parse_size(args.small_size)
-    datasets = {wl: workloads.Dataset(wl, args.data_dir, size_big,
-                                      args.small_count, small_size)
-                for wl in wls}
-    wl_titles = {
-        'big': '1 x %s' % workloads.format_size(size_big),
-        'small': '%d x %s' % (args.small_count,
-                              workloads.format_size(small_size))}
     results = {
         'command': cmd, 'machine': report.machine_info(),
-        'settings': {
+        'settings': dict({
             'links': links, 'workloads': wls, 'tools': {}, 'reps': args.reps,
-            'size_big': size_big, 'small_count': args.small_count,
-            'small_size': small_size, 'mtu': args.mtu, 'warm': args.warm,
+            'mtu': args.mtu, 'warm': args.warm,
             'data_dir': args.data_dir, 'dst_dir': args.dst_dir,
+            'wl_titles': wl_titles,
+            'title': getattr(args, 'title', None),
             'tbf_burst': {link: netns.tbf_burst(link, args.mtu)
                           for link in links if link_rate(link)},
-            'tbf_latency': netns.TBF_LATENCY},
+            'tbf_latency': netns.TBF_LATENCY}, **(settings or {})),
         'versions': {
             'iperf3': report.tool_version(['iperf3', '--version']),
             'globus-url-copy': report.tool_version(['globus-url-copy',
@@ -475,10 +622,10 @@ def main(argv=None):
     try:
         for wl, ds in datasets.items():
             ds.ensure()
-            results['datasets'][wl] = {
+            results['datasets'][wl] = dict({
                 'name': ds.name, 'root': ds.root, 'files': len(ds.files),
                 'bytes': ds.total_bytes, 'manifest': ds.manifest_path,
-                'timings': ds.timings}
+                'timings': ds.timings}, **getattr(ds, 'info', {}))
         for link in links:
             lab = make_lab(link, args.mtu)
             try:
@@ -516,6 +663,36 @@ def main(argv=None):
     return 1 if results['failures'] else 0
 
 
+def make_sample(peer, got, **where):
+    """One sample: the peer's last run, its CPU seconds (client, server,
+    their sum) per run and per GiB, and the bytes on the link.
+    """
+    nbytes = peer.last['bytes']
+    cpu = None
+    if got['server'] is not None:
+        cpu = got['client'] + got['server']
+    link = got.get('link')
+
+    def per_gib(x):
+        return None if x is None else x * GiB / nbytes if nbytes else None
+    return dict(peer.last, time=time.time(), cpu_s=cpu,
+                cpu_client_s=got['client'], cpu_server_s=got['server'],
+                cpu_s_per_GiB=per_gib(cpu),
+                link_bytes=link['total'] if link else None,
+                link_bytes_a_to_b=link['a_to_b'] if link else None,
+                link=where.pop('link'), **where)
+
+
+def print_sample(sample):
+    cpu = sample.get('cpu_s_per_GiB')
+    print('%-9s %-6s rep %d  %-18s %8.2f s %9.1f MB/s %s%s' % (
+        sample['link'], sample['workload'], sample['rep'], sample['tool'],
+        sample['seconds'], sample['MBps'],
+        '' if cpu is None else '%6.2f CPU-s/GiB' % cpu,
+        '' if sample.get('link_bytes') is None else
+        ' %10.1f MB on link' % (sample['link_bytes'] / 1e6)), flush=True)
+
+
 def run_block(args, results, lab, link, wl, ds, tools):
     """All reps of all tools for one (link, workload), interleaved."""
     active = {}
@@ -546,7 +723,7 @@ def run_block(args, results, lab, link, wl, ds, tools):
             for pos, tool in enumerate(order):
                 peer = active[tool]
                 try:
-                    cpu = timed_run(peer, ds)
+                    got = timed_run(peer, ds, lab)
                 except peers.PeerError as exc:
                     results['failures'].append({
                         'link': link, 'workload': wl, 'tool': tool,
@@ -554,15 +731,10 @@ def run_block(args, results, lab, link, wl, ds, tools):
                     print('FAIL %s %s %s rep %d: %s' % (
                         link, wl, tool, rep, str(exc)[:500]), flush=True)
                     continue
-                sample = dict(peer.last, link=link, workload=wl, rep=rep,
-                              position=pos, time=time.time(), cpu_s=cpu,
-                              cpu_s_per_GiB=(None if cpu is None else
-                                             cpu * GiB / peer.last['bytes']))
-                results['samples'].append(sample)
-                print('%-9s %-6s rep %d  %-18s %8.2f s %9.1f MB/s %s' % (
-                    link, wl, rep, tool, sample['seconds'], sample['MBps'],
-                    '' if cpu is None else
-                    '%6.2f CPU-s/GiB' % sample['cpu_s_per_GiB']), flush=True)
+                results['samples'].append(make_sample(
+                    peer, got, link=link, workload=wl, rep=rep,
+                    position=pos))
+                print_sample(results['samples'][-1])
     finally:
         for peer in active.values():
             peer.teardown()
