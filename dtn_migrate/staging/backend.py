@@ -159,6 +159,16 @@ class Writer(abc.ABC):
     def close(self):
         """Release the handle (does not imply commit)."""
 
+    def truncate(self, size):
+        """Set the file's size to ``size``: bytes beyond it are dropped,
+        a grown part reads as zeros without being written (a hole where
+        the file system has them).  Durable after :meth:`commit`.
+        Backends that cannot raise NotImplementedError; the local copy
+        then writes zero blocks as data.
+        """
+        raise NotImplementedError(
+            "%s cannot truncate" % type(self).__name__)
+
     def __enter__(self):
         return self
 

@@ -72,6 +72,7 @@ class CopyOptions:
     poll_max: float = 1.0
     stall_timeout: float = 300.0    # followed file not growing (s)
     progress_interval: float = 1.0  # between progress callbacks (s)
+    skip_zeros: bool = True         # local copy: zero blocks unwritten
 
     def __post_init__(self):
         for field in ("block_size", "queue_depth", "writers", "readers",
@@ -91,6 +92,7 @@ class CopyResult:
     bytes_copied: int    # bytes this call moved
     seconds: float
     retries: int = 0     # retryable errors overcome
+    zero_bytes: int = 0  # all-zero bytes this call did not write
 
     @property
     def rate(self):
@@ -275,16 +277,67 @@ def _view(chunk):
         return memoryview(bytes(chunk)), True
 
 
+_ZEROS = bytes(MiB)
+
+
+def is_zero(data):
+    """Whether bytes-like ``data`` holds only zero bytes (a memcmp
+    against a zero buffer, which stops at the first other byte).
+    """
+    view = memoryview(data).cast("B")
+    for at in range(0, len(view), len(_ZEROS)):
+        if not _ZEROS.startswith(view[at:at + len(_ZEROS)]):
+            return False
+    return True
+
+
+class _Partial:
+    """One block put together from parts of chunks.
+
+    Immutable parts are kept as views and joined once the block is
+    whole: one copy, no zero-filled buffer first.  The caller may change
+    a mutable part once we return to it, so from the first such part on
+    the block is copied into a buffer of its own as it comes.
+    """
+
+    def __init__(self, want):
+        self.want = want
+        self.have = 0
+        self.pieces = []
+        self.buf = None
+
+    def add(self, view, owned):
+        n = len(view)
+        if self.buf is None and not owned:
+            self.buf = bytearray(self.want)
+            at = 0
+            for piece in self.pieces:
+                self.buf[at:at + len(piece)] = piece
+                at += len(piece)
+            self.pieces = None
+        if self.buf is None:
+            self.pieces.append(view)
+        else:
+            self.buf[self.have:self.have + n] = view
+        self.have += n
+
+    def data(self):
+        if self.buf is not None:
+            return self.buf
+        return memoryview(b"".join(self.pieces))
+
+
 def _blocks(chunks, start, size, block, name):
     """(offset, data) blocks from ``chunks``, aligned to ``block``.
 
     Raises ShortData when the chunks end before ``size`` or go beyond
     it; the last block comes only once the chunks are exhausted.
     """
-    offset, buf, have, last = start, None, 0, None
+    offset, part, last = start, None, None
     for chunk in chunks:
         view, owned = _view(chunk)
         while view:
+            have = part.have if part is not None else 0
             if offset + have >= size:
                 raise base.ShortData(
                     "the source of %s delivered more than the declared %d "
@@ -296,18 +349,19 @@ def _blocks(chunks, start, size, block, name):
                 if not owned:
                     data = memoryview(data.tobytes())
             else:
-                if buf is None:
-                    buf = bytearray(want)
-                buf[have:have + take] = view[:take]
-                view, have = view[take:], have + take
-                if have < want:
+                if part is None:
+                    part = _Partial(want)
+                part.add(view[:take], owned)
+                view = view[take:]
+                if part.have < want:
                     continue
-                data, buf, have = buf, None, 0
+                data, part = part.data(), None
             if offset + len(data) == size:
                 last = (offset, data)
             else:
                 yield offset, data
             offset += len(data)
+    have = part.have if part is not None else 0
     if offset + have < size:
         raise base.ShortData("the source of %s ended after %d of %d bytes"
                              % (name, offset + have, size))
@@ -422,6 +476,7 @@ class _Shared:
         self.durable = {}         # offset -> end, beyond the prefix
         self.read = 0             # bytes handed to writers
         self.written = 0          # bytes written by writers
+        self.zeros = 0            # all-zero bytes left unwritten
         self.retries = 0
         self.live = 0
         self.digest = None
@@ -568,6 +623,7 @@ class _LocalCopy:
         self.shared = None
         self.queue = None
         self.writers = 0
+        self.sparse = False       # the file is sized: zeros need no write
 
     # Planning.
     def plan(self, committed):
@@ -586,8 +642,11 @@ class _LocalCopy:
         return offset
 
     def check_space(self, start):
-        # What is already there is overwritten (or truncated away).
-        need = max(0, self.size - (self.backend.size(self.name) or 0))
+        # What is already there is overwritten (or truncated away); a
+        # sized file of an earlier attempt may be mostly holes, so only
+        # the resumed prefix counts as there.
+        have = min(self.backend.size(self.name) or 0, start)
+        need = max(0, self.size - have)
         free = self.backend.free_bytes()
         if need > max(0, free - self.opts.free_margin):
             raise base.NoSpace(
@@ -665,6 +724,11 @@ class _LocalCopy:
                 hasher.update(data)
                 if offset + len(data) == self.size:
                     self.verify(hasher)
+                if self.sparse and is_zero(data):
+                    # The sized file reads zeros there already, durably.
+                    self.shared.add(read=len(data), zeros=len(data))
+                    self.shared.mark_durable([(offset, data)])
+                    continue
                 self.put((offset, data))
                 self.shared.add(read=len(data))
             self.verify(hasher)
@@ -720,16 +784,43 @@ class _LocalCopy:
         return self.finish(began, start)
 
     def prepare(self, start):
-        """Publish where this copy starts; from scratch, empty the file."""
+        """Publish where this copy starts; from scratch, empty the file.
+
+        With ``skip_zeros`` the file is then sized: cut at ``start`` (so
+        nothing an earlier attempt wrote beyond the resumed prefix
+        survives) and extended to ``size``, which reads as zeros without
+        being written.  All-zero blocks then need no write: they are
+        durable once this is committed.
+        """
         if start == self.size and start:
             return
         self.publish(start)
-        if not start:
+        if self.opts.skip_zeros and self.size:
+            self.sparse = _retrying(
+                self.opts, self.shared.stop, lambda: self.size_file(start),
+                lambda: None, "%s %s" % ("sizing" if start else "creating",
+                                         self.name),
+                lambda: self.shared.add(retries=1))
+        elif not start:
             _retrying(self.opts, self.shared.stop,
                       lambda: self.backend.open_write(
                           self.name, truncate=True).close(),
                       lambda: None, "creating %s" % self.name,
                       lambda: self.shared.add(retries=1))
+
+    def size_file(self, start):
+        """Cut the file at ``start`` and size it; False if the backend
+        cannot truncate (a file copied from scratch is emptied anyway).
+        """
+        with self.backend.open_write(self.name, truncate=not start) as w:
+            try:
+                if start:
+                    w.truncate(start)
+                w.truncate(self.size)
+            except NotImplementedError:
+                return False
+            w.commit()
+        return True
 
     def start_threads(self, start):
         self.writers = self.opts.writers if start < self.size else 0
@@ -783,7 +874,7 @@ class _LocalCopy:
             raise self.explain(s.error, s.prefix)
         self.publish(self.size)
         return CopyResult(self.name, self.size, s.digest, start, s.written,
-                          time.monotonic() - began, s.retries)
+                          time.monotonic() - began, s.retries, s.zeros)
 
     def explain(self, exc, committed):
         """``exc`` with where the copy stopped, as the same class."""

@@ -406,6 +406,18 @@ class LibnfsWriter(_File, backend.Writer):
                               count, offset,
                               self.conn.writemax or DEFAULT_IO)
 
+    def truncate(self, size):
+        """Set the file's size (SETATTR, which the server makes stable
+        before it answers); a grown part reads as zeros unwritten.
+        """
+        with self.conn.lock:
+            self._guarded(self._truncate, size,
+                          what=self._what("truncate", size))
+
+    def _truncate(self, size):
+        return self.conn.call(self.owner.lib.nfs_ftruncate, self._handle(),
+                              size, what=self._what("truncate", size))
+
     def commit(self):
         """COMMIT everything written so far (``nfs_fsync``)."""
         with self.conn.lock:
@@ -460,10 +472,14 @@ class LibnfsReader(_File, backend.Reader):
         """Up to ``size`` bytes at ``offset``; fewer only at end of file."""
         if size <= 0:
             return b""
-        buf = bytearray(size)
+        if size < 2:
+            buf = bytearray(size)
+            return bytes(buf[:self.readinto(buf, offset)])
+        # Read straight into the bytes object handed out: no zero fill,
+        # no copy (only a short read at the end of the file copies).
+        buf = nfslib.unfilled_bytes(size)
         n = self.readinto(buf, offset)
-        del buf[n:]
-        return bytes(buf)
+        return buf if n == size else buf[:n]
 
     def readinto(self, buf, offset):
         """Fill the writable buffer ``buf`` from ``offset``; the number of

@@ -25,6 +25,12 @@ class FileWriter(backend.Writer):
         except OSError as exc:
             raise _fail(exc, "write %s" % self.path) from exc
 
+    def truncate(self, size):
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:
+            raise _fail(exc, "truncate %s" % self.path) from exc
+
     def commit(self):
         try:
             os.fdatasync(self.fd)

@@ -75,6 +75,7 @@ _PROTOTYPES = {
     "nfs_pread": (_I, [_P, _P, _U64, _U64, _P]),
     "nfs_pwrite": (_I, [_P, _P, _U64, _U64, _P]),
     "nfs_fsync": (_I, [_P, _P]),
+    "nfs_ftruncate": (_I, [_P, _P, _U64]),
     "nfs_fstat64": (_I, [_P, _P, ctypes.POINTER(NfsStat64)]),
     "nfs_stat64": (_I, [_P, _S, ctypes.POINTER(NfsStat64)]),
     "nfs_statvfs64": (_I, [_P, _S, ctypes.POINTER(NfsStatvfs64)]),
@@ -144,6 +145,25 @@ def pinned(data):
         yield view.buf or 0, view.len
     finally:
         _release_buffer(ctypes.byref(view))
+
+
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
+_new_bytes.restype = ctypes.py_object
+
+
+def unfilled_bytes(size):
+    """A new ``bytes`` object of ``size`` bytes whose content is not set,
+    to be filled in place (through :func:`pinned`) before anyone else
+    sees it -- what ``os.pread`` does inside CPython.  Reading into it
+    spares the zero-filling of a bytearray and the copy into a bytes
+    object that callers (hashers, HTTP bodies) take without copying.
+    Never returns a shared object: ``size`` must be at least 2 (CPython
+    keeps singletons of the empty and one-byte strings).
+    """
+    if size < 2:
+        raise ValueError("unfilled_bytes needs at least 2 bytes")
+    return _new_bytes(None, size)
 
 
 # Errors.
