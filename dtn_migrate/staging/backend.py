@@ -81,6 +81,12 @@ class WriterFailed(StagingError):
     """The writer of a followed file gave up."""
 
 
+class WriterMismatch(WriterFailed, ChecksumMismatch):
+    """The writer of a followed file found its sha512 wrong (the sink's
+    ``mismatch`` state).
+    """
+
+
 # The libnfs backend (libnfs.py).
 
 class LibraryMissing(StagingError):

@@ -926,6 +926,7 @@ class _Availability:
         self.stop = stop
         self.value = size if follow is None else 0
         self.current = name
+        self.done = False         # the follower said DONE
         self.lock = threading.Lock()
         self.grown = time.monotonic()
 
@@ -936,6 +937,27 @@ class _Availability:
         retry.poll(lambda: self._available(end), lambda value: value >= end,
                    _poll_waits(self.opts),
                    sleep=lambda seconds: _clean_wait(self.stop, seconds))
+
+    def wait_done(self):
+        """Return once the follower said DONE (the writer verified the
+        whole file); a writer that stays complete but unverified for
+        ``stall_timeout`` seconds raises CopyStalled.
+        """
+        retry.poll(self._poll_done, bool, _poll_waits(self.opts),
+                   sleep=lambda seconds: _clean_wait(self.stop, seconds))
+
+    def _poll_done(self):
+        with self.lock:
+            if not self.done:
+                self.poll()
+                if not self.done and self.value >= self.size and \
+                        time.monotonic() - self.grown > \
+                        self.opts.stall_timeout:
+                    raise base.CopyStalled(
+                        "%s is complete but its writer has not said it is "
+                        "verified for %.0f s" % (self.name,
+                                                 self.opts.stall_timeout))
+            return self.done
 
     def _available(self, end):
         with self.lock:
@@ -955,12 +977,17 @@ class _Availability:
         available, state = reply[0], reply[1]
         if len(reply) > 2 and reply[2]:
             self.current = reply[2]
+        if state == watermark.MISMATCH:
+            raise base.WriterMismatch(
+                "the writer of %s found its sha512 wrong (%s) at %d bytes"
+                % (self.name, state, available))
         if state in watermark.FAILED_STATES:
             raise base.WriterFailed(
                 "the writer of %s gave up (%s) at %d bytes"
                 % (self.name, state, available))
         if state == watermark.DONE:
             available = self.size
+            self.done = True
         now = time.monotonic()
         if available > self.value:
             self.value = min(available, self.size)
@@ -1002,14 +1029,31 @@ class StagedStream:
     mismatch :class:`~dtn_migrate.staging.backend.ChecksumMismatch` is
     raised instead.  Threads start at the first read; :meth:`close` (or
     leaving the ``with`` block) stops them.
+
+    ``digest=False`` reads without hashing (``result.sha512`` is None;
+    ``expected_sha512`` must then be None).  ``until_done=True`` (needs
+    ``follow``) holds the last block back until the follower says
+    ``done`` -- for the sink's follower, until the sink verified the
+    file's sha512 and installed it -- so a consumer never receives a
+    whole file the writer has not vouched for; the writer's
+    ``mismatch`` raises
+    :class:`~dtn_migrate.staging.backend.WriterMismatch`, a
+    ``ChecksumMismatch``.
     """
 
     def __init__(self, backend, name, size, expected_sha512=None,
-                 follow=None, options=None, cancel=None, progress=None):
+                 follow=None, options=None, cancel=None, progress=None,
+                 digest=True, until_done=False):
+        if expected_sha512 and not digest:
+            raise ValueError("expected_sha512 needs digest=True")
+        if until_done and follow is None:
+            raise ValueError("until_done needs a follower")
         self.backend = backend
         self.name = base.check_name(name)
         self.size = size
         self.expected = _digest_hex(expected_sha512)
+        self.digest = digest
+        self.until_done = until_done
         self.opts = options or CopyOptions()
         self.cancel = cancel
         self.progress = progress
@@ -1089,6 +1133,8 @@ class StagedStream:
         return data
 
     def _verify(self, hasher):
+        if hasher is None:
+            return None
         digest = hasher.hexdigest()
         if self.expected and digest != self.expected:
             raise base.ChecksumMismatch(
@@ -1110,14 +1156,15 @@ class StagedStream:
 
     def _blocks(self):
         began, last, offset = time.monotonic(), 0.0, 0
-        hasher = hashlib.sha512()
+        hasher = hashlib.sha512() if self.digest else None
         try:
             self._start()
             if not self.size:
                 self._finish(hasher, began)
             while offset < self.size:
                 data = self._take(offset)
-                hasher.update(data)
+                if hasher is not None:
+                    hasher.update(data)
                 offset += len(data)
                 if offset == self.size:
                     self._finish(hasher, began)
@@ -1130,6 +1177,8 @@ class StagedStream:
     def _finish(self, hasher, began):
         """Verify, then record the result (before the last block)."""
         digest = self._verify(hasher)
+        if self.until_done:
+            self.avail.wait_done()
         self.result = CopyResult(self.name, self.size, digest, 0, self.size,
                                  time.monotonic() - began, self._retries)
         self._report(began, self.size, 0.0, force=True)
@@ -1187,7 +1236,15 @@ class StagedStream:
 
 
 def open_staged(backend, name, size, expected_sha512=None, follow=None,
-                options=None, cancel=None, progress=None):
-    """A :class:`StagedStream` of staged file ``name`` (see there)."""
+                options=None, cancel=None, progress=None, digest=True,
+                until_done=False):
+    """A :class:`StagedStream` of staged file ``name`` (see there).
+
+    Import side without its own sha512 pass::
+
+        open_staged(backend, name, size, expected_sha512=None,
+                    digest=False, until_done=True,
+                    follow=watermark.sink_follower(info, root))
+    """
     return StagedStream(backend, name, size, expected_sha512, follow,
-                        options, cancel, progress)
+                        options, cancel, progress, digest, until_done)

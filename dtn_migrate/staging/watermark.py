@@ -17,7 +17,11 @@ still growing: a callable returning ``(available_bytes, state)``, or
 ``(available_bytes, state, name)`` when the file changes its name (the
 sink's partial copy is renamed when complete).  States: ``None`` or
 ``"open"`` while growing, ``"done"`` once complete, ``"failed"`` or
-``"mismatch"`` when the writer gave up.
+``"mismatch"`` when the writer gave up.  ``"done"`` from the sink
+(:func:`sink_follower`) means more than complete: the sink checked the
+file's sha512 against the source's and installed it durably, so a
+reader that does not hash the file itself can hold back its last block
+until then (``open_staged(..., until_done=True)``).
 """
 
 import posixpath
@@ -32,8 +36,10 @@ OPEN = "open"
 DONE = "done"
 FAILED = "failed"
 
+MISMATCH = "mismatch"
+
 #: Follower states meaning the writer gave up.
-FAILED_STATES = frozenset((FAILED, "mismatch"))
+FAILED_STATES = frozenset((FAILED, MISMATCH))
 
 
 def side_file(name, suffix=SUFFIX):
