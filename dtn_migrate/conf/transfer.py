@@ -123,6 +123,26 @@ transfer_opts = [
                      'As a source: ask for it. As a sink: refuse sources '
                      'that do not. Turn off only on a trusted link, to '
                      'save its CPU cost.'),
+    cfg.BoolOpt('zero_extents', default=_d.zero_extents,
+                help='Source: send objects that are holes or all zero bytes '
+                     'as zero extents (ZERO_BLOCKS) instead of their bytes. '
+                     'Sink: accept them and leave holes in the file. The '
+                     'sha512 of the file still covers every byte.'),
+    cfg.StrOpt('compression', default=_d.compression,
+               choices=engine.COMPRESSIONS,
+               help='Source: compress objects with zstd on the TCP data '
+                    'plane (the sink must offer it). "on": every object '
+                    'that shrinks by compression_min_saving or more; '
+                    '"auto": only while the link, not this host\'s CPU, '
+                    'is the limit, and not for data that does not shrink; '
+                    '"off": never.'),
+    cfg.IntOpt('compression_level', default=_d.compression_level,
+               min=-7, max=22,
+               help='zstd level (negative: faster, less compression).'),
+    cfg.FloatOpt('compression_min_saving',
+                 default=_d.compression_min_saving, min=0.001, max=0.999,
+                 help='Send an object compressed only if that saves at '
+                      'least this fraction of its length.'),
 ]
 
 

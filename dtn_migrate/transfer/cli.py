@@ -90,6 +90,14 @@ def _tuning(parser):
                    action="store_false", default=None,
                    help="source: do not tag frames; sink: accept sources "
                         "that do not (trusted links only)")
+    g.add_argument("--compression", choices=config.COMPRESSIONS,
+                   default=None,
+                   help="source: zstd per object (default %s)"
+                        % d.compression)
+    g.add_argument("--compression-level", type=int, default=None)
+    g.add_argument("--no-zero-extents", dest="zero_extents",
+                   action="store_false", default=None,
+                   help="send all-zero objects as bytes")
     g.add_argument("--rdma-device",
                    help="RDMA device (default: the first usable one)")
     g.add_argument("--rdma-port", type=int, default=1)
@@ -109,7 +117,8 @@ def _config(args):
         tcp_user_timeout=args.tcp_user_timeout)
     for name in ("logger", "log_method", "rate_limit", "reconnect_deadline",
                  "preallocate", "verify_sha512", "min_free_bytes",
-                 "frame_auth"):
+                 "frame_auth", "compression", "compression_level",
+                 "zero_extents"):
         if getattr(args, name, None) is not None:
             fields[name] = getattr(args, name)
     return config.TransferConfig(**fields)

@@ -9,6 +9,7 @@ from dtn_migrate.transfer import protocol
 LOGGERS = ("none", "file", "transaction", "universal")
 LOG_METHODS = ("char", "int", "binary", "varint", "bit8", "bit64")
 TRANSPORTS = ("auto", "tcp", "rdma")
+COMPRESSIONS = ("off", "auto", "on")
 
 MiB = 1 << 20
 
@@ -69,6 +70,15 @@ class TransferConfig:
     max_connections: int = 1024
     # Authenticate every frame after the handshake (protocol.rst).
     frame_auth: bool = True
+    # Send all-zero objects (holes, zero runs) as ZERO_BLOCKS, not bytes.
+    zero_extents: bool = True
+    # zstd per object on the TCP plane: "off", "on" (every object that
+    # shrinks enough) or "auto" (only while the link, not this host's
+    # CPU, is the limit).
+    compression: str = "off"
+    compression_level: int = 1
+    # Keep the compressed form only if it saves this fraction or more.
+    compression_min_saving: float = 0.125
 
     def __post_init__(self):
         self.validate()
@@ -109,6 +119,12 @@ class TransferConfig:
              <= self.max_unauthenticated <= self.max_connections,
              "need 1 <= max_unauthenticated_per_address <= "
              "max_unauthenticated <= max_connections")
+        need(self.compression in COMPRESSIONS,
+             "compression must be one of %s" % (COMPRESSIONS,))
+        need(-7 <= self.compression_level <= 22,
+             "compression_level must be -7..22")
+        need(0 < self.compression_min_saving < 1,
+             "compression_min_saving must be > 0 and < 1")
         need(self.max_open_files >= 1, "max_open_files must be >= 1")
         need(self.max_session_bitmap_bytes >= 1,
              "max_session_bitmap_bytes must be >= 1")

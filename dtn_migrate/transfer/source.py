@@ -6,8 +6,11 @@ announces files (NEW_FILE, pipelined), and schedules the objects the
 object log does not already hold.  Threads of an attempt:
 
 * the scheduler (the caller's thread, FT-LADS "master"),
-* ``io_threads`` readers: pread an object into a pool buffer, xxh3 it,
-* ``streams`` senders: NEW_BLOCK + bytes (sendfile) on their stream,
+* ``io_threads`` readers: pread an object into a pool buffer, xxh3 it
+  (and feed the file's sha512 in order, see sourcehash), recognise zero
+  extents (extents) and compress it when worth it (compress),
+* ``streams`` senders: NEW_BLOCK + bytes, NEW_BLOCK_Z + zstd bytes or
+  ZERO_BLOCKS on their stream, one buffer per object from read to send,
 * the control reader: FILE_ID, BLOCK_SYNC (logged, then the window slot
   is released), BLOCK_NACK (resend), FILE_CLOSE (file verified),
 * with RDMA, a reader per stream for BLOCK_PULLED.
@@ -36,21 +39,28 @@ from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import compress
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import extents
 from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import objectlog
 from dtn_migrate.transfer import progress
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import sourcehash
 from dtn_migrate.transfer.transport import stream
 from dtn_migrate.transfer.transport import tcp
 
 LOG = logging.getLogger(__name__)
 
 NO_SHA512 = bytes(64)
-HASH_CHUNK = 4 << 20
 POLL = 0.05
 MAX_STATUS_FILES = 1000
+# Window held by an object sent as a zero extent: what it costs to resend
+# is a few bytes of ZERO_BLOCKS, not its length.
+ZERO_COST = 4096
+# Objects in one ZERO_BLOCKS.
+MAX_ZERO_RUN = 4096
 
 
 class FileState(enum.Enum):
@@ -119,13 +129,14 @@ class SourceFile:
         self.file_retries = 0
         self.nacks = collections.Counter()
         self.sha512 = bytes.fromhex(spec.sha512) if spec.sha512 else None
-        self.hashing = False
+        self.hasher = None        # sourcehash.OrderedSha512 while hashing
         self.fd = None
         self.available = 0 if spec.growing else spec.size
         self.last_growth = time.monotonic()
         # Per attempt.
         self.pending = collections.deque()
         self.outstanding = set()      # window held, one slot per index
+        self.light = set()            # of those, held at ZERO_COST
         self.declared = False
         # Bumped when the file is announced again (RESTART): objects
         # queued for an older announcement are dropped, not sent.
@@ -189,9 +200,12 @@ class SourceTransfer:
         self.error = None
         self.lock = threading.RLock()
         self._cancel = threading.Event()
-        self._hash_stop = threading.Event()
         self._attempt = None
-        self._hash_threads = []
+        self.wire = progress.Counters()
+        self.wire.bytes_sent_wire = 0
+        self.wire.objects_zero = 0
+        self.wire.objects_compressed = 0
+        self.wire.bytes_hashed_again = 0
 
     @property
     def transfer_id(self):
@@ -211,6 +225,10 @@ class SourceTransfer:
                     object_size=self.object_size,
                     window_bytes=self.cfg.window_bytes,
                     resumed_bytes=self.resumed_bytes,
+                    bytes_sent_wire=self.wire.bytes_sent_wire,
+                    objects_zero=self.wire.objects_zero,
+                    objects_compressed=self.wire.objects_compressed,
+                    bytes_hashed_again=self.wire.bytes_hashed_again,
                     files=[f.status() for f in self.files[:MAX_STATUS_FILES]])
         return snap
 
@@ -425,6 +443,10 @@ class SourceTransfer:
             pass
         if f.spec.sha512 is None:
             f.sha512 = None
+            if f.hasher is not None:
+                f.hasher = sourcehash.OrderedSha512(
+                    self._hash_checkpoint(f), f.spec.size,
+                    f.hasher.checkpoint_bytes)
         self.forget(f)
         f.restart = f.changed = True
 
@@ -462,106 +484,50 @@ class SourceTransfer:
                         f.spec.name, now - f.last_growth))
         return f.available
 
-    # Source-side sha512 (only for files without a known hash).
+    # Source-side sha512 (only for files without a known hash), fed by
+    # the readers from the objects they read (see sourcehash).
     def _start_hashers(self):
-        todo = [f for f in self.files if f.sha512 is None
-                and self.cfg.verify_sha512 and f.state not in TERMINAL]
-        if not todo:
-            return
-        work = queue.SimpleQueue()
-        for f in todo:
-            work.put(f)
-        for i in range(min(2, len(todo))):
-            work.put(None)
-            t = threading.Thread(target=self._hash_worker, args=(work,),
-                                 name="hash-%d" % i, daemon=True)
-            t.start()
-            self._hash_threads.append(t)
+        for f in self.files:
+            if f.sha512 is None and self.cfg.verify_sha512 and \
+                    f.state not in TERMINAL and f.hasher is None:
+                f.hasher = sourcehash.OrderedSha512(
+                    self._hash_checkpoint(f), f.spec.size,
+                    self.cfg.hash_checkpoint_bytes or (1 << 62))
+                self.hash_done(f)
 
     def _stop_hashers(self):
-        self._hash_stop.set()
-        for t in self._hash_threads:
-            t.join()
-        self._hash_threads = []
-        self._hash_stop.clear()
+        """Checkpoint every unfinished hash (a new run resumes there)."""
+        for f in self.files:
+            h = f.hasher
+            if h is not None and not h.complete:
+                with h.cond:
+                    try:
+                        h.save()
+                    except OSError as exc:
+                        LOG.warning("transfer %s: cannot checkpoint the "
+                                    "sha512 of %s: %s", self.transfer_id,
+                                    f.spec.name, exc)
 
-    def _hash_worker(self, work):
-        while True:
-            f = work.get()
-            if f is None:
-                return
-            try:
-                self._hash_file(f)
-            except dataset.GrowingFileFailed as exc:
-                self.fail_file(f, str(exc), errors.Code.SOURCE_CHANGED)
-            except OSError as exc:
-                self.fail_file(f, "cannot read %s: %s" % (f.spec.path, exc))
-            except _Stop:
-                return
+    def hash_done(self, f):
+        """If ``f``'s hash covers the whole file, take its digest; True
+        then.
+        """
+        h = f.hasher
+        if h is None or not h.complete:
+            return False
+        with self.lock:
+            if f.hasher is not h:
+                return False
+            f.sha512 = h.digest()
+            f.hasher = None
+            attempt = self._attempt
+        h.discard()
+        if attempt is not None:
+            attempt.declare(f)
+        return True
 
     def _hash_checkpoint(self, f):
         return os.path.join(self.hash_dir, "%d.sha" % f.file_id)
-
-    def _hash_file(self, f):
-        fd = self.open_source(f)
-        if fd is None:
-            return
-        try:
-            self._hash_fd(f, fd)
-        finally:
-            os.close(fd)
-
-    def _hash_fd(self, f, fd):
-        ckpt = self._hash_checkpoint(f)
-        h = None
-        try:
-            with open(ckpt, "rb") as fh:
-                h = checksum.ResumableSha512.restore(fh.read())
-        except FileNotFoundError:
-            pass
-        h = h or checksum.ResumableSha512()
-        last_ckpt = h.offset
-        view = buffers.aligned(HASH_CHUNK)
-        while h.offset < f.spec.size:
-            if self._hash_stop.is_set():
-                self._save_hash(ckpt, h)
-                raise _Stop()
-            if f.state in TERMINAL:
-                return
-            avail = self.available(f)
-            if avail <= h.offset:
-                self._hash_stop.wait(POLL)
-                continue
-            want = min(HASH_CHUNK, avail - h.offset)
-            n = os.preadv(fd, [view[:want]], h.offset)
-            if n <= 0:
-                raise dataset.GrowingFileFailed(
-                    "%s is shorter than its declared size %d"
-                    % (f.spec.path, f.spec.size))
-            h.update(view[:n])
-            if h.offset - last_ckpt >= self.cfg.hash_checkpoint_bytes:
-                self._save_hash(ckpt, h)
-                last_ckpt = h.offset
-        digest = h.digest()
-        with self.lock:
-            f.sha512 = digest
-            attempt = self._attempt
-        try:
-            os.unlink(ckpt)
-        except FileNotFoundError:
-            pass
-        if attempt is not None:
-            attempt.declare(f)
-
-    @staticmethod
-    def _save_hash(path, h):
-        blob = h.save()
-        if blob is None:
-            return
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, path)
 
 
 class _Fatal(Exception):
@@ -652,8 +618,11 @@ class _Attempt:
         self.open = collections.OrderedDict()
         self.bye = threading.Event()
         self.rdma_bufs = {}
-        self.zero_copy = False
         self.rate = _TokenBucket(self.cfg.rate_limit)
+        # Features the sink accepted for this session (ConnectAck.caps).
+        self.zero_extents = False
+        self.policy = compress.Policy("off", self.cfg.compression_min_saving)
+        self.zeros = None           # sourcehash.ZeroSource, when needed
 
     # Error handling: the first error wins, everything else stops.
     def fail(self, exc):
@@ -714,6 +683,10 @@ class _Attempt:
         t, cfg = self.t, self.cfg
         dev = t.rdma_device if cfg.transport != "tcp" else None
         caps = P.Caps.RDMA if dev is not None else P.Caps.NONE
+        if cfg.zero_extents:
+            caps |= P.Caps.ZERO_EXTENTS
+        if cfg.compression != "off" and compress.AVAILABLE:
+            caps |= P.Caps.ZSTD
         if cfg.transport == "rdma" and dev is None:
             raise _Fatal("transport=rdma but this agent has no usable "
                          "RDMA device")
@@ -730,6 +703,10 @@ class _Attempt:
         self.control, ack = open_conn(P.Role.CONTROL, 0, 0)
         if ack.object_size != t.object_size or ack.streams != cfg.streams:
             raise errors.ProtocolError("sink changed session parameters")
+        # Data connections carry the session's caps: what both sides use.
+        session = P.Caps(ack.caps) & (P.Caps.ZERO_EXTENTS | P.Caps.ZSTD) \
+            & caps
+        caps = (caps & ~(P.Caps.ZERO_EXTENTS | P.Caps.ZSTD)) | session
         window = min(cfg.window_bytes, ack.max_inflight * t.object_size)
         self.window = _Window(window)
         if ack.data_plane == P.DataPlane.RDMA and dev is not None:
@@ -750,12 +727,17 @@ class _Attempt:
                                    self.plane.endpoint(i))
             self.data.append(conn)
             self.plane.attach(i, dack.rdma)
-        self.zero_copy = self.plane.kind == P.DataPlane.TCP and all(
-            conn.can_sendfile for conn in self.data)
+        self.zero_extents = bool(session & P.Caps.ZERO_EXTENTS)
+        if session & P.Caps.ZSTD and self.plane.kind == P.DataPlane.TCP:
+            self.policy = compress.Policy(
+                cfg.compression, cfg.compression_min_saving,
+                self.send_q.qsize, backlog_high=cfg.streams)
         LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
-                 "window %d bytes, %d-byte objects)", t.transfer_id, t.peer,
+                 "window %d bytes, %d-byte objects, zero extents %s, "
+                 "compression %s)", t.transfer_id, t.peer,
                  P.DataPlane(ack.data_plane).name, cfg.streams, ack.epoch,
-                 window, t.object_size)
+                 window, t.object_size,
+                 "on" if self.zero_extents else "off", self.policy.mode)
 
     def _start(self):
         cfg = self.cfg
@@ -787,6 +769,7 @@ class _Attempt:
                     f.state = FileState.PENDING
                 f.pending.clear()
                 f.outstanding.clear()
+                f.light.clear()
                 f.declared = False
 
     def _check(self):
@@ -825,32 +808,54 @@ class _Attempt:
                         continue
             for msg in announce:
                 self.outbox.post(msg)
-            if pick is not None and self._take(*pick):
-                self.read_q.put(pick)
+            if pick is not None:
+                for item in self._take(*pick):
+                    self.read_q.put(item)
         self.outbox.post(P.Bye(P.ByeFlags.REQUEST))
         self.bye.wait(timeout=30.0)
 
-    def _take(self, f, generation, index):
-        """Hold window for object ``index`` of ``f``; False (and nothing
-        held) if it no longer needs sending.
+    def _take(self, f, generation, index, run=0):
+        """Hold window for object ``index`` of ``f`` (or, with ``run``,
+        for the zero extent of ``run`` objects from ``index``); return
+        the read queue items of what still needs sending (nothing held
+        for the rest).
 
-        Invariant: the window holds exactly the bytes of the objects in
-        the ``outstanding`` sets, one slot per index, and every path that
+        Invariant: the window holds exactly the cost of the objects in
+        the ``outstanding`` sets (their length, or ZERO_COST for those
+        also in ``light``), one slot per index, and every path that
         takes an index out of a set (BLOCK_SYNC, NACK, RESTART, a failed
         or complete file) gives its slot back.
         """
-        length = f.span(index)[1]
-        while not self.window.acquire(length, timeout=0.2):
+        if run:
+            cost = ZERO_COST * run
+        else:
+            cost = f.span(index)[1]
+            self.rate.take(cost, self.stopped)
+        while not self.window.acquire(cost, timeout=0.2):
             with self.cond:
                 self._check()
-        self.rate.take(length, self.stopped)
         with self.cond:
-            if f.state != FileState.OPEN or f.generation != generation or \
-                    index in f.done or index in f.outstanding:
-                self.window.release(length)
-                return False
-            f.outstanding.add(index)
-        return True
+            if f.state != FileState.OPEN or f.generation != generation:
+                self.window.release(cost)
+                return []
+            if not run:
+                if index in f.done or index in f.outstanding:
+                    self.window.release(cost)
+                    return []
+                f.outstanding.add(index)
+                return [(f, generation, index, 0)]
+            items = []
+            for i in range(index, index + run):
+                if i in f.done or i in f.outstanding:
+                    self.window.release(ZERO_COST)
+                    continue
+                f.outstanding.add(i)
+                f.light.add(i)
+                if items and items[-1][2] + items[-1][3] == i:
+                    items[-1] = items[-1][:3] + (items[-1][3] + 1,)
+                else:
+                    items.append((f, generation, i, 1))
+            return items
 
     def _announce(self, f):
         """NEW_FILE for ``f`` (called with the lock held)."""
@@ -903,8 +908,33 @@ class _Attempt:
                     wait = POLL
                     continue
             f.pending.popleft()
-            return (f, f.generation, index), 0
+            return (f, f.generation, index, self._hole_run(f, index)), 0
         return None, wait
+
+    def _hole_run(self, f, index):
+        """How many objects from ``index`` (just taken from
+        ``f.pending``) lie in a hole of the file, taking the rest of them
+        from ``f.pending`` too; 0 if ``index`` may hold data (lock held).
+        Below a growing file's watermark a hole reads as zeros for good.
+        """
+        if not self.zero_extents or f.fd is None:
+            return 0
+        offset, length = f.span(index)
+        limit = min(f.available, f.spec.size)
+        if not length or offset + length > limit:
+            return 0
+        data = extents.next_data(f.fd, offset, limit)
+        if data < offset + length:
+            return 0
+        run = 1
+        while f.pending and run < MAX_ZERO_RUN and \
+                f.pending[0] == index + run:
+            o, n = f.span(index + run)
+            if o + n > data:
+                break
+            f.pending.popleft()
+            run += 1
+        return run
 
     def _drop(self, f, message, code):
         """Fail ``f`` and give back its window (lock held)."""
@@ -921,8 +951,27 @@ class _Attempt:
         if indices is None:
             indices, f.outstanding = f.outstanding, set()
         else:
+            indices = [i for i in indices if i in f.outstanding]
             f.outstanding.difference_update(indices)
-        self.window.release(sum(f.span(i)[1] for i in indices))
+        cost = 0
+        for i in indices:
+            if i in f.light:
+                f.light.discard(i)
+                cost += ZERO_COST
+            else:
+                cost += f.span(i)[1]
+        self.window.release(cost)
+
+    def _lighten(self, f, generation, index):
+        """Object ``index``, read and found all zero, now holds only
+        ZERO_COST of the window.
+        """
+        with self.cond:
+            if f.generation != generation or index not in f.outstanding \
+                    or index in f.light or f.span(index)[1] <= ZERO_COST:
+                return
+            f.light.add(index)
+            self.window.release(max(0, f.span(index)[1] - ZERO_COST))
 
     def declare(self, f):
         """Send f's sha512 if the sink is waiting for it."""
@@ -936,44 +985,140 @@ class _Attempt:
 
     # Worker threads.
     def _reader(self):
-        # With zero-copy sending the object is only hashed here, piece by
-        # piece through a small scratch buffer; otherwise it is read into
-        # a pool buffer that the data plane sends from.
-        scratch = buffers.aligned(checksum.PIECE) if self.zero_copy else None
+        """Read objects into pool buffers (the buffer is taken before the
+        object, so that an object that the in-order sha512 waits for is
+        always being read) and queue what to send.
+        """
+        policy = self.policy
+        comp = compress.Compressor(self.cfg.compression_level) \
+            if policy.enabled else None
+        buf = None
         while True:
-            item = self.read_q.get()
-            if item is None or self.stopped.is_set():
-                return
-            f, generation, index = item
-            if f.state != FileState.OPEN or f.generation != generation:
-                continue
-            buf = None
-            if not self.zero_copy:
+            if buf is None and self.pool is not None:
                 buf = self.pool.acquire()
                 if buf is None:
                     return
+            item = self.read_q.get()
+            if item is None or self.stopped.is_set():
+                break
+            f, generation, index = item[:3]
+            run = item[3] if len(item) > 3 else 0
+            if f.state != FileState.OPEN or f.generation != generation:
+                continue
+            if run:
+                self._send_zeros(f, generation, index, run)
+                continue
             offset, length = f.span(index)
             mac = auth.object_mac(self.control.object_key, f.file_id, index,
                                   offset, length)
             try:
-                digest = self._read(f.fd, offset, length, buf, scratch, mac)
+                digest = self._read(f.fd, offset, length, buf, None, mac)
             except OSError as exc:
-                if buf is not None:
-                    self.pool.release(buf)
                 with self.cond:
                     self._drop(f, "read error on %s: %s" % (f.spec.path, exc),
                                errors.Code.IO)
                 continue
             if digest is None:
-                if buf is not None:
-                    self.pool.release(buf)
                 with self.cond:
                     self._drop(f, "%s shrank while being sent" % f.spec.path,
                                errors.Code.SOURCE_CHANGED)
                 continue
+            view = buf.view[:length]
+            if self.zero_extents and extents.is_zero(view, digest):
+                self._lighten(f, generation, index)
+                self._send_zeros(f, generation, index, 1)
+                continue
+            self._hash(f, generation, offset, view)
+            if policy.enabled and policy.want():
+                wire = comp.compress(view)
+                if policy.worth(length, len(wire)):
+                    self.t.wire.add(objects_compressed=1)
+                    msg = P.NewBlockZ(f.file_id, index, offset, length,
+                                      digest, P.Encoding.ZSTD, len(wire),
+                                      mac=auth.object_tag(mac))
+                    self.send_q.put((f, generation, msg, wire))
+                    continue
             msg = P.NewBlock(f.file_id, index, offset, length, digest,
                              mac=auth.object_tag(mac))
             self.send_q.put((f, generation, msg, buf))
+            buf = None
+        if buf is not None:
+            self.pool.release(buf)
+
+    def _send_zeros(self, f, generation, index, count):
+        """Queue ZERO_BLOCKS for ``count`` objects from ``index`` (and
+        feed their zeros to the file's sha512).
+        """
+        if f.hasher is not None:
+            if self.zeros is None:
+                self.zeros = sourcehash.ZeroSource(self.t.object_size)
+            for i in range(index, index + count):
+                offset, length = f.span(i)
+                if not self._hash(f, generation, offset,
+                                  self.zeros.view[:length]):
+                    break
+        self.t.wire.add(objects_zero=count)
+        self.send_q.put((f, generation, P.ZeroBlocks(f.file_id, index, count),
+                         None))
+
+    def _hash(self, f, generation, offset, view):
+        """Feed ``view``, the bytes at ``offset`` of ``f``, to ``f``'s
+        sha512 in file order; False if the wait was given up.
+        """
+        h = f.hasher
+        if h is None:
+            return True
+
+        def give_up():
+            return self.stopped.is_set() or f.hasher is not h or \
+                f.state != FileState.OPEN or f.generation != generation
+
+        if not h.feed(offset, view, self._fill_gap(f), give_up):
+            return False
+        # Objects after this one that nobody sends in this attempt.
+        with h.cond:
+            while not h.complete and self._fill_gap(f)(h.offset, h):
+                pass
+        self.t.hash_done(f)
+        return True
+
+    def _fill_gap(self, f):
+        def fill(offset, h):
+            """Feed the object at the hash's ``offset`` if nobody else
+            will (the sink holds it from an earlier run); True if fed.
+            Called with ``h.cond`` held.
+            """
+            index = offset // self.t.object_size
+            with self.cond:
+                if index >= f.nobjects or index not in f.done or \
+                        index in f.outstanding or f.fd is None:
+                    return False
+                fd = f.fd
+            start, length = f.span(index)
+            end = start + length
+            scratch = buffers.aligned(min(end - offset, checksum.PIECE * 4))
+            while offset < end:
+                n = os.preadv(fd, [scratch[:min(len(scratch),
+                                                end - offset)]], offset)
+                if n <= 0:
+                    raise OSError("%s is shorter than its declared size"
+                                  % f.spec.path)
+                h.update_at(offset, scratch[:n])
+                self.t.wire.add(bytes_hashed_again=n)
+                offset += n
+            return True
+        return fill
+
+    def _hash_rest(self, f):
+        """Finish ``f``'s sha512 when no object of it is left to send."""
+        h = f.hasher
+        if h is None:
+            return
+        with h.cond:
+            while not h.complete and not self.stopped.is_set() and \
+                    self._fill_gap(f)(h.offset, h):
+                pass
+        self.t.hash_done(f)
 
     @staticmethod
     def _read(fd, offset, length, buf, scratch, mac=None):
@@ -1001,25 +1146,37 @@ class _Attempt:
             if item is None or self.stopped.is_set():
                 return
             f, generation, msg, buf = item
+            block = type(msg) is P.NewBlock
             if f.state != FileState.OPEN or f.generation != generation:
-                if buf is not None:
+                if block and buf is not None:
                     self.pool.release(buf)
+                continue
+            if type(msg) is P.ZeroBlocks:
+                for i in range(msg.index, msg.index + msg.count):
+                    f.sent.add(i)
+                conn.send(msg)
                 continue
             if not f.sent.add(msg.index):
                 t.progress.add(bytes_resent=msg.length, objects_resent=1)
-            if not self.plane.releases_on_send:
-                # The sink answers a stream's NEW_BLOCKs in order, so the
-                # stream's BLOCK_PULLED frees the oldest buffer it exposes
-                # (one object may be exposed twice: a NACK's resend can
-                # go out before the first copy's BLOCK_PULLED arrives).
-                with self.cond:
-                    self.rdma_bufs.setdefault(
-                        stream_index, collections.deque()).append(
-                            ((msg.file_id, msg.index), buf))
-            self.plane.send(conn, stream_index, msg, buf, f.fd)
+            before = conn.bytes_sent
+            if not block:
+                conn.send(msg, payload=buf)     # NEW_BLOCK_Z: zstd bytes
+            else:
+                if not self.plane.releases_on_send:
+                    # The sink answers a stream's NEW_BLOCKs in order, so
+                    # the stream's BLOCK_PULLED frees the oldest buffer it
+                    # exposes (one object may be exposed twice: a NACK's
+                    # resend can go out before the first copy's
+                    # BLOCK_PULLED arrives).
+                    with self.cond:
+                        self.rdma_bufs.setdefault(
+                            stream_index, collections.deque()).append(
+                                ((msg.file_id, msg.index), buf))
+                self.plane.send(conn, stream_index, msg, buf, f.fd)
+                if self.plane.releases_on_send and buf is not None:
+                    self.pool.release(buf)
+            t.wire.add(bytes_sent_wire=conn.bytes_sent - before)
             t.progress.add(bytes_sent=msg.length)
-            if self.plane.releases_on_send and buf is not None:
-                self.pool.release(buf)
 
     def _pulled_reader(self, stream_index, conn):
         while not self.stopped.is_set():
@@ -1087,6 +1244,10 @@ class _Attempt:
             f.pending = collections.deque(f.done.missing())
             f.state = FileState.OPEN
             self.cond.notify_all()
+            rest = f.hasher is not None and not f.pending
+        if rest:
+            # Nothing of it to send: its hash reads what it lacks.
+            self._thread(self._hash_rest, "hash-%d" % f.file_id, f)
         self.declare(f)
 
     def _on_block_sync(self, msg):

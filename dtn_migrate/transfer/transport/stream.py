@@ -78,7 +78,9 @@ class Connection:
     # Sending.
     def send(self, msg, payload=None, sendfile=None):
         """Send a message, then ``payload`` bytes or, zero-copy, the
-        ``sendfile=(fd, offset, length)`` region of a file.
+        ``sendfile=(fd, offset, length)`` region of a file.  On plain TCP
+        the frame and the payload go in one ``sendmsg`` (gathered from
+        where they are: the payload is not copied into the frame).
         """
         frame = protocol.encode_frame(
             msg, protocol.FLAG_TAG if self._seal is not None else 0)
@@ -87,10 +89,8 @@ class Connection:
                 if self._seal is not None:
                     # Tagged in the order the frames go out.
                     frame += self._seal.tag(frame)
-                if payload is not None and not self.tls and \
-                        len(payload) <= 65536:
-                    self.sock.sendall(frame + bytes(payload))
-                    self.bytes_sent += len(frame) + len(payload)
+                if payload is not None and not self.tls:
+                    self._sendv(frame, payload)
                     return
                 self.sock.sendall(frame)
                 self.bytes_sent += len(frame)
@@ -102,6 +102,23 @@ class Connection:
         except (OSError, ValueError) as exc:
             raise ConnectionError("send to %s failed: %s"
                                   % (self.peer, exc)) from exc
+
+    def _sendv(self, *parts):
+        """Send ``parts`` back to back with as few ``sendmsg`` calls as
+        the socket allows.
+        """
+        views = [memoryview(p).cast("B") for p in parts if len(p)]
+        while views:
+            n = self.sock.sendmsg(views)
+            self.bytes_sent += n
+            while n:
+                head = views[0]
+                if n >= head.nbytes:
+                    n -= head.nbytes
+                    views.pop(0)
+                else:
+                    views[0] = head[n:]
+                    n = 0
 
     def _sendfile(self, fd, offset, length):
         end = offset + length
