@@ -24,6 +24,7 @@ acknowledged; ``on_incoming`` hears of it afterwards, on a thread of its
 own so that it can never stall or break a transfer.
 """
 
+
 import concurrent.futures
 import errno
 import hashlib
@@ -34,7 +35,6 @@ import threading
 import time
 
 from dtn_migrate.transfer import admission
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
@@ -42,150 +42,29 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import mounts
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import progress
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import sinkfile
+from dtn_migrate.transfer import sinkhash
+from dtn_migrate.transfer import sinkrecv
+from dtn_migrate.transfer import sinksync
 from dtn_migrate.transfer.transport import stream
 from dtn_migrate.transfer.transport import tcp
 
 LOG = logging.getLogger(__name__)
 
-HASH_CHUNK = 4 << 20
-# A file with all its objects written is synced within this delay rather
-# than at once: files that complete together (small files) share one
-# fdatasync batch and one BLOCK_SYNC, i.e. one object-log write.
-COMPLETE_SYNC_DELAY = 0.01
-# A sync batch touching at least this many files (written or installed)
-# flushes the file system once (syncfs) rather than each file and
-# directory: small files cost one journal commit per batch, not per file.
-SYNCFS_MIN_FILES = 8
-XATTR_SHA512 = "user.dtn_migrate.sha512"
-# Beside <key>.part while that copy, created afresh, has had no object
-# reported: a done set announced for it then is stale, and answered RESET.
-UNCONFIRMED = ".new"
-_local = threading.local()
-
-
-def _scratch():
-    buf = getattr(_local, "buf", None)
-    if buf is None:
-        buf = _local.buf = buffers.aligned(HASH_CHUNK)
-    return buf
-
-
-def _ranges(file_id, indices):
-    """(file_id, first, count) triples covering sorted ``indices``."""
-    out = []
-    first = prev = None
-    for i in indices:
-        if prev is not None and i == prev + 1:
-            prev = i
-            continue
-        if first is not None:
-            out.append((file_id, first, prev - first + 1))
-        first = prev = i
-    if first is not None:
-        out.append((file_id, first, prev - first + 1))
-    return out
-
-
-class TransferRecord(progress.Counters):
-    """What the sink knows about one incoming transfer, across sessions,
-    for as long as the agent runs (status, watermarks, statistics).
-    """
-
-    def __init__(self, transfer_hex, peer):
-        super().__init__()
-        self.transfer_id = transfer_hex
-        self.peer = peer
-        self.lock = self._lock
-        self.epoch = 0
-        self.sessions = 0
-        self.active = False
-        self.bytes_received = 0
-        self.objects_received = 0
-        self.objects_written = 0
-        self.objects_duplicate = 0
-        self.bytes_duplicate = 0
-        self.objects_corrupt = 0
-        self.files = {}      # name -> dict(size, durable, state, path)
-        self.written = {}    # name -> Bitmap of objects ever written
-        self.last_error = None
-        self.updated = time.time()
-
-    def note_written(self, name, nobjects, index, nbytes):
-        with self.lock:
-            seen = self.written.get(name)
-            if seen is None or seen.nbits != nobjects:
-                seen = self.written[name] = bitmap.Bitmap(nobjects)
-            if seen.add(index):
-                self.objects_written += 1
-            else:
-                self.objects_duplicate += 1
-                self.bytes_duplicate += nbytes
-
-    def set_file(self, name, **info):
-        with self.lock:
-            self.files.setdefault(name, {}).update(info)
-            self.updated = time.time()
-
-    def snapshot(self, with_files=True):
-        with self.lock:
-            d = {k: getattr(self, k) for k in (
-                "transfer_id", "peer", "sessions", "active",
-                "bytes_received", "objects_received", "objects_written",
-                "objects_duplicate", "bytes_duplicate", "objects_corrupt",
-                "last_error", "updated")}
-            states = [f.get("state") for f in self.files.values()]
-            d["files_total"] = len(states)
-            d["files_done"] = states.count("done")
-            d["files_failed"] = states.count("failed")
-            if with_files:
-                d["files"] = {n: dict(f) for n, f in self.files.items()}
-            return d
-
-
-class SinkFile:
-    def __init__(self, msg, parts, key, fd, durable, hasher):
-        self.file_id = msg.file_id
-        self.name = msg.name
-        self.parts = parts
-        self.key = key                        # partial file base name
-        self.size = msg.size
-        self.mtime_ns = msg.mtime_ns
-        self.mode = msg.mode & 0o777
-        self.object_size = msg.object_size
-        self.nobjects = msg.nobjects
-        self.flags = P.FileFlags(msg.flags)
-        self.verify = not self.flags & P.FileFlags.NO_SHA512
-        self.expected = (msg.sha512 if self.flags & P.FileFlags.HAS_SHA512
-                         else None)
-        self.fd = fd
-        self.durable = durable
-        self.hasher = hasher
-        self.last_ckpt = hasher.offset if hasher else 0
-        self.state = "open"       # open, closing, done, mismatch, failed
-        self.hashing = False
-        self.rehash = False
-        self.inflight = 0
-        # Its name in the partial directory is not yet known durable.
-        self.entry_durable = False
-        # Created afresh, and no object of it reported yet (its mark,
-        # <key>.new, is in the partial directory).
-        self.unconfirmed = False
-
-    @property
-    def part(self):
-        return self.key + ".part"
-
-    @property
-    def sidecar(self):
-        return self.key + ".sha"
-
-    def span(self, index):
-        return P.object_span(index, self.size, self.object_size)
-
-    def durable_prefix(self):
-        return min(self.size, self.durable.prefix() * self.object_size)
+# Kept importable from here.
+HASH_CHUNK = sinkhash.HASH_CHUNK
+COMPLETE_SYNC_DELAY = sinkrecv.COMPLETE_SYNC_DELAY
+SYNCFS_MIN_FILES = sinksync.SYNCFS_MIN_FILES
+XATTR_SHA512 = sinkfile.XATTR_SHA512
+UNCONFIRMED = sinkfile.UNCONFIRMED
+TransferRecord = sinkfile.TransferRecord
+SinkFile = sinkfile.SinkFile
+_ranges = sinkfile.ranges
+_scratch = sinkhash.scratch
+# Files smaller than this are not preallocated: a fallocate costs more
+# than it saves for them (many small files).
+PREALLOCATE_MIN = 4 << 20
 
 
 class SinkServer:
@@ -194,7 +73,7 @@ class SinkServer:
     def __init__(self, root, cfg, name, lookup_key, host="0.0.0.0", port=0,
                  tls_context=None, require_tls=None, rdma_device=None,
                  reports=None, on_incoming=None, owner=None,
-                 on_session=None):
+                 on_session=None, listener=None):
         """Callbacks, all optional:
 
         * ``owner(transfer_hex)``: the peer that sent the transfer, as
@@ -206,7 +85,11 @@ class SinkServer:
           session is acknowledged (an error is logged, the session goes
           on);
         * ``on_incoming(transfer_hex, peer, epoch)``: after, on the
-          notification thread.
+          notification thread;
+        * ``listener(transfer_hex, name)``: whenever what ``watermark``
+          returns for that file may have changed (its durable prefix
+          advanced, its state changed); called with no sink lock held,
+          it must not block.
         """
         self.root = paths.StagingRoot(root) if isinstance(root, str) else root
         self.cfg = cfg
@@ -243,6 +126,10 @@ class SinkServer:
         self.on_incoming = on_incoming
         self.owner = owner
         self.on_session = on_session
+        self.listener = listener
+        # The optional capabilities this sink accepts (Caps).
+        self.accept_caps = P.Caps.ZERO_EXTENTS | (
+            P.Caps.ZSTD if sinkrecv.zstd_available() else P.Caps.NONE)
         # One thread, in order: a slow or hung callback delays only the
         # notifications after it, never a session.
         self.notify = concurrent.futures.ThreadPoolExecutor(
@@ -452,8 +339,10 @@ class SinkServer:
                     "sink %s is at its limit of %d sessions"
                     % (self.name, self.cfg.max_sessions),
                     code=errors.Code.LIMIT)
-            rec = self.records.setdefault(tid, TransferRecord(tid,
-                                                              connect.peer))
+            rec = self.records.get(tid)
+            if rec is None:
+                rec = self.records[tid] = TransferRecord(
+                    tid, connect.peer, self.listener)
             rec.epoch += 1
             rec.sessions += 1
             rec.active = True
@@ -462,7 +351,12 @@ class SinkServer:
                     self.pool_for(connect.object_size))
             else:
                 plane = tcp.TcpSinkPlane()
-            session = SinkSession(self, connect, conn, rec.epoch, plane, rec)
+            caps = connect.caps & self.accept_caps & (
+                P.Caps.ZERO_EXTENTS | P.Caps.ZSTD)
+            if plane.kind != P.DataPlane.TCP:
+                caps &= ~P.Caps.ZSTD
+            session = SinkSession(self, connect, conn, rec.epoch, plane, rec,
+                                  caps)
             self.sessions[key] = session
         if self.on_session is not None:
             try:
@@ -473,7 +367,7 @@ class SinkServer:
                               connect.peer)
         conn.send(P.ConnectAck(rec.epoch, connect.object_size,
                                connect.streams, P.MAX_OBJECTS,
-                               plane.kind, self.name))
+                               plane.kind, self.name, b"", int(caps)))
         LOG.info("sink %s: transfer %s from %s: session %d (%s, %d "
                  "streams, %d-byte objects)", self.name, tid, connect.peer,
                  rec.epoch, P.DataPlane(plane.kind).name, connect.streams,
@@ -546,7 +440,8 @@ class SinkServer:
         remote = session.plane.accept(connect.stream, connect.rdma)
         conn.send(P.ConnectAck(session.epoch, session.object_size,
                                session.streams, P.MAX_OBJECTS,
-                               session.plane.kind, self.name, remote))
+                               session.plane.kind, self.name, remote,
+                               int(session.caps)))
         session.run_data(conn, connect.stream)
 
     def forget(self, session):
@@ -557,12 +452,14 @@ class SinkServer:
                 session.record.active = False
 
 
-class SinkSession:
+class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
+                  sinksync.DurabilityMixin):
     """One connected source: its control and data connections, open
     files, pending durability batch and hashers.
     """
 
-    def __init__(self, server, connect, conn, epoch, plane, record):
+    def __init__(self, server, connect, conn, epoch, plane, record,
+                 caps=P.Caps.NONE):
         self.server = server
         self.cfg = server.cfg
         self.root = server.root
@@ -577,6 +474,13 @@ class SinkSession:
         self.plane = plane
         self.record = record
         self.pool = server.pool_for(connect.object_size)
+        # Optional capabilities agreed for the session (Caps).
+        self.caps = P.Caps(caps)
+        # Buffers held for the prefix hashers (objects that arrived ahead
+        # of their file's hashed prefix): at most half the pool.
+        self.held_count = 0
+        self.hold_limit = max(1, self.pool.count // 2)
+        self.ckpt_lock = threading.Lock()
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.sync_lock = threading.Lock()
@@ -593,8 +497,11 @@ class SinkSession:
         self.pdir_durable = False
         # On tmpfs, fallocate would only zero-fill memory that the objects
         # overwrite anyway (0.3 s per GiB here): space is checked instead.
+        # With zero extents the source sends no bytes for the zero parts
+        # of a file: they stay holes, so nothing is preallocated.
         self.preallocate = server.cfg.preallocate and \
-            not server.memory_fs
+            not server.memory_fs and \
+            not self.caps & P.Caps.ZERO_EXTENTS
         self.outbox = stream.Outbox(conn, self._outbox_failed, "sink-out")
         self.syncer = threading.Thread(target=self._sync_loop,
                                        name="sink-sync", daemon=True)
@@ -747,6 +654,8 @@ class SinkSession:
                                                self.transfer_id, f.part))
         if f.durable.full:
             self._after_durable(f)
+        else:
+            self._kick_hash(f)
         return P.FileId(msg.file_id, status)
 
     def _already_there(self, msg, parts):
@@ -805,14 +714,22 @@ class SinkSession:
             fd = self._create(part, msg, st)
             done = bitmap.Bitmap(msg.nobjects)
             hasher = checksum.ResumableSha512()
+            sidecar = False
         else:
             fd = os.open(part, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC,
                          dir_fd=self.pdir)
             hasher = self._load_hash(key + ".sha", done, msg)
+            sidecar = True
         if flags & P.FileFlags.NO_SHA512:
             hasher = None
         f = SinkFile(msg, parts, key, fd, done, hasher)
         f.unconfirmed = bool(fresh)
+        f.fresh = bool(fresh)
+        f.has_sidecar = sidecar
+        if not fresh:
+            # What the copy holds past the hash checkpoint is read back
+            # (only that).
+            f.on_disk = bitmap.Bitmap(msg.nobjects, raw=done.bits)
         return f, status
 
     def _exists(self, name):
@@ -846,7 +763,7 @@ class SinkSession:
         fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC |
                      os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.pdir)
         try:
-            if self.preallocate and msg.size:
+            if self.preallocate and msg.size >= PREALLOCATE_MIN:
                 os.posix_fallocate(fd, 0, msg.size)
             else:
                 os.ftruncate(fd, msg.size)
@@ -883,9 +800,11 @@ class SinkSession:
             pass
 
     def _close_file(self, f):
-        if f.fd is not None:
-            os.close(f.fd)
-            f.fd = None
+        with self.lock:
+            fd, f.fd = f.fd, None
+        if fd is not None:
+            os.close(fd)
+        self._drop_held(f)
 
     def _declare(self, msg):
         with self.lock:
@@ -903,155 +822,6 @@ class SinkSession:
                 f.expected = msg.sha512
         self._maybe_finalize(f)
 
-    # Data connections.
-    def run_data(self, conn, index):
-        with self.lock:
-            if self.closed:
-                return
-            if index in self.data:
-                raise errors.ProtocolError("data stream %d opened twice"
-                                           % index)
-            self.data[index] = conn
-        try:
-            self._receive(conn, index)
-        except errors.ProtocolError as exc:
-            LOG.warning("sink: transfer %s, data stream %d from %s: %s; "
-                        "closing that connection", self.transfer_id, index,
-                        conn.peer, exc)
-            self.record.last_error = str(exc)
-            self.outbox.post(P.Error(exc.code, 0, P.NO_FILE,
-                                     ("data stream %d: %s" % (index, exc))
-                                     [:1000]))
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            with self.lock:
-                if self.data.get(index) is conn:
-                    del self.data[index]
-                self.cond.notify_all()
-            self.plane.release_stream(index)
-
-    def _receive(self, conn, index):
-        while not self.closed:
-            msg = conn.recv(expect=(P.MsgType.NEW_BLOCK,),
-                            refuse="data streams carry only NEW_BLOCK, got %s")
-            if msg.length > self.object_size:
-                raise errors.BoundsError(
-                    "object of %d bytes exceeds the session's object size "
-                    "%d" % (msg.length, self.object_size))
-            f = self.files.get(msg.file_id)
-            if f is None or f.state != "open":
-                if f is None and msg.file_id not in self.retired:
-                    raise errors.ProtocolError(
-                        "object for file %d, which was never announced"
-                        % msg.file_id)
-                # A file that just finished or failed: discard the bytes.
-                self.plane.discard(conn, index, msg)
-                if self.plane.acks_pull:
-                    conn.send(P.BlockPulled(msg.file_id, msg.index))
-                continue
-            if msg.index >= f.nobjects:
-                raise errors.BoundsError(
-                    "object index %d beyond the %d objects of %s"
-                    % (msg.index, f.nobjects, f.name))
-            offset, length = f.span(msg.index)
-            if msg.offset != offset or msg.length != length:
-                raise errors.BoundsError(
-                    "object %d of %s claims offset %d length %d; expected "
-                    "offset %d length %d" % (msg.index, f.name, msg.offset,
-                                             msg.length, offset, length))
-            buf = None
-            while buf is None:
-                if self.closed:
-                    return
-                buf = self.pool.acquire(timeout=0.5)
-            mac = auth.object_mac(self.object_key, msg.file_id, msg.index,
-                                  offset, length)
-            try:
-                damage = self._receive_object(conn, index, msg, buf, mac)
-            except BaseException:
-                self.pool.release(buf)
-                raise
-            if damage is not None:
-                self.pool.release(buf)
-                self.record.add(objects_corrupt=1)
-                LOG.warning("sink: transfer %s: object %d of %s failed its "
-                            "%s; asking for it again", self.transfer_id,
-                            msg.index, f.name, damage[1])
-                self.outbox.post(P.BlockNack(msg.file_id, msg.index,
-                                             damage[0]))
-                continue
-            with self.lock:
-                f.inflight += 1
-                self.tasks += 1
-            try:
-                self.server.io.submit(self._write, f, msg.index, offset, buf,
-                                      length)
-            except RuntimeError:     # executor shut down: agent stopping
-                self._task_done(f)
-                self.pool.release(buf)
-                return
-
-    def _receive_object(self, conn, index, msg, buf, mac):
-        """Receive one object into ``buf``, checking its xxh3 and, with
-        frame authentication, its keyed digest (in the same pass over
-        TCP).  None, or (code, what failed).
-        """
-        length = msg.length
-        if mac is not None and getattr(self.plane, "hashes_mac", False):
-            digest = self.plane.receive(conn, index, msg, buf, mac)
-        else:
-            digest = self.plane.receive(conn, index, msg, buf)
-            if mac is not None:
-                mac.update(buf.view[:length])
-        if self.plane.acks_pull:
-            conn.send(P.BlockPulled(msg.file_id, msg.index))
-        self.record.add(bytes_received=length, objects_received=1)
-        if digest is None:
-            digest = checksum.xxh3(buf.view[:length])
-        if digest != msg.xxh3:
-            return errors.Code.CHECKSUM, "checksum"
-        if mac is not None and not auth.verify(auth.object_tag(mac),
-                                               msg.mac):
-            return errors.Code.INTEGRITY, "authentication tag"
-        return None
-
-    def _task_done(self, f=None):
-        with self.lock:
-            self.tasks -= 1
-            if f is not None:
-                f.inflight -= 1
-            self.cond.notify_all()
-
-    def _write(self, f, index, offset, buf, length):
-        error = None
-        try:
-            view = buf.view
-            done = 0
-            while done < length:
-                done += os.pwrite(f.fd, view[done:length], offset + done)
-        except OSError as exc:
-            error = exc
-        finally:
-            self.pool.release(buf)
-        with self.lock:
-            current = f.state == "open" and self.files.get(f.file_id) is f
-            if current and error is None:
-                pending = self.pending.setdefault(f, [])
-                pending.append(index)
-                self.pending_bytes += length
-                # Sync soon when a file has all its objects: nothing
-                # more is coming for it, and its verification waits.
-                if self.pending_bytes >= self.cfg.sync_bytes:
-                    self._sync_within(0)
-                elif len(f.durable) + len(pending) >= f.nobjects:
-                    self._sync_within(COMPLETE_SYNC_DELAY)
-        self._task_done(f)
-        if error is not None and current:
-            self._fail(f, error)
-        elif current:
-            self.record.note_written(f.name, f.nobjects, index, length)
-
     def _fail(self, f, exc, code=None):
         if code is None:
             code = errors.Code.NO_SPACE if getattr(exc, "errno", None) in (
@@ -1061,309 +831,13 @@ class SinkSession:
                 return
             f.state = "failed"
             self.retired.add(f.file_id)
+        self._drop_held(f)
         message = "%s: %s" % (f.name, getattr(exc, "strerror", None) or exc)
         LOG.error("sink: transfer %s: file failed: %s", self.transfer_id,
                   message)
         self.record.set_file(f.name, state="failed", error=message)
         self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.FAILED, code,
                                      f.size, bytes(64), message[:1000]))
-
-    # Durability.
-    def _sync_within(self, delay):
-        """Have the syncer run at most ``delay`` seconds from now (lock
-        held).
-        """
-        due = time.monotonic() + delay
-        if self.sync_due is None or due < self.sync_due:
-            self.sync_due = due
-            self.cond.notify_all()
-
-    def _sync_loop(self):
-        cfg = self.cfg
-        while True:
-            with self.cond:
-                deadline = time.monotonic() + cfg.sync_interval
-                while not self.closed:
-                    due = deadline if self.sync_due is None else \
-                        min(deadline, self.sync_due)
-                    remaining = due - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self.cond.wait(remaining)
-                if self.closed:
-                    return
-                self.sync_due = None
-            try:
-                self._sync_now()
-            except Exception:  # noqa: B902 - keep the syncer alive
-                LOG.exception("sink: transfer %s: sync failed",
-                              self.transfer_id)
-
-    def _sync_now(self):
-        """Make pending writes and installed files durable, then tell the
-        source (BLOCK_SYNC, FILE_CLOSE).
-        """
-        with self.sync_lock:
-            with self.lock:
-                batch, self.pending = self.pending, {}
-                self.pending_bytes = 0
-                installs, self.installed = self.installed, []
-            live = [(f, i) for f, i in batch.items() if f.fd is not None]
-            self._confirm([f for f, _ in live])
-            whole = len(live) + len(installs) >= SYNCFS_MIN_FILES and \
-                self._syncfs()
-            if whole:
-                synced = live
-                for f, _ in live:
-                    f.entry_durable = True
-                self.pdir_durable = True
-            else:
-                synced = self._datasync(live)
-            triples = []
-            grew = []
-            with self.lock:
-                for f, indices in synced:
-                    if f.state != "open" or self.files.get(f.file_id) is not f:
-                        continue
-                    indices.sort()
-                    for i in indices:
-                        f.durable.add(i)
-                    triples.extend(_ranges(f.file_id, indices))
-                    grew.append(f)
-            if triples:
-                self.outbox.post(P.BlockSync.from_ranges(triples))
-            for f in grew:
-                self.record.set_file(f.name, durable=f.durable_prefix())
-                self._after_durable(f)
-            self._confirm_installed(installs, dirs_durable=whole)
-
-    def _syncfs(self):
-        try:
-            mounts.syncfs(self.pdir)
-            return True
-        except OSError as exc:
-            # Fall back to per-file syncs, which say which file failed.
-            LOG.warning("sink: transfer %s: syncfs failed (%s); syncing "
-                        "file by file", self.transfer_id, exc)
-            return False
-
-    def _datasync(self, live):
-        """fdatasync each file of the batch, then make the names of new
-        partial copies durable (see the power-loss model in
-        doc/source/architecture.rst); returns the files synced.
-        """
-        synced = []
-        for f, indices in live:
-            try:
-                if self._sync_file(f):
-                    synced.append((f, indices))
-            except OSError as exc:
-                self._fail(f, exc)
-        fresh = [(f, i) for f, i in synced if not f.entry_durable]
-        if not fresh:
-            return synced
-        try:
-            self._sync_partial_dir()
-        except OSError as exc:
-            for f, _ in fresh:
-                self._fail(f, exc)
-            return [(f, i) for f, i in synced if f.entry_durable]
-        for f, _ in fresh:
-            f.entry_durable = True
-        return synced
-
-    def _sync_file(self, f):
-        """fdatasync one file (fsync the first time: its inode is new).
-
-        A RESTART may close the file meanwhile: its descriptor is taken
-        under the lock and duplicated, so the sync never sees a closed
-        or reused one.  False if the file was closed already.
-        """
-        with self.lock:
-            if f.fd is None:
-                return False
-            fd = os.dup(f.fd)
-        try:
-            (os.fdatasync if f.entry_durable else os.fsync)(fd)
-        finally:
-            os.close(fd)
-        return True
-
-    def _sync_partial_dir(self):
-        """fsync the partial directory (new entries in it), and the
-        first time also the directories above it, up to the root.
-        """
-        os.fsync(self.pdir)
-        if self.pdir_durable:
-            return
-        for parts in ([paths.PARTIAL_DIR, ""], [""]):
-            dfd = self.root.open_dir(parts, create=False)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        self.pdir_durable = True
-
-    def _after_durable(self, f):
-        if f.hasher is None:
-            self._maybe_finalize(f)
-            return
-        with self.lock:
-            if f.hashing:
-                f.rehash = True
-                return
-            if f.hasher.offset >= f.durable_prefix() and not f.durable.full:
-                return
-            f.hashing = True
-            self.tasks += 1
-        try:
-            self.server.hash_io.submit(self._hash, f)
-        except RuntimeError:
-            with self.lock:
-                f.hashing = False
-            self._task_done()
-
-    def _hash(self, f):
-        try:
-            view = _scratch()
-            while True:
-                target = f.durable_prefix()
-                while f.hasher.offset < target and f.state == "open" and \
-                        not self.closed:
-                    want = min(HASH_CHUNK, target - f.hasher.offset)
-                    n = os.preadv(f.fd, [view[:want]], f.hasher.offset)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "partial copy is short")
-                    f.hasher.update(view[:n])
-                    if f.hasher.offset - f.last_ckpt >= \
-                            self.cfg.hash_checkpoint_bytes:
-                        self._save_hash(f)
-                with self.lock:
-                    if f.rehash and f.state == "open" and not self.closed:
-                        f.rehash = False
-                        continue
-                    f.hashing = False
-                    break
-        except OSError as exc:
-            with self.lock:
-                f.hashing = False
-            self._fail(f, exc)
-        finally:
-            self._task_done()
-        self._maybe_finalize(f)
-
-    def _save_hash(self, f):
-        blob = f.hasher.save()
-        if blob is None:
-            return
-        tmp = f.sidecar + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
-                     os.O_NOFOLLOW, 0o600, dir_fd=self.pdir)
-        try:
-            os.write(fd, blob)
-            # Durable before its name: a rename that outlives a power cut
-            # must never name an empty or torn checkpoint.
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, f.sidecar, src_dir_fd=self.pdir, dst_dir_fd=self.pdir)
-        f.last_ckpt = f.hasher.offset
-
-    def _maybe_finalize(self, f):
-        with self.lock:
-            if f.state != "open" or not f.durable.full:
-                return
-            if f.hasher is not None and (f.hashing or f.expected is None or
-                                         f.hasher.offset < f.size):
-                return
-            f.state = "closing"
-        digest = f.hasher.digest() if f.hasher is not None else bytes(64)
-        if f.hasher is not None and digest != f.expected:
-            with self.lock:
-                f.state = "mismatch"
-            message = ("sha512 of the received %s is %s..., the source "
-                       "declared %s..." % (f.name, digest.hex()[:16],
-                                           f.expected.hex()[:16]))
-            LOG.error("sink: transfer %s: %s", self.transfer_id, message)
-            self.record.set_file(f.name, state="mismatch", error=message)
-            self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.MISMATCH,
-                                         errors.Code.HASH_MISMATCH, f.size,
-                                         digest, message))
-            return
-        try:
-            final = self._install(f, digest)
-        except (OSError, errors.TransferError) as exc:
-            with self.lock:
-                f.state = "open"
-            self._fail(f, exc, getattr(exc, "code", None))
-            return
-        # Readers following the file find it under its new name at once;
-        # it is reported complete only once its entry is durable.
-        self.record.set_file(f.name, path=final)
-        # Its directory entry becomes durable with the next sync batch
-        # (one directory fsync for all files installed meanwhile); only
-        # then is the file reported complete.
-        with self.lock:
-            self.installed.append((f, digest, final))
-            self._sync_within(COMPLETE_SYNC_DELAY)
-
-    def _confirm_installed(self, batch, dirs_durable=False):
-        """Make the directory entries of installed files durable (unless a
-        syncfs already did), then report the files complete.
-        """
-        failed = {}
-        if not dirs_durable:
-            # Every directory on the way too: _install may have made some.
-            keys = {tuple(f.parts[:-1]) for f, _, _ in batch}
-            for key in sorted({k[:n] for k in keys
-                               for n in range(len(k) + 1)}):
-                try:
-                    dfd = self.root.open_dir(list(key) + [""], create=False)
-                    try:
-                        os.fsync(dfd)
-                    finally:
-                        os.close(dfd)
-                except (OSError, errors.TransferError) as exc:
-                    failed[key] = exc
-        for f, digest, final in batch:
-            key = tuple(f.parts[:-1])
-            exc = next((failed[key[:n]] for n in range(len(key) + 1)
-                        if key[:n] in failed), None)
-            if exc is not None:
-                self._fail(f, exc, getattr(exc, "code", None))
-                continue
-            with self.lock:
-                f.state = "done"
-                self.files.pop(f.file_id, None)
-                self.retired.add(f.file_id)
-            self.record.set_file(f.name, state="done", durable=f.size,
-                                 path=final)
-            self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.OK, 0,
-                                         f.size, digest))
-
-    def _install(self, f, digest):
-        """Give the verified partial copy its final name and metadata."""
-        os.fchmod(f.fd, f.mode or 0o644)
-        if f.mtime_ns:
-            os.utime(f.fd, ns=(f.mtime_ns, f.mtime_ns))
-        if f.hasher is not None:
-            try:
-                os.setxattr(f.fd, XATTR_SHA512, digest.hex().encode())
-            except OSError:
-                pass
-        dfd = self.root.open_dir(f.parts, create=True)
-        try:
-            try:
-                os.rename(f.part, f.parts[-1], src_dir_fd=self.pdir,
-                          dst_dir_fd=dfd)
-            except IsADirectoryError:
-                raise errors.BadNameError("%s exists as a directory" % f.name)
-        finally:
-            os.close(dfd)
-        self._close_file(f)
-        self._unlink(f.sidecar)
-        self._confirm([f])
-        return os.path.join(self.root.path, f.name)
 
     # Teardown.
     def close(self, reason):
@@ -1384,10 +858,16 @@ class SinkSession:
         with self.lock:
             files = list(self.files.values())
         for f in files:
-            if f.hasher is not None and f.fd is not None and \
-                    f.hasher.offset > f.last_ckpt:
+            # The hashed prefix, if it is durable (a restart compares the
+            # checkpoint with the done set); else the last state kept
+            # for a durable offset.
+            if f.hasher is not None and f.fd is not None:
                 try:
-                    self._save_hash(f)
+                    if f.saved_ckpt < f.hasher.offset <= \
+                            f.durable_prefix():
+                        self._save_hash(f)
+                    else:
+                        self._durable_checkpoint(f)
                 except OSError:
                     pass
             self._close_file(f)
