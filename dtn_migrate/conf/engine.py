@@ -40,6 +40,13 @@ engine_opts = [
         'poll_interval', default=1.0, min=0.05,
         help='Seconds between polls of the DTN agents.'),
     cfg.FloatOpt(
+        'event_fallback_interval', default=10.0, min=0.5,
+        help='The DTN agent pushes watermarks, transfer progress and '
+             'peer reports to the engine (RPC cast transfer_event); a '
+             'stage that got no event for this many seconds asks the '
+             'agent itself (an engine restart or a lost cast). An agent '
+             'that pushes nothing is polled every poll_interval.'),
+    cfg.FloatOpt(
         'progress_interval', default=2.0, min=0.5,
         help='Seconds between two writes of a running migration\'s '
              'progress (stage bytes, rate, ETA) to its database row, and '

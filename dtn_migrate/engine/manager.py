@@ -4,6 +4,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from dtn_migrate import context as context_mod
+from dtn_migrate.engine import events as events_mod
 from dtn_migrate.engine import migrations as migrations_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -33,9 +34,11 @@ class EngineManager:
       ``request_id``; get_migration adds ``events``; list_migrations
       takes filters, marker, limit and sort; new retry_migration,
       list_peers and get_peer.
+    * 1.3 - transfer_event: this cloud's DTN agent pushes watermarks,
+      transfer status and peer reports (a cast).
     """
 
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.3')
 
     def __init__(self, host, migrations):
         self.host = host
@@ -119,6 +122,22 @@ class EngineManager:
         """
         return migrations_mod.to_rpc(
             self.migrations.incoming(transfer_id, peer, attempt))
+
+    def transfer_event(self, ctxt, kind, transfer_id, name=None,
+                       info=None):
+        """Cast by this cloud's DTN agent: the latest ``info`` of
+        ``kind`` (watermark: of incoming file ``name``; transfer: the
+        status of an outgoing transfer; report: the peer's import
+        report, or None) of ``transfer_id``.  Stages waiting for it
+        wake up; nothing is answered.
+        """
+        try:
+            events_mod.check_event(kind, transfer_id, name, info)
+        except ValueError as exc:
+            LOG.warning("ignored a transfer event: %s", exc)
+            return
+        self.migrations.res.events.post(
+            events_mod.key(kind, transfer_id, name), info)
 
     def ping(self, ctxt):
         return {"host": self.host}

@@ -12,6 +12,7 @@ from oslo_log import log as logging
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate.conf import staging as staging_conf
+from dtn_migrate.engine import events as events_mod
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
@@ -26,6 +27,25 @@ DATA = "image.data"
 
 def staged_name(transfer_id, leaf):
     return "%s/%s" % (transfer_id, leaf)
+
+
+#: Seconds the agent's answer to ping (what it pushes) is kept.
+PING_TTL = 60.0
+
+
+class _Stop(threading.Event):
+    """A migration's stop event: setting it also wakes the tasks that
+    wait on the event board.
+    """
+
+    def __init__(self, wake=None):
+        super().__init__()
+        self._wake = wake
+
+    def set(self):
+        super().set()
+        if self._wake is not None:
+            self._wake()
 
 
 class _Cancel(threading.Event):
@@ -49,8 +69,8 @@ class Live:
     until they stall).
     """
 
-    def __init__(self):
-        self.stop = threading.Event()
+    def __init__(self, wake=None):
+        self.stop = _Stop(wake)
         self.cancel = _Cancel(self.stop)
         self.failed = None              # the first stage that failed
         self.stages = {}
@@ -115,6 +135,9 @@ class Resources:
         self._staging_root = None
         self.live = {}
         self.live_lock = threading.Lock()
+        #: What the agent pushed (RPC cast transfer_event).
+        self.events = events_mod.EventBoard()
+        self._pushes = (None, frozenset())   # (when asked, kinds)
 
     # Staging.
     def backend(self):
@@ -131,9 +154,52 @@ class Resources:
         start), asked once.
         """
         if self._staging_root is None:
-            self._staging_root = self.agent.ping(
-                {}, self.agent_host).get("staging_root")
+            self._ping()
         return self._staging_root
+
+    def _ping(self):
+        info = self.agent.ping({}, self.agent_host)
+        self._staging_root = info.get("staging_root")
+        kinds = info.get("pushes")
+        if not isinstance(kinds, (list, tuple)):
+            kinds = ()          # an agent older than 1.4
+        self._pushes = (time.monotonic(), frozenset(
+            k for k in kinds if isinstance(k, str)))
+        return info
+
+    def agent_pushes(self, kind):
+        """The agent says it pushes events of ``kind`` (asked at most
+        every PING_TTL seconds; an agent that does not answer pushes
+        nothing).
+        """
+        when, kinds = self._pushes
+        if when is None or time.monotonic() - when > PING_TTL:
+            try:
+                self._ping()
+            except Exception as exc:  # noqa: B902 - polled meanwhile
+                LOG.debug("agent ping failed: %s", exc)
+                self._pushes = (time.monotonic(), frozenset())
+            kinds = self._pushes[1]
+        return kind in kinds
+
+    def fresh_for(self, kind):
+        """Seconds a value of ``kind`` on the event board is used before
+        the agent is asked again: the fallback interval when the agent
+        pushes such events, the poll interval otherwise.
+        """
+        engine = self.conf.engine
+        fallback = max(engine.event_fallback_interval, engine.poll_interval)
+        if self.events.pushing(kind, 2 * fallback) or \
+                self.agent_pushes(kind):
+            return fallback
+        return engine.poll_interval
+
+    def watched(self, kind, transfer_id, call, name=None):
+        """The latest value of an event key, or ``call()``'s when it is
+        not fresh (see EventBoard.fetch).
+        """
+        return self.events.fetch(events_mod.key(kind, transfer_id, name),
+                                 call, self.fresh_for(kind))
 
     def copy_options(self):
         backend = self.backend()
@@ -178,7 +244,7 @@ class Resources:
     # This cloud's DTN agent.
     def check_peer(self, peer):
         """The DTN agent answers and knows peer DTN ``peer``."""
-        info = self.agent.ping({}, self.agent_host)
+        info = self._ping()
         peers = info.get("peers") or ()
         if peer not in peers:
             raise exception.PeerNotFound(peer=peer,
@@ -189,7 +255,7 @@ class Resources:
         with self.live_lock:
             live = self.live.get(migration_id)
             if live is None:
-                live = self.live[migration_id] = Live()
+                live = self.live[migration_id] = Live(self.events.wake)
             return live
 
     def forget(self, migration_id):

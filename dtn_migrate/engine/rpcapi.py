@@ -17,7 +17,7 @@ class EngineAPI:
     API version history: see ``engine.manager.EngineManager``.
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version='1.0')
@@ -93,6 +93,17 @@ class EngineAPI:
             self.client.prepare(version='1.1').cast(
                 ctxt, 'incoming_transfer', transfer_id=transfer_id,
                 peer=peer, attempt=attempt)
+
+    def transfer_event(self, ctxt, kind, transfer_id, name=None,
+                       info=None):
+        """From this cloud's DTN agent: the latest ``info`` of ``kind``
+        (see EngineManager.transfer_event) of ``transfer_id`` (1.3).  A
+        cast: the agent never waits for the engine; an engine older than
+        1.3 refuses it (and its stages poll the agent).
+        """
+        self.client.prepare(version='1.3').cast(
+            ctxt, 'transfer_event', kind=kind, transfer_id=transfer_id,
+            name=name, info=info)
 
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

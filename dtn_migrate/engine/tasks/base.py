@@ -102,7 +102,19 @@ class MigrationTask(task.Task):
             self.live(migration_id).fail(stage)
             raise
 
-    def follow(self, migration_id, stage, step, interval=None):
+    def await_event(self, migration_id, event, seen, seconds=None):
+        """Wait until the event board holds a value of ``event`` newer
+        than sequence ``seen``, for at most a poll interval (or
+        ``seconds``), or less if the migration stops.
+        """
+        seconds = self.conf.engine.poll_interval if seconds is None \
+            else seconds
+        live = self.live(migration_id)
+        self.res.events.wait(event, seen, seconds, stop=live.stop)
+        if live.stop.is_set():
+            self.check_cancel(migration_id)
+
+    def follow(self, migration_id, stage, step, interval=None, event=None):
         """Poll until ``step()`` returns a result, and return it.
 
         ``step()`` returns ``(result, progress)``: ``result`` None to
@@ -111,13 +123,16 @@ class MigrationTask(task.Task):
         The wait fails with StageStalled once it stayed the same for
         ``stall_timeout``, and stops at once on a cancel or when another
         stage failed.  A transient RPC failure of ``step`` is logged and
-        counts as no progress.
+        counts as no progress.  With ``event`` (an event board key), the
+        next step runs as soon as a newer value of it arrives, and at
+        the latest after ``interval``.
         """
         clock = StallClock(migration_id, stage,
                            self.conf.engine.stall_timeout)
         progress = None
         while True:
             self.check_cancel(migration_id)
+            seen = None if event is None else self.res.events.seq_of(event)
             try:
                 result, progress = step()
             except TRANSIENT_RPC as exc:
@@ -127,7 +142,10 @@ class MigrationTask(task.Task):
             if result is not None:
                 return result
             clock.see(progress)
-            self.pause(migration_id, interval)
+            if event is None:
+                self.pause(migration_id, interval)
+            else:
+                self.await_event(migration_id, event, seen, interval)
 
 
 class RemoveStaged(MigrationTask):

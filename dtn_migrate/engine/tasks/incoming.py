@@ -15,6 +15,7 @@ from oslo_log import log as logging
 import tenacity
 
 from dtn_migrate.conf import peer as peer_conf
+from dtn_migrate.engine import events
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
@@ -36,13 +37,16 @@ MAX_REPORT_DELAY = 30.0
 
 def incoming_file(res, transfer_id, name, size):
     """Follower info of an incoming file: the agent's view while it
-    arrives; the staged file itself once the agent no longer knows the
+    arrives (pushed by the agent, or asked when nothing came for a
+    while); the staged file itself once the agent no longer knows the
     transfer (restarted after it completed).  None when nothing is known
     (yet), the agent not answering included.
     """
     try:
-        return res.agent.get_watermark(base.CTXT, res.agent_host,
-                                       transfer_id, name)
+        return res.watched(
+            events.WATERMARK, transfer_id,
+            lambda: res.agent.get_watermark(base.CTXT, res.agent_host,
+                                            transfer_id, name), name)
     except base.TRANSIENT_RPC as exc:
         LOG.warning("transfer %s: no watermark of %s from the agent (%s)",
                     transfer_id, name, exc.__class__.__name__)
@@ -156,7 +160,8 @@ class ReadDescriptor(base.MigrationTask):
                 return True, None   # agent restarted; file is complete
             return None, info and info.get("durable")
 
-        self.follow(migration_id, "descriptor", step)
+        self.follow(migration_id, "descriptor", step,
+                    event=events.key(events.WATERMARK, transfer_id, name))
         data = self.res.backend().read_small(
             name, limit=outgoing.MAX_DESCRIPTOR + 1)
         try:
@@ -290,7 +295,9 @@ class UploadImage(base.MigrationTask):
                 reporter.post("transferring", None)
                 return None, i and i.get("durable")
 
-            self.follow(migration_id, "transfer", step)
+            self.follow(migration_id, "transfer", step,
+                        event=events.key(events.WATERMARK, transfer_id,
+                                         name))
             follow = None
         else:
             follow = watermark.sink_follower(info, root=root)

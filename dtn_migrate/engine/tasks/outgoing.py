@@ -10,6 +10,7 @@ import json
 
 from oslo_log import log as logging
 
+from dtn_migrate.engine import events
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -224,11 +225,16 @@ class TransferImage(base.MigrationTask):
                 _failed_stage(migration_id, stages, ("export",), "transfer")
             progress = (status.get("bytes_done"),
                         stages.get("export", {}).get("done"))
-            # Seen by the next step (a transient failure keeps this one).
-            latest[0] = agent.get_transfer(base.CTXT, host, transfer_id)
+            # Seen by the next step (a transient failure keeps this one):
+            # the status the agent pushed, or asked when none came.
+            latest[0] = self.res.watched(
+                events.TRANSFER, transfer_id,
+                lambda: agent.get_transfer(base.CTXT, host, transfer_id)) \
+                or latest[0]
             return None, progress
 
-        self.follow(migration_id, "transfer", step)
+        self.follow(migration_id, "transfer", step,
+                    event=events.key(events.TRANSFER, transfer_id))
 
     def _call(self, migration_id, what, call, *args, **kwargs):
         """An idempotent agent call, repeated after transient failures."""
@@ -300,10 +306,22 @@ class AwaitPeerImport(base.MigrationTask):
         live = self.live(migration_id)
         agent, host = self.res.agent, self.res.agent_host
 
+        def ask():
+            return agent.get_peer_report(base.CTXT, host, peer, transfer_id,
+                                         attempt=attempt)
+
         def step():
             try:
-                report = agent.get_peer_report(base.CTXT, host, peer,
-                                               transfer_id, attempt=attempt)
+                # The first step asks (which tells the peer the attempt
+                # and opens the agent's report channel); then the agent
+                # pushes what the peer pushes.
+                if first:
+                    first.clear()
+                    report = ask()
+                    self.res.events.post(key, report, pushed=False)
+                else:
+                    report = self.res.watched(events.REPORT, transfer_id,
+                                              ask)
             except exception.PeerUnreachable as exc:
                 LOG.warning("migration %s: %s; retrying", migration_id, exc)
                 report = None
@@ -323,7 +341,9 @@ class AwaitPeerImport(base.MigrationTask):
                 (stages.get("export") or {}).get("done"),
                 (stages.get("transfer") or {}).get("done"))
 
-        return self.follow(migration_id, "peer import", step)
+        key = events.key(events.REPORT, transfer_id)
+        first = [True]
+        return self.follow(migration_id, "peer import", step, event=key)
 
     def _reported(self, migration_id, peer, descriptor, report):
         """The peer image of an ``active`` report; None while it runs."""

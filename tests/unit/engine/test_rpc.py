@@ -12,6 +12,7 @@ from oslo_messaging import conffixture
 import testtools
 
 from dtn_migrate import context
+from dtn_migrate.engine import events
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import rpcapi
 from dtn_migrate import exception
@@ -179,8 +180,8 @@ class TestEngineAPIVersions(testtools.TestCase):
         api.client.prepare.assert_called_once_with(version="1.1")
         api.client.prepare.return_value.cast.assert_called_once_with(
             {}, "incoming_transfer", transfer_id=TID, peer="a", attempt=2)
-        self.assertEqual("1.2", rpcapi.EngineAPI.VERSION)
-        self.assertEqual("1.2", manager.EngineManager.target.version)
+        self.assertEqual("1.3", rpcapi.EngineAPI.VERSION)
+        self.assertEqual("1.3", manager.EngineManager.target.version)
 
     def test_new_calls_need_1_2(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
@@ -194,3 +195,55 @@ class TestEngineAPIVersions(testtools.TestCase):
             api.client.prepare.reset_mock()
             call()
             api.client.prepare.assert_called_once_with(version="1.2")
+
+
+class TestTransferEvent(testtools.TestCase):
+    """1.3: the agent's pushed events reach the engine's event board."""
+
+    def setUp(self):
+        super().setUp()
+        conf = cfg.ConfigOpts()
+        self.useFixture(conffixture.ConfFixture(conf))
+        conf([], project="dtn-migrate-test")
+        self.transport = messaging.get_rpc_transport(conf, url="fake:/")
+        self.addCleanup(self.transport.cleanup)
+        self.migrations = mock.Mock()
+        self.migrations.res.events = events.EventBoard()
+        server = rpc.get_server(
+            messaging.Target(topic=rpcapi.TOPIC, server="controller"),
+            [manager.EngineManager("controller", self.migrations)],
+            transport=self.transport)
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        self.api = rpcapi.EngineAPI(timeout=5, transport=self.transport)
+
+    def test_cast_lands_on_the_board(self):
+        board = self.migrations.res.events
+        k = events.key(events.WATERMARK, TID, "x/image.data")
+        self.api.transfer_event({}, events.WATERMARK, TID, "x/image.data",
+                                {"durable": 4096, "state": "receiving"})
+        self.assertTrue(board.wait(k, 0, 5))
+        self.assertEqual({"durable": 4096, "state": "receiving"},
+                         board.get(k)[2])
+        self.assertTrue(board.pushing(events.WATERMARK, 60))
+        self.assertFalse(board.pushing(events.REPORT, 60))
+
+    def test_bad_event_is_ignored(self):
+        board = self.migrations.res.events
+        self.api.transfer_event({}, "gossip", TID, None, None)
+        self.api.transfer_event({}, events.REPORT, "short", None, None)
+        # A good one after them: once it arrived, the bad ones were seen.
+        k = events.key(events.REPORT, TID)
+        self.api.transfer_event({}, events.REPORT, TID, None, {"state": "x"})
+        self.assertTrue(board.wait(k, 0, 5))
+        self.assertEqual([k], list(board.items))
+
+    def test_cast_needs_1_3(self):
+        api = rpcapi.EngineAPI(transport=mock.Mock())
+        api.client = mock.Mock()
+        api.transfer_event({}, events.REPORT, TID, info=None)
+        api.client.prepare.assert_called_once_with(version="1.3")
+        api.client.prepare.return_value.cast.assert_called_once_with(
+            {}, "transfer_event", kind="report", transfer_id=TID, name=None,
+            info=None)

@@ -14,6 +14,7 @@ from taskflow import retry
 from taskflow.types import failure
 import testtools
 
+from dtn_migrate.engine import events
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import base
@@ -33,7 +34,8 @@ HASH = "ab" * 64
 def make_res(agent=None, images=None, backend=None, **engine):
     """Resources on a plain namespace configuration."""
     opts = dict(agent_host="dtn-a", poll_interval=0.01,
-                progress_interval=0.05, stall_timeout=0.3, rpc_timeout=1)
+                event_fallback_interval=0.5, progress_interval=0.05,
+                stall_timeout=0.3, rpc_timeout=1)
     opts.update(engine)
     conf = types.SimpleNamespace(
         engine=types.SimpleNamespace(**opts),
@@ -365,6 +367,92 @@ class TestAwaitPeerImport(testtools.TestCase):
         self.agent.get_peer_report.return_value = None
         self.res.live_for(MID).stage("transfer", state="failed")
         self.assertRaises(base.StageFailed, self.execute)
+
+
+class TestPushedEvents(testtools.TestCase):
+    """Stages wait on what the agent pushes, and ask the agent only when
+    nothing came for event_fallback_interval (or always, every poll
+    interval, when the agent pushes nothing).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.agent = mock.Mock()
+        self.agent.ping.return_value = {"pushes": ["watermark", "transfer",
+                                                   "report"]}
+        self.res = make_res(agent=self.agent, stall_timeout=30,
+                            poll_interval=0.05, event_fallback_interval=60)
+        self.board = self.res.events
+
+    def push_later(self, seconds, key, value):
+        t = threading.Timer(seconds, self.board.post, (key, value))
+        t.start()
+        self.addCleanup(t.cancel)
+
+    def test_peer_import_follows_pushed_reports(self):
+        self.agent.get_peer_report.return_value = None
+        key = events.key(events.REPORT, TID)
+        self.push_later(0.3, key, {"state": "uploading", "bytes": 1,
+                                   "attempt": 2})
+        self.push_later(0.6, key, {"state": "active", "attempt": 2,
+                                   "os_hash_value": HASH, "image_id": "i"})
+        task = outgoing.AwaitPeerImport(self.res)
+        result = task.execute(MID, TID, "b", {"size": 3,
+                                              "os_hash_value": HASH}, 2)
+        self.assertEqual("i", result["image_id"])
+        # Asked once (which opens the agent's channel), then pushed.
+        self.assertEqual(1, self.agent.get_peer_report.call_count)
+
+    def test_transfer_follows_pushed_status(self):
+        key = events.key(events.TRANSFER, TID)
+        self.agent.start_transfer.return_value = {"state": "running",
+                                                  "bytes_done": 0}
+        self.agent.get_transfer.return_value = {"state": "running",
+                                                "bytes_done": 0}
+        self.push_later(0.3, key, {"state": "running", "bytes_done": 2})
+        self.push_later(0.5, key, {"state": "complete", "bytes_done": 3})
+        task = outgoing.TransferImage(self.res)
+        t0 = time.monotonic()
+        task.execute(MID, TID, "b", {"size": 3, "os_hash_value": HASH},
+                     {"mode": "serial"})
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertLessEqual(self.agent.get_transfer.call_count, 1)
+
+    def test_watermark_is_asked_again_when_no_event_comes(self):
+        res = make_res(agent=self.agent, event_fallback_interval=0.2,
+                       poll_interval=0.05)
+        name = "x/image.data"
+        self.agent.get_watermark.side_effect = [
+            {"durable": 1, "state": "receiving"},
+            {"durable": 3, "state": "done"}]
+        self.assertEqual(1, incoming.incoming_file(res, TID, name, 3)
+                         ["durable"])
+        # Fresh: not asked again.
+        self.assertEqual(1, incoming.incoming_file(res, TID, name, 3)
+                         ["durable"])
+        self.assertEqual(1, self.agent.get_watermark.call_count)
+        time.sleep(0.25)
+        self.assertEqual("done", incoming.incoming_file(res, TID, name, 3)
+                         ["state"])
+        self.assertEqual(2, self.agent.get_watermark.call_count)
+
+    def test_an_agent_that_pushes_nothing_is_polled(self):
+        self.agent.ping.return_value = {"staging_root": "/s"}   # old agent
+        res = make_res(agent=self.agent, poll_interval=0.05,
+                       event_fallback_interval=60)
+        self.assertEqual(0.05, res.fresh_for(events.WATERMARK))
+        res.events.post(events.key(events.WATERMARK, TID, "f"), {})
+        self.assertEqual(60, res.fresh_for(events.WATERMARK))
+        self.assertEqual(0.05, res.fresh_for(events.REPORT))
+
+    def test_a_cancel_wakes_a_waiting_stage(self):
+        self.agent.get_peer_report.return_value = None
+        task = outgoing.AwaitPeerImport(self.res)
+        threading.Timer(0.3, self.res.live_for(MID).cancel.set).start()
+        t0 = time.monotonic()
+        self.assertRaises(base.MigrationCancelled, task.execute, MID, TID,
+                          "b", {"size": 3, "os_hash_value": HASH}, 2)
+        self.assertLess(time.monotonic() - t0, 3)
 
 
 class TestResources(testtools.TestCase):
