@@ -553,20 +553,29 @@ class _Failures:
 
 
 class _TokenBucket:
+    """Bytes per second on the data streams (what goes on the wire, so
+    compressed and zero objects cost what they send).  Thread-safe: each
+    sender waits for its own share of the debt.
+    """
+
     def __init__(self, rate):
         self.rate = rate
         self.tokens = 0.0
         self.t = time.monotonic()
+        self._lock = threading.Lock()
 
     def take(self, n, stop):
         if not self.rate:
             return
-        now = time.monotonic()
-        self.tokens = min(self.rate, self.tokens + (now - self.t) * self.rate)
-        self.t = now
-        self.tokens -= n
-        if self.tokens < 0:
-            stop.wait(-self.tokens / self.rate)
+        with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.rate,
+                              self.tokens + (now - self.t) * self.rate)
+            self.t = now
+            self.tokens -= n
+            debt = -self.tokens
+        if debt > 0:
+            stop.wait(debt / self.rate)
 
 
 class _Window:
@@ -731,7 +740,7 @@ class _Attempt:
         if session & P.Caps.ZSTD and self.plane.kind == P.DataPlane.TCP:
             self.policy = compress.Policy(
                 cfg.compression, cfg.compression_min_saving,
-                self.send_q.qsize, backlog_high=cfg.streams)
+                self.send_q.qsize, backlog_high=max(1, cfg.streams // 2))
         LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
                  "window %d bytes, %d-byte objects, zero extents %s, "
                  "compression %s)", t.transfer_id, t.peer,
@@ -826,11 +835,7 @@ class _Attempt:
         takes an index out of a set (BLOCK_SYNC, NACK, RESTART, a failed
         or complete file) gives its slot back.
         """
-        if run:
-            cost = ZERO_COST * run
-        else:
-            cost = f.span(index)[1]
-            self.rate.take(cost, self.stopped)
+        cost = ZERO_COST * run if run else f.span(index)[1]
         while not self.window.acquire(cost, timeout=0.2):
             with self.cond:
                 self._check()
@@ -1158,6 +1163,8 @@ class _Attempt:
                 continue
             if not f.sent.add(msg.index):
                 t.progress.add(bytes_resent=msg.length, objects_resent=1)
+            self.rate.take(len(buf) if not block else msg.length,
+                           self.stopped)
             before = conn.bytes_sent
             if not block:
                 conn.send(msg, payload=buf)     # NEW_BLOCK_Z: zstd bytes
