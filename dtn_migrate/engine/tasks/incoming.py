@@ -244,6 +244,15 @@ def _verified(image, incoming):
         image.get("os_hash_value") == incoming["image"]["os_hash_value"]
 
 
+def sink_verifies(options):
+    """The sink compared the transfer's sha512 with the source's before
+    it said "done": unless the source turned that check off for this
+    migration (``transfer_options`` ``verify_sha512`` false).
+    """
+    transfer = options.get("transfer_options") or {}
+    return transfer.get("verify_sha512", True) is not False
+
+
 class UploadImage(base.MigrationTask):
     """Stream the staged data into the image, following the agent's
     durable watermark while the file still arrives.
@@ -308,12 +317,19 @@ class UploadImage(base.MigrationTask):
                        rate=p.rate)
             reporter.post("uploading", p.done)
 
+        # The sink compares the file's sha512 with the source's before
+        # it says "done": with a follower, the last block waits for that
+        # (until_done) and this side does not hash the data again.
+        # Glance's os_hash_value is compared in verify-image.
+        sink_hashes = follow is not None and sink_verifies(opts)
+        expected = None if sink_hashes else desc["os_hash_value"]
+
         def open_stream():
             return copy.open_staged(
-                self.res.backend(), name, size,
-                expected_sha512=desc["os_hash_value"], follow=follow,
-                options=self.res.copy_options(), cancel=live.cancel,
-                progress=progress)
+                self.res.backend(), name, size, expected_sha512=expected,
+                follow=follow, options=self.res.copy_options(),
+                cancel=live.cancel, progress=progress,
+                digest=not sink_hashes, until_done=sink_hashes)
 
         self.res.images.upload(image_id, open_stream, size)
 

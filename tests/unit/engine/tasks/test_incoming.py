@@ -269,3 +269,50 @@ class TestTasks(RulesTestCase):
         self.assertEqual(("imp", "private"),
                          (self.images.get(image_id)["owner"],
                           self.images.get(image_id)["visibility"]))
+
+
+class TestUploadHashesOnce(testtools.TestCase):
+    """A pipelined import leaves the sha512 to the sink (the last block
+    waits for its "done"); serial mode, or a transfer without the sink's
+    check, still hashes here.
+    """
+
+    def upload(self, mode, **transfer_options):
+        images = fakes.FakeImages("b")
+        image_id = images.create({"name": "x"})["id"]
+        agent = mock.Mock()
+        agent.get_watermark.return_value = {"state": "done", "durable": 3,
+                                            "path": None}
+        agent.ping.return_value = {"staging_root": "/s", "pushes": []}
+        backend = mock.Mock()
+        backend.total_bytes.return_value = 1 << 30
+        res = resources.Resources(make_conf(), images, agent, backend)
+        res.copy_options = mock.Mock()
+        images.upload = lambda image_id, opener, size: opener()
+        opts = {"mode": mode}
+        if transfer_options:
+            opts["transfer_options"] = transfer_options
+        incoming_ = {"image": {"size": 3, "os_hash_value": HASH},
+                     "options": opts, "attempt": 1}
+        with mock.patch.object(incoming.copy, "open_staged") as opened:
+            incoming.UploadImage(res).execute(MID, TID, incoming_, image_id)
+        return opened.call_args.kwargs
+
+    def test_pipelined_does_not_hash_and_waits_for_done(self):
+        kw = self.upload("pipelined")
+        self.assertIsNone(kw["expected_sha512"])
+        self.assertFalse(kw["digest"])
+        self.assertTrue(kw["until_done"])
+        self.assertIsNotNone(kw["follow"])
+
+    def test_serial_hashes(self):
+        kw = self.upload("serial")
+        self.assertEqual(HASH, kw["expected_sha512"])
+        self.assertTrue(kw["digest"])
+        self.assertIsNone(kw["follow"])
+
+    def test_without_the_sinks_check_it_hashes(self):
+        kw = self.upload("pipelined", verify_sha512=False)
+        self.assertEqual(HASH, kw["expected_sha512"])
+        self.assertTrue(kw["digest"])
+        self.assertFalse(kw["until_done"])
