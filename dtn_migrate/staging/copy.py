@@ -39,6 +39,7 @@ import time
 from dtn_migrate.staging import backend as base
 from dtn_migrate.staging import retry
 from dtn_migrate.staging import watermark
+from dtn_migrate.transfer import checksum
 
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class CopyOptions:
     stall_timeout: float = 300.0    # followed file not growing (s)
     progress_interval: float = 1.0  # between progress callbacks (s)
     skip_zeros: bool = True         # local copy: zero blocks unwritten
+    hash_checkpoint: int = 256 * MiB  # local copy: bytes between saved
+    #                                   sha512 states (0: none)
 
     def __post_init__(self):
         for field in ("block_size", "queue_depth", "writers", "readers",
@@ -208,10 +211,18 @@ def status(backend, name, suffix=watermark.SUFFIX):
     return watermark.read(backend, name, suffix)
 
 
+def hash_state_file(name, suffix=watermark.SUFFIX):
+    """Side file holding a saved sha512 state of the committed prefix of
+    staged file ``name`` (see :func:`stage`).
+    """
+    return watermark.side_file(name, suffix) + ".sha"
+
+
 def cleanup(backend, name, suffix=watermark.SUFFIX):
     """Remove a staged file and its side files (idempotent)."""
     side = watermark.side_file(name, suffix)
-    for victim in (name, side, side + ".tmp"):
+    sha_side = hash_state_file(name, suffix)
+    for victim in (name, side, side + ".tmp", sha_side, sha_side + ".tmp"):
         backend.remove(victim)
 
 
@@ -448,12 +459,32 @@ class _ReadHandle:
         _clean_wait(self.stop, seconds)
 
 
+def _saved_hash(backend, name, end, opts):
+    """The saved sha512 state of ``name`` covering at most ``end`` bytes,
+    or a new one.
+    """
+    if opts.side_file and opts.hash_checkpoint and end:
+        try:
+            blob = backend.read_small(
+                hash_state_file(name, opts.watermark_suffix), limit=1024)
+        except base.StagingError as exc:
+            LOG.warning("cannot read the saved sha512 state of %s, hashing "
+                        "its staged prefix again: %s", name, exc)
+            blob = None
+        h = checksum.ResumableSha512.restore(bytes(blob)) if blob else None
+        if h is not None and h.offset <= end:
+            return h
+    return checksum.ResumableSha512()
+
+
 def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
-    """sha512 object over the first ``end`` bytes of ``name``."""
-    h = hashlib.sha512()
+    """sha512 object over the first ``end`` bytes of ``name``: from the
+    saved state, only the bytes it does not cover are read.
+    """
+    h = _saved_hash(backend, name, end, opts)
     handle = _ReadHandle(backend, name, opts, stop, on_retry=on_retry)
     try:
-        for offset in range(0, end, opts.block_size):
+        for offset in range(h.offset, end, opts.block_size):
             if stop.is_set():
                 raise _Stopping()
             h.update(handle.read(offset, min(opts.block_size,
@@ -477,6 +508,7 @@ class _Shared:
         self.read = 0             # bytes handed to writers
         self.written = 0          # bytes written by writers
         self.zeros = 0            # all-zero bytes left unwritten
+        self.hash_states = []     # (offset, saved sha512 state) to save
         self.retries = 0
         self.live = 0
         self.digest = None
@@ -624,6 +656,7 @@ class _LocalCopy:
         self.queue = None
         self.writers = 0
         self.sparse = False       # the file is sized: zeros need no write
+        self.hash_saved = 0       # offset of the saved sha512 state
 
     # Planning.
     def plan(self, committed):
@@ -719,11 +752,20 @@ class _LocalCopy:
         chunks, closer = _open_source(self.source, start,
                                       self.opts.block_size)
         try:
+            every = self.opts.hash_checkpoint if self.opts.side_file else 0
+            mark = start
             for offset, data in _blocks(chunks, start, self.size,
                                         self.opts.block_size, self.name):
                 hasher.update(data)
-                if offset + len(data) == self.size:
+                end = offset + len(data)
+                if end == self.size:
                     self.verify(hasher)
+                elif every and end - mark >= every:
+                    state = hasher.save()
+                    if state is not None:
+                        mark = end
+                        with self.shared.cond:
+                            self.shared.hash_states.append((end, state))
                 if self.sparse and is_zero(data):
                     # The sized file reads zeros there already, durably.
                     self.shared.add(read=len(data), zeros=len(data))
@@ -795,6 +837,14 @@ class _LocalCopy:
         if start == self.size and start:
             return
         self.publish(start)
+        if not start and self.opts.side_file:
+            # A state saved by an earlier copy under this name must not
+            # seed this one's sha512.
+            _retrying(self.opts, self.shared.stop,
+                      lambda: self.backend.remove(hash_state_file(
+                          self.name, self.opts.watermark_suffix)),
+                      lambda: None, "removing the old sha512 state of %s"
+                      % self.name, lambda: self.shared.add(retries=1))
         if self.opts.skip_zeros and self.size:
             self.sparse = _retrying(
                 self.opts, self.shared.stop, lambda: self.size_file(start),
@@ -843,6 +893,7 @@ class _LocalCopy:
             if shared.error is None and start < prefix < self.size:
                 try:
                     self.publish(prefix)
+                    self.save_hash(prefix)
                 except Exception as exc:
                     shared.fail(exc)
             now = time.monotonic()
@@ -851,6 +902,26 @@ class _LocalCopy:
                 last = now
             if not live:
                 return
+
+    def save_hash(self, prefix):
+        """Save the newest sha512 state the durable prefix covers, so a
+        resumed copy reads back only what lies beyond it.
+        """
+        with self.shared.cond:
+            states = self.shared.hash_states
+            ready = [st for st in states if st[0] <= prefix]
+            if not ready:
+                return
+            self.shared.hash_states = [st for st in states if st[0] > prefix]
+        offset, state = ready[-1]
+        if offset <= self.hash_saved:
+            return
+        _retrying(self.opts, threading.Event(),
+                  lambda: self.backend.write_small(
+                      hash_state_file(self.name, self.opts.watermark_suffix),
+                      state),
+                  lambda: None, "saving the sha512 state of %s" % self.name)
+        self.hash_saved = offset
 
     def report(self, began, start):
         if self.progress is None:
