@@ -71,9 +71,10 @@ class TestResumeHash(StagingTestCase):
         self.assertGreater(self.saved_offset(), 0)
         # Another image under the name, from scratch, cut before it saved
         # a state of its own: its resume must not start from the first's.
+        saved = self.saved_offset()
         second = payload(2 * MiB, seed=2)
-        committed = self.fail_at(second, 100 * KiB, commit_interval=64 * KiB)
-        self.assertGreater(committed, 0)
+        committed = self.fail_at(second, 1900 * KiB, hash_checkpoint=MiB * 64)
+        self.assertGreater(committed, saved)
         result = self.stage(second, io.BytesIO(second), opts=opts())
         self.assertEqual(sha(second), result.sha512)
 
