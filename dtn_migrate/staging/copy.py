@@ -1281,6 +1281,8 @@ class StagedStream:
             block = next(self._gen, None)
             if block is None:
                 return b""
+            if n >= len(block) and isinstance(block, bytes):
+                return block        # a whole block: no copy
             self._rest = memoryview(block)
         data, self._rest = self._rest[:n], self._rest[n:]
         return data.tobytes()

@@ -2,9 +2,15 @@
 
 import ctypes
 
+import os
+import shutil
+import tempfile
+
 import testtools
 
+from dtn_migrate.staging import copy
 from dtn_migrate.staging import libnfs
+from dtn_migrate.staging import localfs
 from dtn_migrate.staging import nfslib
 
 
@@ -61,3 +67,29 @@ class TestPread(testtools.TestCase):
         self.assertEqual(self.data[7:8], r.pread(1, 7))
         self.assertEqual(b"", r.pread(0, 7))
         self.assertEqual(b"", r.pread(1, len(self.data)))
+
+
+class TestStreamRead(testtools.TestCase):
+    def test_whole_blocks_are_handed_out_as_read(self):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        data = os.urandom(3 * 65536 + 10)
+        with open(os.path.join(root, "img"), "wb") as f:
+            f.write(data)
+        be = localfs.LocalBackend(root)
+        read = []
+        real = localfs.FileReader.pread
+
+        def pread(reader, size, offset):
+            got = real(reader, size, offset)
+            read.append(got)
+            return got
+        self.patch(localfs.FileReader, "pread", pread)
+        opts = copy.CopyOptions(block_size=65536, readers=1)
+        with copy.open_staged(be, "img", len(data), options=opts) as s:
+            first = s.read(65536)
+            self.assertIs(read[0], first)           # not copied
+            rest = [s.read(1000), s.read(1 << 20), s.read(1 << 20),
+                    s.read(1 << 20), s.read(1 << 20)]
+        self.assertEqual(data, first + b"".join(rest))
+        self.assertEqual(b"", rest[-1])
