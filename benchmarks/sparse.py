@@ -1,0 +1,549 @@
+"""Sparse images: an 8 GiB raw image that holds 10 MiB of data.
+
+Two levels, each writing its own outputs under ``--out``:
+
+``transfer`` (``--out``/transfer)
+    The image as a sparse file crosses the emulated DTN link (1 Gbit/s by
+    default) with the tools of ``benchmarks/throughput.py``, interleaved:
+    ``dtn-migrate`` (zero extents on, the default), ``dtn-migrate-nozero``
+    (``--no-zero-extents``: every zero crosses the link, as protocol 2
+    did) and ``gridftp`` (reference).  Reported: wall time, CPU-s, the
+    bytes on the veth (interface counters, both directions, headers and
+    control traffic included) and the disk space of the copy.
+
+``migration`` (``--out``/migration)
+    The image is uploaded once to Glance A of the two local clouds of
+    ``benchmarks/_clouds.py``; then, interleaved, every repetition runs:
+
+    * ``pipelined``: a dtn-migrate migration Glance A -> Glance B,
+      request to the source engine's end notification (as
+      ``benchmarks/migration.py``), with the veth's byte counters read
+      before and after;
+    * ``download``: Glance A download of the image alone (the bytes are
+      read and dropped, through ``ImageService.download``);
+    * ``upload``: Glance B upload of the same bytes alone (generated in
+      memory, through ``ImageService.upload``).
+
+    Reported: the migration against ``download + upload`` of the same
+    repetition, and the bytes on the link against the data.
+
+Targets (issue 13): bytes on the DTN link <= 1.05 x data + 1 MiB;
+migration wall time <= 1.2 x (download + upload alone).
+
+Data layout: ``--extents`` pieces of ``--data / --extents`` bytes of
+pseudo-random data (the workloads' PRNG block, stamped, nothing
+compresses) at evenly spread offsets, the first at 0 and the last ending
+at the end of the image, zeros (holes) everywhere else.
+
+Usage (root, from the repository root)::
+
+    .venv/bin/python -m benchmarks.sparse --size 8G --data 10M --reps 3 \\
+        --out doc/source/benchmarks/sparse
+    # smoke check (< 2 min per level)
+    .venv/bin/python -m benchmarks.sparse --levels transfer --size 256M \\
+        --data 2M --reps 1 --out /tmp/bench-sparse
+    .venv/bin/python -m benchmarks.sparse --levels migration --size 256M \\
+        --data 2M --reps 1 --out /tmp/bench-sparse
+
+The migration level needs what ``benchmarks/migration.py`` needs (root,
+``tools/bootstrap-clouds.sh``, RabbitMQ) and about 3 x ``--size`` free in
+``--cloud-dir`` (Glance stores keep every zero).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+
+from benchmarks import linkstats, report, throughput, workloads  # noqa: E402
+
+MiB = 1 << 20
+TARGET_LINK = 1.05           # x data, + 1 MiB
+TARGET_LINK_SLACK = MiB
+TARGET_TIME = 1.2            # x (download + upload alone)
+MIGRATION_MODES = ('pipelined', 'download', 'upload')
+
+
+def extents(size, data, count):
+    """[(offset, length)] of the data pieces, spread over ``size``."""
+    count = max(1, min(count, data))
+    piece = data // count
+    if count == 1:
+        return [(0, data)]
+    step = (size - piece) // (count - 1)
+    step -= step % 4096
+    out = [(i * step, piece) for i in range(count - 1)]
+    out.append((size - piece, piece))
+    return out
+
+
+def piece_bytes(index, length, seed):
+    """The data of piece ``index``: PRNG windows with a stamp per MiB."""
+    block = workloads._block(seed)
+    out = bytearray()
+    mib = 0
+    while len(out) < length:
+        n = min(MiB, length - len(out))
+        off = ((mib * 7919 + (index + 1) * 104729) * 4096) % \
+            (workloads.BLOCK - MiB)
+        chunk = bytearray(block[off:off + n])
+        stamp = workloads.STAMP.pack(workloads.MAGIC, seed, index, mib)
+        chunk[:min(n, len(stamp))] = stamp[:n]
+        out += chunk
+        mib += 1
+    return bytes(out)
+
+
+def image_chunks(size, layout, seed, hasher=None, chunk=MiB):
+    """The image's bytes in pieces of at most ``chunk`` (zeros shared)."""
+    zeros = bytes(chunk)
+    pos = 0
+    pieces = [(off, piece_bytes(i, n, seed)) for i, (off, n)
+              in enumerate(layout)]
+    for off, data in pieces + [(size, b'')]:
+        while pos < off:
+            n = min(chunk, off - pos)
+            z = zeros if n == chunk else zeros[:n]
+            if hasher is not None:
+                hasher.update(z)
+            yield z
+            pos += n
+        for i in range(0, len(data), chunk):
+            part = data[i:i + chunk]
+            if hasher is not None:
+                hasher.update(part)
+            yield part
+        pos += len(data)
+
+
+class SparseImage:
+    """The image as a sparse file, as a throughput dataset."""
+
+    def __init__(self, data_dir, size, data, count, seed):
+        self.size, self.data, self.count, self.seed = size, data, count, seed
+        self.layout = extents(size, data, count)
+        self.data_dir = os.path.abspath(data_dir)
+        self.name = 'sparse-%s-%s-x%d' % (workloads.format_size(size),
+                                          workloads.format_size(data), count)
+        self.root = os.path.join(self.data_dir, self.name)
+        self.files = ['sparse.raw']
+        self.path = os.path.join(self.root, self.files[0])
+        self.manifest_path = os.path.join(self.data_dir,
+                                          self.name + '.manifest.json')
+        self.total_bytes = size
+        self.sizes = {self.files[0]: size}
+        self.timings = {}
+        self.info = {'data_bytes': sum(n for _, n in self.layout),
+                     'extents': self.layout}
+
+    def ensure(self, log=print):
+        if os.path.exists(self.path) and os.path.exists(self.manifest_path) \
+                and os.stat(self.path).st_size == self.size:
+            log('image %s: reusing %s' % (self.name, self.path))
+        else:
+            self.build(log)
+        self.info['allocated_bytes'] = linkstats.allocated_bytes(
+            [self.path])
+        return self
+
+    def build(self, log=print):
+        tmp = self.root + '.tmp'
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        path = os.path.join(tmp, self.files[0])
+        t0 = time.monotonic()
+        h = hashlib.sha512()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, self.size)
+            for i, (off, n) in enumerate(self.layout):
+                os.pwrite(fd, piece_bytes(i, n, self.seed), off)
+        finally:
+            os.close(fd)
+        for part in image_chunks(self.size, self.layout, self.seed, h):
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)
+        os.rename(tmp, self.root)
+        workloads._write_json(self.manifest_path, {'files': [
+            {'name': self.files[0], 'size': self.size,
+             'sha512': h.hexdigest()}]})
+        self.timings['build_s'] = time.monotonic() - t0
+        log('image %s: %d bytes, %d of data in %d extents (%.1f s)' % (
+            self.name, self.size, self.info['data_bytes'], len(self.layout),
+            self.timings['build_s']))
+
+    def remove(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+        if os.path.exists(self.manifest_path):
+            os.unlink(self.manifest_path)
+
+
+def link_target(data_bytes):
+    return TARGET_LINK * data_bytes + TARGET_LINK_SLACK
+
+
+# ------------------------------------------------------------ transfer level
+
+def transfer_extra(results, out):
+    """Bytes on the link against the target, and the copies' disk space."""
+    ds = next(iter(results.get('datasets', {}).values()), {})
+    data = ds.get('data_bytes')
+    headers = ['link', 'tool', 'seconds: median (min–max)',
+               'MB on link (median)', 'link / data',
+               'target ≤ %.2f × data + 1 MiB' % TARGET_LINK,
+               'MB allocated at the sink']
+    rows = []
+    for s in results.get('summary', []):
+        wire = (s.get('link_bytes') or {}).get('median')
+        alloc = (s.get('dst_allocated_bytes') or {}).get('median')
+        verdict = '–'
+        if wire is not None and data:
+            verdict = 'met' if wire <= link_target(data) else 'NOT met'
+        rows.append([s['link'], s['tool'], report.fmt_range(s['seconds'], 2),
+                     report.fmt(None if wire is None else wire / 1e6),
+                     report.fmt(report.ratio(wire, data), 3), verdict,
+                     report.fmt(None if alloc is None else alloc / 1e6)])
+    note = ('Image: %s bytes, %s bytes of data in %d extents.' % (
+        ds.get('bytes'), data, len(ds.get('extents') or ())))
+    report.write_text(os.path.join(out, 'link.rst'),
+                      note + '\n\n' + report.rst_table(headers, rows))
+    report.write_text(os.path.join(out, 'link.md'),
+                      note + '\n\n' + report.markdown_table(headers, rows))
+    print(report.text_table(headers, rows))
+    values = {}
+    for s in results.get('summary', []):
+        if s.get('link_bytes'):
+            values.setdefault(s['tool'], {})[s['link']] = {
+                k: (max(v, 1) / 1e6 if k in ('median', 'min', 'max') else v)
+                for k, v in s['link_bytes'].items()}
+    if values:
+        links = results['settings']['links']
+        report.grouped_bars(
+            os.path.join(out, 'link-bytes.png'), links,
+            [t for t in results['settings']['tools'] if t in values], values,
+            ylabel='MB on the link (log)', xlabel='link', log=True,
+            title='sparse image: bytes on the DTN link',
+            hlines={link: (link_target(data) / 1e6,
+                           'target %.1f MB' % (link_target(data) / 1e6))
+                    for link in links} if data else None)
+
+
+def run_transfer(args):
+    image = SparseImage(args.data_dir, args.size, args.data, args.extents,
+                        args.seed)
+    targs = argparse.Namespace(
+        links=args.links, tools=args.tools, reps=args.reps, mtu=args.mtu,
+        warm='off', data_dir=args.data_dir, dst_dir=args.dst_dir,
+        remove_data=args.remove_data, out=os.path.join(args.out, 'transfer'),
+        streams=None, object_size=None, timeout=args.timeout,
+        gridftp_parallel=4, gridftp_cc=1, xrdcp_streams=1, xrdcp_parallel=4,
+        iperf3_streams=4, title='Sparse image (transfer)')
+    title = '%s raw, %s data' % (workloads.format_size(args.size),
+                                 workloads.format_size(args.data))
+    rc = throughput.measure(targs, {'sparse': image}, {'sparse': title})
+    with open(os.path.join(targs.out, 'results.json')) as f:
+        transfer_extra(json.load(f), targs.out)
+    return rc
+
+
+# ----------------------------------------------------------- migration level
+
+def _migration_bench():
+    # Imported here: the transfer level needs no OpenStack libraries.
+    from benchmarks import migration
+
+    class SparseBench(migration.Bench):
+        """migration.Bench with a sparse source image, the Glance
+        download / upload alone, and the veth's byte counters.
+        """
+
+        def upload_source(self):
+            args = self.args
+            self.layout = extents(args.size, args.data, args.extents)
+            images = self.clouds.a.images()
+            image = images.create({'name': 'bench-sparse',
+                                   'disk_format': 'raw',
+                                   'container_format': 'bare'})
+            hashes = []
+
+            def open_stream():
+                hashes.append(hashlib.sha512())
+                return image_chunks(args.size, self.layout, args.seed,
+                                    hashes[-1])
+            self.log('uploading the sparse %s image to Glance A'
+                     % workloads.format_size(args.size))
+            t0 = time.monotonic()
+            image = images.upload(image['id'], open_stream, args.size)
+            sha = hashes[-1].hexdigest()
+            if image.get('os_hash_value') != sha:
+                raise migration.BenchError('Glance A stored the image '
+                                           'wrongly: %s' % image)
+            self.source = {'image_id': image['id'], 'size': args.size,
+                           'sha512': sha, 'seed': args.seed,
+                           'upload_seconds': time.monotonic() - t0,
+                           'data_bytes': sum(n for _, n in self.layout),
+                           'extents': self.layout}
+
+        def run_mode(self, mode):
+            cpu = self.cpu.snapshot()
+            before = linkstats.counters(self.clouds.lab)
+            if mode == 'download':
+                results = self.run_download()
+            elif mode == 'upload':
+                results = self.run_upload()
+            else:
+                results = self.run_migration(mode)
+            extra = results[0][2]
+            extra['link'] = linkstats.delta(
+                before, linkstats.counters(self.clouds.lab))
+            extra['cpu_seconds'] = self.cpu.delta(cpu, self.cpu.snapshot())
+            return results
+
+        def run_download(self):
+            images = self.clouds.a.images()
+            h = hashlib.sha512() if self.args.check_download else None
+            n = 0
+            t0 = time.monotonic()
+            for chunk in images.download(self.source['image_id']):
+                n += len(chunk)
+                if h is not None:
+                    h.update(chunk)
+            seconds = time.monotonic() - t0
+            if n != self.source['size'] or (
+                    h is not None and h.hexdigest() != self.source['sha512']):
+                raise migration.BenchError('download: %d bytes, not the '
+                                           'image' % n)
+            return [('download', seconds, {})]
+
+        def run_upload(self):
+            images = self.clouds.b.images()
+            t0 = time.monotonic()
+            image = images.create({'name': 'bench-upload-alone',
+                                   'disk_format': 'raw',
+                                   'container_format': 'bare'})
+            image = images.upload(
+                image['id'], lambda: image_chunks(
+                    self.source['size'], self.layout, self.args.seed),
+                self.source['size'])
+            seconds = time.monotonic() - t0
+            self.check_peer_image(image['id'])
+            return [('upload', seconds, {})]
+
+        # -------------------------------------------------- results
+
+        def save(self, final=False):
+            out = self.args.out
+            rows = self.rows()
+            report.write_json(os.path.join(out, 'results.json'), {
+                'command': report.command_line(),
+                'machine': report.machine_info(),
+                'settings': self.settings, 'source': self.source,
+                'complete': final, 'samples': self.samples,
+                'failures': self.failures, 'summary': rows})
+            if final:
+                self.emit_sparse(rows)
+
+        def rows(self):
+            out = {}
+            for what in MIGRATION_MODES:
+                runs = [s for s in self.samples if s['what'] == what]
+                if not runs:
+                    continue
+                wire = [(s['extra'].get('link') or {}).get('total')
+                        for s in runs]
+                own = [sum(s['extra']['cpu_seconds'].get(n, 0)
+                           for n in migration.OWN if n not in (
+                               'glance-a', 'glance-b', 'keystone',
+                               'benchmark process'))
+                       for s in runs if 'cpu_seconds' in s['extra']]
+                out[what] = {'seconds': report.summarize(
+                    [s['seconds'] for s in runs]),
+                    'link_bytes': report.summarize(wire),
+                    'dtn_migrate_cpu_s': report.summarize(own)}
+            base = []
+            for rep in range(self.settings.get('repeat', 0)):
+                d = self.seconds('download', rep)
+                u = self.seconds('upload', rep)
+                p = self.seconds('pipelined', rep)
+                if d and u and p:
+                    base.append(p[0] / (d[0] + u[0]))
+            out['pipelined/(download+upload)'] = report.summarize(base)
+            return out
+
+        def emit_sparse(self, rows):
+            out = self.args.out
+            data = self.source.get('data_bytes') or 0
+            headers = ['run', 'seconds: median (min–max)',
+                       'MB on link (median)', 'link / data',
+                       'engines + agents CPU-s (median)']
+            table = []
+            for what in MIGRATION_MODES:
+                r = rows.get(what)
+                if not r:
+                    continue
+                wire = r['link_bytes']['median']
+                table.append([what, report.fmt_range(r['seconds'], 1),
+                              report.fmt(None if wire is None
+                                         else wire / 1e6, 2),
+                              report.fmt(report.ratio(wire, data), 3)
+                              if what == 'pipelined' else '–',
+                              report.fmt(r['dtn_migrate_cpu_s']['median'])])
+            ratio = rows['pipelined/(download+upload)']
+            wire = (rows.get('pipelined') or {}).get('link_bytes', {})
+            wire = wire.get('median')
+            theaders = ['target', 'value', 'verdict']
+            trows = []
+            if ratio['n']:
+                trows.append([
+                    'migration ≤ %.1f × (download + upload alone)'
+                    % TARGET_TIME, report.fmt_range(ratio, 2),
+                    'met' if ratio['median'] <= TARGET_TIME else 'NOT met'])
+            if wire is not None and data:
+                trows.append([
+                    'link bytes ≤ %.2f × data + 1 MiB (%.2f MB)' % (
+                        TARGET_LINK, link_target(data) / 1e6),
+                    '%.2f MB' % (wire / 1e6),
+                    'met' if wire <= link_target(data) else 'NOT met'])
+            text = (report.rst_table(headers, table) + '\n' +
+                    report.rst_table(theaders, trows) + '\nCommand::\n\n'
+                    '    %s\n' % report.command_line())
+            report.write_text(os.path.join(out, 'results.rst'), text)
+            report.write_text(os.path.join(out, 'results.md'),
+                              report.markdown_table(headers, table) + '\n' +
+                              report.markdown_table(theaders, trows))
+            print(report.text_table(headers, table))
+            print(report.text_table(theaders, trows))
+            self.plot_sparse(rows, os.path.join(out, 'sparse.png'))
+
+        def plot_sparse(self, rows, path):
+            if not all(k in rows for k in MIGRATION_MODES):
+                return
+            plt = report._pyplot()
+            fig, ax = plt.subplots(figsize=(6.4, 3.2))
+            p = rows['pipelined']['seconds']
+            ax.bar([0], [p['median']], 0.6, color=report.PALETTE[0],
+                   edgecolor='black', linewidth=0.5, zorder=2)
+            ax.errorbar([0], [p['median']],
+                        yerr=[[p['median'] - p['min']],
+                              [p['max'] - p['median']]], fmt='none',
+                        ecolor='black', capsize=2, zorder=3)
+            bottom = 0.0
+            for j, what in enumerate(('download', 'upload')):
+                m = rows[what]['seconds']['median']
+                ax.bar([1], [m], 0.6, bottom=bottom,
+                       color=report.PALETTE[1 + j],
+                       hatch=report.HATCHES[1 + j], edgecolor='black',
+                       linewidth=0.5, zorder=2,
+                       label='Glance %s alone (%.1f s)' % (
+                           'A download' if what == 'download'
+                           else 'B upload', m))
+                bottom += m
+            ax.axhline(bottom * TARGET_TIME, color='grey', linestyle=':',
+                       linewidth=0.8,
+                       label='target: %.1f × (download + upload)'
+                       % TARGET_TIME)
+            ax.set_xticks([0, 1])
+            ax.set_xticklabels(['dtn-migrate pipelined',
+                                'download + upload alone'])
+            ax.set_ylabel('time (s)')
+            ax.set_title('sparse %s raw image (%s data), %s DTN link' % (
+                workloads.format_size(self.source['size']),
+                workloads.format_size(self.source['data_bytes']),
+                self.settings.get('rate') or 'unlimited'))
+            ax.legend(frameon=False, fontsize=7, loc='upper center',
+                      ncol=2, bbox_to_anchor=(0.5, -0.15))
+            fig.savefig(path)
+            plt.close(fig)
+
+    return migration, SparseBench
+
+
+def run_migration(args):
+    from benchmarks import _clouds
+    migration, SparseBench = _migration_bench()
+    why = _clouds.check()
+    if why:
+        print('migration level cannot run: %s' % why, flush=True)
+        return 1
+    margs = argparse.Namespace(
+        size=args.size, data=args.data, extents=args.extents,
+        seed=args.seed, repeat=args.reps, modes=list(MIGRATION_MODES),
+        rate=args.rate, mtu=args.mtu, data_dir=args.cloud_dir,
+        timeout=args.timeout or max(900.0, args.size / 5e6),
+        out=os.path.join(args.out, 'migration'), keep=False,
+        check_download=args.check_download)
+    os.makedirs(margs.out, exist_ok=True)
+    bench = SparseBench(margs)
+    bench.settings = {'size': args.size, 'data': args.data,
+                      'extents': args.extents, 'repeat': args.reps,
+                      'modes': margs.modes, 'rate': args.rate,
+                      'mtu': args.mtu, 'engine': migration.ENGINE,
+                      'data_dir': args.cloud_dir}
+    t0 = time.monotonic()
+    try:
+        bench.setup()
+        bench.run()
+    finally:
+        errors = bench.close()
+        if errors:
+            print('cleanup errors: %s' % '; '.join(errors), flush=True)
+    bench.settings['runtime_seconds'] = time.monotonic() - t0
+    bench.save(final=True)
+    print('runtime %.0f s; results in %s' % (
+        bench.settings['runtime_seconds'], margs.out), flush=True)
+    return 1 if bench.failures else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog='python -m benchmarks.sparse',
+        description=__doc__.split('\n')[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument('--levels', default='transfer,migration')
+    ap.add_argument('--size', type=workloads.parse_size, default='8G')
+    ap.add_argument('--data', type=workloads.parse_size, default='10M')
+    ap.add_argument('--extents', type=int, default=10)
+    ap.add_argument('--seed', type=int, default=workloads.DEFAULT_SEED)
+    ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--links', default='1gbit',
+                    help='transfer level: links (see throughput.py)')
+    ap.add_argument('--tools', default='dtn-migrate,dtn-migrate-nozero,'
+                    'gridftp', help='transfer level: tools')
+    ap.add_argument('--rate', default='1gbit',
+                    help="migration level: the DTN link's tc rate")
+    ap.add_argument('--mtu', type=int, default=1500)
+    ap.add_argument('--data-dir', default=workloads.DEFAULT_DATA_DIR)
+    ap.add_argument('--dst-dir', default='/dev/shm/dtnm-bench/dst')
+    ap.add_argument('--cloud-dir', default='/var/tmp',
+                    help='migration level: Glance stores and staging')
+    ap.add_argument('--check-download', action='store_true',
+                    help='migration level: sha512 the download alone too '
+                    '(costs CPU the migration does not spend)')
+    ap.add_argument('--remove-data', action='store_true')
+    ap.add_argument('--timeout', type=float, default=None)
+    ap.add_argument('--out', default='doc/source/benchmarks/sparse')
+    args = ap.parse_args(argv)
+    levels = [x for x in args.levels.split(',') if x]
+    rc = 0
+    signal.signal(signal.SIGHUP, lambda s, f: sys.exit(128 + s))
+    for level in levels:
+        if level == 'transfer':
+            rc |= run_transfer(args) or 0
+        elif level == 'migration':
+            rc |= run_migration(args) or 0
+        else:
+            ap.error('unknown level %r (transfer, migration)' % level)
+    return rc
+
+
+if __name__ == '__main__':
+    sys.exit(main())
