@@ -26,16 +26,28 @@ class AgentManager:
       tells the peer of it; list_incoming entries give wanted_attempt;
       set_import_report returns the record without its report.
     * 1.3 - peer_health.
+    * 1.4 - ping says which events this agent pushes to its engine
+      (``pushes``); get_peer_report answers from a kept-open report
+      channel to the peer.
     """
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
-    def __init__(self, host, outgoing, sink, incoming=None, health=None):
+    def __init__(self, host, outgoing, sink, incoming=None, health=None,
+                 channels=None, pushes=(), on_report=None):
+        """``channels``: report channels to the peers (None: one
+        connection per get_peer_report); ``pushes``: the kinds of events
+        pushed to the engine; ``on_report(transfer_id)``: this cloud's
+        import report of a transfer changed.
+        """
         self.host = host
         self.outgoing = outgoing
         self.sink = sink
         self.incoming = incoming
         self.health = health
+        self.channels = channels
+        self.pushes = list(pushes)
+        self.on_report = on_report
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_transfer(self, ctxt, peer, files, options=None,
@@ -90,8 +102,11 @@ class AgentManager:
         """
         tid = ids.check_id(transfer_id)
         live = self.sink.status(tid, with_files=False)
-        return self._incoming().set_report(tid, report,
-                                           live and live.get("peer"))
+        rec = self._incoming().set_report(tid, report,
+                                          live and live.get("peer"))
+        if self.on_report is not None:
+            self.on_report(tid)
+        return rec
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def get_peer_report(self, ctxt, peer, transfer_id, attempt=1):
@@ -108,6 +123,8 @@ class AgentManager:
             report.check_attempt(attempt, lowest=1)
         except ValueError as exc:
             raise exception.InvalidInput(reason=str(exc))
+        if self.channels is not None:
+            return self.channels.get(peer, tid, attempt)
         target = self.outgoing.peers.source_peer(peer)
         try:
             raw = report.query_report(target, tid, self.outgoing.local_name,
@@ -178,6 +195,7 @@ class AgentManager:
         root = getattr(self.sink, "root", None)
         if root is not None:
             pong["staging_root"] = root.path
+        pong["pushes"] = self.pushes
         return pong
 
     def _incoming(self):

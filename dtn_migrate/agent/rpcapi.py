@@ -13,7 +13,7 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
@@ -54,7 +54,8 @@ class AgentAPI:
                           transfer_id=transfer_id, name=name)
 
     def ping(self, ctxt, host):
-        # 1.1: the reply names the staging root, which engines rely on.
+        # 1.1: the reply names the staging root, which engines rely on;
+        # 1.4 agents add what they push (an older one: nothing).
         return self._call(ctxt, host, 'ping', version='1.1')
 
     def set_import_report(self, ctxt, host, transfer_id, report):

@@ -6,14 +6,17 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_service import service
 
+from dtn_migrate.agent import channels
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import peers
+from dtn_migrate.agent import pusher
 from dtn_migrate.agent import reports
 from dtn_migrate.agent import rpcapi
 from dtn_migrate.agent import transfers
 from dtn_migrate.conf import transfer as transfer_conf
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import rpc
+from dtn_migrate.transfer import report as report_mod
 from dtn_migrate.transfer import sink
 
 LOG = logging.getLogger(__name__)
@@ -53,19 +56,33 @@ class AgentService(service.Service):
         self.incoming = reports.IncomingStore(
             self.outgoing.state_dir,
             retention=conf.agent.incoming_retention_days * 86400)
+        # Report channels: the peers' agents keep a REPORT connection
+        # open and this sink pushes each new report over it.
+        self.feed = report_mod.ReportFeed(self.report_for)
+        self.pusher = None
+        pushes = ()
+        if conf.agent.notify_engine:
+            self.pusher = pusher.EventPusher(self._push_event,
+                                             conf.agent.event_interval)
+            pushes = ("watermark", "transfer", "report")
+            self.outgoing.on_status = self.on_transfer_status
         self.sink = sink.SinkServer(
             conf.agent.staging_root, self.cfg, self.host, self.peers.key,
             host=conf.agent.listen_address, port=conf.agent.listen_port,
             tls_context=peers.server_tls_context(conf),
             require_tls=self.peers.require_tls, rdma_device=self.rdma,
-            reports=self.report_for, on_incoming=self.on_incoming,
-            owner=self.incoming.owner, on_session=self.on_session)
+            reports=self.feed, on_incoming=self.on_incoming,
+            owner=self.incoming.owner, on_session=self.on_session,
+            listener=self.on_file_event if self.pusher else None)
         self.health = peers.PeerHealth.from_conf(
             conf, self.peers, self.host, self.cfg,
             last_transfer=self.outgoing.last_completed)
-        self.manager = manager.AgentManager(self.host, self.outgoing,
-                                            self.sink, self.incoming,
-                                            self.health)
+        self.channels = channels.ReportChannels(
+            self.outgoing, on_report=self.on_peer_report)
+        self.manager = manager.AgentManager(
+            self.host, self.outgoing, self.sink, self.incoming, self.health,
+            channels=self.channels, pushes=pushes,
+            on_report=self.feed.changed)
         self.engine = None
         self.rpcserver = None
         self._stopped = threading.Event()
@@ -82,6 +99,46 @@ class AgentService(service.Service):
                  self.sink.port)
         if self.conf.agent.auto_resume:
             self.outgoing.resume_interrupted()
+        if self.pusher is not None:
+            threading.Thread(target=self._progress_loop, daemon=True,
+                             name="transfer-progress").start()
+
+    # Events pushed to this cloud's engine.
+    def on_file_event(self, transfer_id, name):
+        """The sink's listener: a file's watermark or state changed."""
+        self.pusher.push("watermark", transfer_id, name,
+                         lambda: self.sink.watermark(transfer_id, name))
+
+    def on_transfer_status(self, transfer_id):
+        """An outgoing transfer's saved status changed."""
+        if self.pusher is not None:
+            self.pusher.push("transfer", transfer_id, None,
+                             lambda: self._transfer_status(transfer_id))
+
+    def _transfer_status(self, transfer_id):
+        try:
+            return self.outgoing.get(transfer_id)
+        except Exception:  # noqa: B902 - the engine asks then
+            return None
+
+    def _progress_loop(self):
+        """Push the progress of running outgoing transfers."""
+        interval = self.conf.agent.progress_event_interval
+        while not self._stopped.wait(interval):
+            for tid in self.outgoing.running_ids():
+                self.on_transfer_status(tid)
+
+    def on_peer_report(self, transfer_id, report):
+        """A report channel got a new report from the peer."""
+        if self.pusher is not None:
+            self.pusher.push("report", transfer_id, None, lambda: report)
+
+    def _push_event(self, kind, transfer_id, name, info):
+        if self.engine is None:
+            self.engine = engine_rpcapi.EngineAPI(
+                timeout=10, retry=2, transport=self.transport)
+        self.engine.transfer_event({}, kind, transfer_id, name=name,
+                                   info=info)
 
     def on_session(self, transfer_id, peer, epoch):
         """A peer begins a session of ``transfer_id`` (called by the sink
@@ -138,6 +195,9 @@ class AgentService(service.Service):
             self.rpcserver.stop()
             self.rpcserver.wait()
         self.outgoing.stop()
+        self.channels.close()
+        if self.pusher is not None:
+            self.pusher.close()
         self.health.close()
         self.sink.stop()
         if self.rdma is not None:

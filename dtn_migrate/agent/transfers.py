@@ -70,6 +70,8 @@ class OutgoingTransfers:
         self.slots = threading.BoundedSemaphore(conf.agent.max_outgoing)
         self.stopping = threading.Event()
         self._last = None           # peer -> (finished epoch, bytes/s)
+        #: Called with a transfer id whenever its saved status changed.
+        self.on_status = None
 
     # Requests.
     def start(self, peer, files, options=None, transfer_id=None):
@@ -391,7 +393,13 @@ class OutgoingTransfers:
         status.setdefault("transfer_id", transfer_id)
         return status
 
+    def running_ids(self):
+        with self.lock:
+            return list(self.running)
+
     def _save_status(self, transfer_id, status):
         status = dict(status, transfer_id=transfer_id)
         dataset.write_json_atomic(
             os.path.join(self._dir(transfer_id), "status.json"), status)
+        if self.on_status is not None:
+            self.on_status(transfer_id)

@@ -45,6 +45,17 @@ agent_opts = [
         help='Tell this cloud\'s dtn-migrate-engine (RPC cast '
              'incoming_transfer) when a peer DTN starts sending a '
              'transfer. Failures are logged; transfers never wait for it.'),
+    cfg.FloatOpt(
+        'event_interval', default=0.25, min=0.01,
+        help='With notify_engine: the agent pushes the watermarks of '
+             'incoming files, the status of outgoing transfers and the '
+             'peers\' import reports to its engine (RPC cast '
+             'transfer_event); at most one event per file or transfer '
+             'every this many seconds, unless its state changed.'),
+    cfg.FloatOpt(
+        'progress_event_interval', default=2.0, min=0.1,
+        help='Seconds between two pushes of a running outgoing '
+             'transfer\'s progress to the engine.'),
     cfg.IntOpt(
         'incoming_retention_days', default=7, min=0,
         help='Days the record of a received transfer is kept once its '

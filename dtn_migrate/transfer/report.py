@@ -5,13 +5,33 @@ pulled by the sending side over an authenticated connection, so that
 status crosses clouds only on the DTN-to-DTN link.  The asker names the
 attempt it waits for (CONNECT ``epoch``), so that the sink's side learns
 of a retried migration.
+
+A REPORT connection may stay open (a report channel): after its first
+REPORT frame, a sink whose report lookup can say when a report changed
+(see :class:`ReportFeed`) sends the report again on the same connection
+each time it changes, and every ``KEEPALIVE`` seconds unchanged, until
+the asker closes it.  The frames are those of a one-shot answer, so an
+asker that reads one frame and closes (an older agent) is served as
+before, and :class:`ReportChannel` reconnects to a sink that closes
+after one frame (an older sink), every ``retry`` seconds.
 """
 
+import logging
 import os
+import select
+import threading
+import time
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import source
+
+LOG = logging.getLogger(__name__)
+
+#: Seconds between two sends of an unchanged report on a report channel.
+KEEPALIVE = 30.0
+#: Seconds between two checks that the asker is still there.
+CHECK_INTERVAL = 1.0
 
 
 def check_attempt(value, lowest=0):
@@ -71,3 +91,169 @@ def query_report(peer, transfer_id, local_name, cfg, timeout=None,
         raise errors.PeerError("%s refused the report request: %s"
                                % (peer.name, msg.message), msg.code)
     return msg.body if msg.found else None
+
+
+class ReportFeed:
+    """Tells a sink's report channels that a transfer's report changed:
+    ``changed(tid)`` bumps its version and wakes the channels of it.
+    Calling the feed looks the report up (``lookup(tid, peer, attempt)``).
+    """
+
+    def __init__(self, lookup):
+        self.lookup = lookup
+        self.cond = threading.Condition()
+        self.versions = {}
+
+    def __call__(self, transfer_id, peer, attempt):
+        return self.lookup(transfer_id, peer, attempt)
+
+    def version(self, transfer_id):
+        with self.cond:
+            return self.versions.get(transfer_id, 0)
+
+    def changed(self, transfer_id):
+        with self.cond:
+            self.versions[transfer_id] = \
+                self.versions.get(transfer_id, 0) + 1
+            self.cond.notify_all()
+
+    def forget(self, transfer_id):
+        with self.cond:
+            self.versions.pop(transfer_id, None)
+
+    def wait(self, transfer_id, version, timeout):
+        """The version of ``transfer_id``'s report once it is not
+        ``version`` any more, or after ``timeout`` seconds.
+        """
+        with self.cond:
+            self.cond.wait_for(
+                lambda: self.versions.get(transfer_id, 0) != version,
+                timeout)
+            return self.versions.get(transfer_id, 0)
+
+
+def _asker_left(conn):
+    """The asker closed the connection (it never sends after CONNECT:
+    anything readable is its end).
+    """
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def serve_updates(conn, transfer_id, sent, lookup, feed, stopping,
+                  keepalive=None, check=None, version=None):
+    """Keep a REPORT connection open after its first answer ``sent``
+    (bytes or None, looked up at the feed's ``version``): send
+    ``lookup()`` again whenever ``feed`` says the report of
+    ``transfer_id`` changed (if it did) and every ``keepalive`` seconds;
+    return when the asker closes the connection or ``stopping`` (an
+    Event) is set.
+    """
+    keepalive = KEEPALIVE if keepalive is None else keepalive
+    check = CHECK_INTERVAL if check is None else check
+    if version is None:
+        version = feed.version(transfer_id)
+    last = time.monotonic()
+    while not stopping.is_set():
+        new = feed.wait(transfer_id, version, check)
+        if _asker_left(conn):
+            return
+        now = time.monotonic()
+        if new == version and now - last < keepalive:
+            continue
+        version = new
+        body = lookup()
+        if body == sent and now - last < keepalive:
+            continue
+        conn.send(P.Report(1, body) if body is not None else P.Report(0))
+        sent, last = body, now
+
+
+class ReportChannel:
+    """A kept-open REPORT connection to ``peer`` for ``transfer_id`` and
+    ``attempt``: ``on_report(body or None)`` is called with each report
+    the peer sends (first answer, changes, keepalives), ``on_error(exc)``
+    when the connection fails; it reconnects after ``retry`` seconds
+    until :meth:`close`.
+    """
+
+    def __init__(self, peer, transfer_id, local_name, cfg, attempt,
+                 on_report, on_error=None, retry=5.0, keepalive=KEEPALIVE):
+        self.peer = peer
+        self.tid = _transfer_bytes(transfer_id)
+        self.local_name = local_name
+        self.cfg = cfg
+        self.attempt = check_attempt(attempt)
+        self.on_report = on_report
+        self.on_error = on_error
+        self.retry = retry
+        self.keepalive = keepalive
+        self.closed = threading.Event()
+        self.conn = None
+        self.connections = 0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(
+            target=self._run, daemon=True,
+            name="report-%s-%s" % (peer.name, self.tid.hex()[:8]))
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def close(self):
+        self.closed.set()
+        with self.lock:
+            conn = self.conn
+        if conn is not None:
+            conn.shutdown()
+
+    def _run(self):
+        while not self.closed.is_set():
+            try:
+                self._serve()
+            except (ConnectionError, OSError, errors.TransferError) as exc:
+                if self.closed.is_set():
+                    return
+                if self.on_error is not None:
+                    self.on_error(exc)
+            self.closed.wait(self.retry)
+
+    def _serve(self):
+        conn, _ack = source.open_connection(self.peer, P.Connect(
+            P.VERSION, P.VERSION, P.Role.REPORT, 0, P.Caps.NONE, self.tid,
+            self.attempt, self.cfg.object_size, 1, os.urandom(32),
+            self.local_name), self.cfg)
+        with self.lock:
+            self.conn = conn
+            self.connections += 1
+        try:
+            if self.closed.is_set():
+                return
+            # A live sink sends at least every keepalive seconds.
+            conn.settimeout(3 * self.keepalive)
+            frames = 0
+            while not self.closed.is_set():
+                try:
+                    msg = conn.recv(expect=(P.MsgType.REPORT,
+                                            P.MsgType.ERROR))
+                except (ConnectionError, OSError) as exc:
+                    if not frames:
+                        raise
+                    # A sink that answers once and closes (an older
+                    # one), or a channel cut short: asked again later.
+                    LOG.debug("report channel to %s ended: %s",
+                              self.peer.name, exc)
+                    return
+                frames += 1
+                if isinstance(msg, P.Error):
+                    raise errors.PeerError(
+                        "%s refused the report request: %s"
+                        % (self.peer.name, msg.message), msg.code)
+                self.on_report(msg.body if msg.found else None)
+        finally:
+            with self.lock:
+                self.conn = None
+            conn.close()

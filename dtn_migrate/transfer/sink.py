@@ -43,6 +43,7 @@ from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import mounts
 from dtn_migrate.transfer import paths
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import report as report_mod
 from dtn_migrate.transfer import sinkfile
 from dtn_migrate.transfer import sinkhash
 from dtn_migrate.transfer import sinkrecv
@@ -397,9 +398,30 @@ class SinkServer:
 
     def _report(self, conn, connect):
         """Answer a REPORT connection with the transfer's report, if
-        this peer may read it; no session or record is created.
+        this peer may read it; no session or record is created.  With a
+        report lookup that tells changes (``report.ReportFeed``), the
+        connection stays open and carries each new report (a report
+        channel) until the asker closes it.
         """
         tid = connect.transfer_id.hex()
+        feed = self.reports if getattr(self.reports, "wait", None) \
+            else None
+        # Before the lookup: a change during it is sent next.
+        version = feed.version(tid) if feed is not None else 0
+        body = self._report_body(conn, connect, tid)
+        conn.send(P.ConnectAck(0, connect.object_size, 1, 0,
+                               P.DataPlane.TCP, self.name))
+        conn.send(P.Report(1, body) if body is not None else P.Report(0))
+        LOG.debug("sink %s: report of transfer %s for %s: %s", self.name,
+                  tid, connect.peer, "sent" if body is not None else "none")
+        if feed is not None:
+            report_mod.serve_updates(
+                conn, tid, body,
+                lambda: self._report_body(conn, connect, tid),
+                feed, self._stopping, version=version)
+
+    def _report_body(self, conn, connect, tid):
+        """The report bytes ``connect.peer`` may read, or None."""
         body = None
         owner = self._owner(tid)
         if owner is not None and owner != connect.peer:
@@ -418,11 +440,7 @@ class SinkServer:
                           "at most %d; not sent", self.name, tid,
                           P.MAX_REPORT)
                 body = None
-        conn.send(P.ConnectAck(0, connect.object_size, 1, 0,
-                               P.DataPlane.TCP, self.name))
-        conn.send(P.Report(1, body) if body is not None else P.Report(0))
-        LOG.debug("sink %s: report of transfer %s for %s: %s", self.name,
-                  tid, connect.peer, "sent" if body is not None else "none")
+        return body
 
     def _data(self, conn, connect):
         key = (connect.peer, connect.transfer_id.hex())

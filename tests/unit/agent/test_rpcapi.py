@@ -26,7 +26,7 @@ class TestAgentAPI(testtools.TestCase):
     def test_server_speaks_the_client_version(self):
         self.assertEqual(rpcapi.AgentAPI.VERSION,
                          manager.AgentManager.target.version)
-        self.assertEqual("1.3", rpcapi.AgentAPI.VERSION)
+        self.assertEqual("1.4", rpcapi.AgentAPI.VERSION)
 
     def test_ping_needs_the_staging_root(self):
         self.api.ping({}, "dtn1")

@@ -249,4 +249,4 @@ class TestManager(testtools.TestCase):
                             uuid.uuid4().hex, "x")
         self.assertExpected(exception.InvalidInput, m.get_incoming, {}, "zz")
         self.assertEqual({"host": "here", "peers": ["east"],
-                          "listen_port": 1}, m.ping({}))
+                          "listen_port": 1, "pushes": []}, m.ping({}))
