@@ -43,6 +43,7 @@ Results and their discussion: doc/source/benchmarks-migration.rst.
 import argparse
 import datetime
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -56,6 +57,7 @@ import uuid
 import oslo_messaging as messaging
 
 from benchmarks import _clouds
+from benchmarks import linkstats
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate import devcloud
@@ -73,6 +75,11 @@ LABELS = {"pipelined": "dtn-migrate pipelined",
           "export": "export alone", "transfer": "transfer alone",
           "import": "import alone"}
 TARGET = 1.15
+#: Issue 13: glance-download / pipelined >= 2, and dtn-migrate's own
+#: processes (both engines and both agents) <= 5 CPU-s per GiB.
+TARGET_GLANCE = 2.0
+TARGET_CPU_GIB = 5.0
+DTN = ["engine-a", "agent-a", "agent-b", "engine-b"]
 #: Process groups of the clouds (the benchmark process runs the stages
 #: export and import alone, and the relay of glance-download).
 OWN = ["glance-a", "engine-a", "agent-a", "agent-b", "engine-b", "glance-b",
@@ -448,23 +455,41 @@ class Bench:
                                  "container_format": "bare"})
         image = images_b.upload(
             image["id"], lambda: copy.open_staged(
-                backend_b, data, size, expected_sha512=sha, options=opts),
-            size)
+                backend_b, data, size, options=opts,
+                **self.import_hashing(sha)), size)
         out.append(("import", time.monotonic() - t0, {
             "cpu_seconds": self.cpu.delta(cpu, self.cpu.snapshot())}))
         self.check_peer_image(image["id"])
         return out
 
+    def import_hashing(self, sha):
+        """open_staged's hashing arguments for the import alone: as the
+        engine's import does (``--import-sha512 auto``: no sha512 pass of
+        its own when open_staged can skip it, since Glance B computes
+        os_hash_value, which check_peer_image compares), or always
+        (``on``: the import before issue 13).
+        """
+        mode = getattr(self.args, "import_sha512", "auto")
+        can_skip = "digest" in inspect.signature(copy.open_staged).parameters
+        if mode == "on" or not can_skip:
+            return {"expected_sha512": sha}
+        return {"expected_sha512": None, "digest": False}
+
     def run_mode(self, mode):
+        before = linkstats.counters(self.clouds.lab)
         if mode == "stages":
-            return self.run_stages()
-        cpu = self.cpu.snapshot()
-        if mode == "glance-download":
-            results = self.run_glance_download()
+            results = self.run_stages()
         else:
-            results = self.run_migration(mode)
-        results[0][2]["cpu_seconds"] = self.cpu.delta(cpu,
-                                                      self.cpu.snapshot())
+            cpu = self.cpu.snapshot()
+            if mode == "glance-download":
+                results = self.run_glance_download()
+            else:
+                results = self.run_migration(mode)
+            results[0][2]["cpu_seconds"] = self.cpu.delta(
+                cpu, self.cpu.snapshot())
+        link = linkstats.delta(before, linkstats.counters(self.clouds.lab))
+        for _name, _seconds, extra in results:
+            extra["mode_link_bytes"] = link
         return results
 
     # ------------------------------------------------------------ loop
@@ -657,6 +682,12 @@ class Bench:
                           report.markdown_table(headers, rows) + "\n" +
                           report.markdown_table(rheaders, rrows) + "\n" +
                           "Command: `%s`\n" % command)
+        gheaders, grows = self.targets_table(ratios)
+        print(report.text_table(gheaders, grows))
+        report.write_text(os.path.join(out, "targets.rst"),
+                          report.rst_table(gheaders, grows) + "\n")
+        report.write_text(os.path.join(out, "targets.md"),
+                          report.markdown_table(gheaders, grows) + "\n")
         cheaders, crows = self.cpu_table()
         if crows:
             print(report.text_table(cheaders, crows))
@@ -672,6 +703,7 @@ class Bench:
             report.write_text(os.path.join(out, "timeline.md"),
                               report.markdown_table(theaders, trows) + "\n")
         self.plot(summary, os.path.join(out, "migration.png"))
+        self.plot_cpu(os.path.join(out, "cpu.png"))
 
     def timeline_table(self):
         """Medians of when each stage of a migration was first seen
@@ -702,8 +734,11 @@ class Bench:
         cores the whole machine kept busy (other jobs included).
         """
         headers = ["run"] + OWN + ["own total", "rabbitmq (shared)",
-                                   "other", "cores busy"]
+                                   "other", "cores busy",
+                                   "dtn-migrate (engines + agents)",
+                                   "dtn-migrate CPU-s/GiB"]
         rows = []
+        gib = (self.source.get("size") or 0) / (1 << 30)
         for what in WHOLE + STAGES:
             cpus = [s["extra"]["cpu_seconds"] for s in self.samples
                     if s["what"] == what and "cpu_seconds" in s["extra"]]
@@ -720,10 +755,41 @@ class Bench:
                          - c.get("rabbitmq (shared)", 0) for c in cpus])
             busy = med([c["machine busy"] / c["wall"] for c in cpus
                         if c["wall"]])
+            dtn = med([sum(c.get(n, 0) for n in DTN) for c in cpus])
             rows.append([LABELS[what]] + [report.fmt(v) for v in cells] +
                         [report.fmt(own), report.fmt(rabbit),
-                         report.fmt(other), report.fmt(busy, 2)])
+                         report.fmt(other), report.fmt(busy, 2),
+                         report.fmt(dtn),
+                         report.fmt(dtn / gib if gib and dtn is not None
+                                    else None, 2)])
         return headers, rows
+
+    def dtn_cpu_per_gib(self, what="pipelined"):
+        """Median CPU-s per GiB of dtn-migrate's own processes."""
+        gib = (self.source.get("size") or 0) / (1 << 30)
+        vals = [sum(s["extra"]["cpu_seconds"].get(n, 0) for n in DTN) / gib
+                for s in self.samples if s["what"] == what and
+                "cpu_seconds" in s["extra"]] if gib else []
+        return report.summarize(vals)
+
+    def targets_table(self, ratios):
+        """Issue 13's whole-migration targets and whether they hold."""
+        def verdict(value, ok):
+            return "not measured" if value is None else \
+                "met" if ok(value) else "NOT met"
+        rows = []
+        r = (ratios.get("pipelined/slowest_stage") or {}).get("median")
+        rows.append(["pipelined ≤ %.2f × slowest stage alone" % TARGET,
+                     report.fmt(r, 2), verdict(r, lambda v: v <= TARGET)])
+        r = (ratios.get("glance-download/pipelined") or {}).get("median")
+        rows.append(["glance-download ≥ %.1f × pipelined" % TARGET_GLANCE,
+                     report.fmt(r, 2),
+                     verdict(r, lambda v: v >= TARGET_GLANCE)])
+        c = self.dtn_cpu_per_gib()
+        rows.append(["engines + agents ≤ %.1f CPU-s/GiB (pipelined)"
+                     % TARGET_CPU_GIB, report.fmt_range(c, 2),
+                     verdict(c["median"], lambda v: v <= TARGET_CPU_GIB)])
+        return ["target", "median (min–max)", "verdict"], rows
 
     def own_cpu(self, what, rep=None):
         """CPU seconds of the clouds' own processes in a run."""
@@ -791,6 +857,47 @@ class Bench:
         fig.savefig(path)
         plt.close(fig)
 
+    def plot_cpu(self, path):
+        """Stacked bars: median CPU seconds of each process per run."""
+        runs = [w for w in WHOLE + STAGES if any(
+            s["what"] == w and "cpu_seconds" in s["extra"]
+            for s in self.samples)]
+        if not runs:
+            return
+        plt = report._pyplot()
+        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        bottoms = [0.0] * len(runs)
+        for j, name in enumerate(OWN):
+            vals = []
+            for w in runs:
+                v = report.summarize(
+                    [s["extra"]["cpu_seconds"].get(name) for s in
+                     self.samples if s["what"] == w and
+                     "cpu_seconds" in s["extra"]])["median"]
+                vals.append(v or 0.0)
+            if not any(vals):
+                continue
+            ax.bar(range(len(runs)), vals, 0.6, bottom=bottoms,
+                   color=report.PALETTE[j % len(report.PALETTE)],
+                   hatch=report.HATCHES[j % len(report.HATCHES)],
+                   edgecolor="black", linewidth=0.5, zorder=2, label=name)
+            bottoms = [b + v for b, v in zip(bottoms, vals)]
+        for x, y in enumerate(bottoms):
+            ax.annotate("%.1f" % y, (x, y), ha="center", va="bottom",
+                        fontsize=7, xytext=(0, 2), textcoords="offset points")
+        ax.set_xticks(range(len(runs)))
+        ax.set_xticklabels([LABELS[w].replace(" ", "\n", 1) for w in runs],
+                           fontsize=7)
+        ax.set_ylabel("CPU seconds (median)")
+        ax.set_ylim(0, max(bottoms) * 1.15 or 1)
+        ax.yaxis.grid(True, linestyle=":", linewidth=0.5, zorder=0)
+        ax.set_title("CPU seconds per process, %s image" % size_label(
+            self.source["size"]))
+        ax.legend(frameon=False, fontsize=6, loc="upper center", ncol=4,
+                  bbox_to_anchor=(0.5, -0.22))
+        fig.savefig(path)
+        plt.close(fig)
+
     def load(self, data):
         self.loaded = data
         self.settings = data["settings"]
@@ -836,6 +943,11 @@ def main(argv=None):
     p.add_argument("--out", default="doc/source/benchmarks/migration")
     p.add_argument("--keep", action="store_true",
                    help="keep the work directory (logs, stores)")
+    p.add_argument("--import-sha512", choices=("auto", "on"),
+                   default="auto",
+                   help="the import alone hashes like the engine (auto: no "
+                        "own sha512 pass when open_staged can skip it) or "
+                        "always (on)")
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
     args = p.parse_args(argv)
@@ -868,6 +980,7 @@ def main(argv=None):
         "tbf_burst": netns.tbf_burst(args.rate, args.mtu)
         if args.rate else None,
         "data_dir": args.data_dir, "engine": ENGINE,
+        "import_sha512": args.import_sha512,
         "link_region": _clouds.LINK_REGION,
         "glance": report.tool_version([os.path.join(
             devcloud.clouds_venv(), "bin", "python"), "-c",

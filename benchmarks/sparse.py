@@ -455,10 +455,10 @@ def _migration_bench():
             ax.set_xticklabels(['dtn-migrate pipelined',
                                 'download + upload alone'])
             ax.set_ylabel('time (s)')
-            ax.set_title('sparse %s raw image (%s data), %s DTN link' % (
-                workloads.format_size(self.source['size']),
-                workloads.format_size(self.source['data_bytes']),
-                self.settings.get('rate') or 'unlimited'))
+            ax.set_title('sparse %s raw image (%.1f MiB data), %s DTN link'
+                         % (workloads.format_size(self.source['size']),
+                            self.source['data_bytes'] / MiB,
+                            self.settings.get('rate') or 'unlimited'))
             ax.legend(frameon=False, fontsize=7, loc='upper center',
                       ncol=2, bbox_to_anchor=(0.5, -0.15))
             fig.savefig(path)
