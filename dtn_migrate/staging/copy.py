@@ -942,6 +942,11 @@ class _LocalCopy:
                     self.name, s.prefix, self.size))
         if s.error is not None:
             self.publish_failed(s.prefix)
+            try:
+                self.save_hash(s.prefix)
+            except Exception as exc:
+                LOG.warning("cannot save the sha512 state of %s: %s",
+                            self.name, exc)
             raise self.explain(s.error, s.prefix)
         self.publish(self.size)
         return CopyResult(self.name, self.size, s.digest, start, s.written,
