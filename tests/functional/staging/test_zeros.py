@@ -65,3 +65,46 @@ class TestZerosOverLibnfs(test_libnfs.LibnfsTestCase):
         with copy.open_staged(be, "img", len(data), sha(data),
                               options=options()) as stream:
             self.assertEqual(sha(data), sha(b"".join(stream)))
+
+
+class TestResumeHashOverLibnfs(test_libnfs.LibnfsTestCase):
+
+    def test_resume_reads_back_only_beyond_the_saved_sha512_state(self):
+        srv = self.server()
+        be = self.backend(srv)
+        data = os.urandom(24 * MiB)
+        opts = options(hash_checkpoint=8 * MiB)
+
+        def broken():
+            yield from chunks(data[:21 * MiB], MiB)
+            raise IOError("cut")
+        self.assertRaises(IOError, copy.stage, be, "img", broken(),
+                          len(data), options=opts)
+        committed = copy.committed_bytes(be, "img", len(data))
+        self.assertEqual(21 * MiB, committed)
+        read = []
+        open_read = be.open_read
+
+        def counting(name):
+            r = open_read(name)
+            pread = r.pread
+
+            def counted(size, offset):
+                got = pread(size, offset)
+                if name == "img":
+                    read.append(len(got))
+                return got
+            r.pread = counted
+            return r
+        be.open_read = counting
+        result = copy.stage(be, "img",
+                            lambda offset: chunks(data, MiB, offset),
+                            len(data), expected_sha512=sha(data),
+                            options=opts)
+        self.assertEqual((committed, sha(data)),
+                         (result.start, result.sha512))
+        # The state saved at 16 MiB: only 5 MiB are read back.
+        self.assertEqual(5 * MiB, sum(read))
+        self.assertEqual(sha(data), sha(local_bytes(srv, "img")))
+        copy.cleanup(be, "img")
+        self.assertEqual([], sorted(os.listdir(srv.local())))
