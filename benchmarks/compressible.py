@@ -315,7 +315,15 @@ def parse_args(argv=None):
     ap.add_argument('--streams', type=int, default=None)
     ap.add_argument('--object-size', default=None)
     ap.add_argument('--timeout', type=float, default=None)
+    ap.add_argument('--smoke', action='store_true',
+                    help='quick check (< 1 min): --source /usr/lib/python3 '
+                    '--reps 1, --out /tmp/bench-smoke/compressible')
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.source, args.reps = '/usr/lib/python3', 1
+        args.timeout = args.timeout or 120
+        if args.out == ap.get_default('out'):
+            args.out = '/tmp/bench-smoke/compressible'
     # what throughput.measure expects as well
     args.warm = 'off'
     args.gridftp_parallel, args.gridftp_cc = 4, 1

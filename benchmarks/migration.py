@@ -950,7 +950,15 @@ def main(argv=None):
                         "always (on)")
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
+    p.add_argument("--smoke", action="store_true",
+                   help="quick check (about 100 s, 45 s of it the clouds' "
+                        "start): --size 256M --repeat 1, --out "
+                        "/tmp/bench-smoke/migration")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.size, args.repeat = 256 * MiB, 1
+        if args.out == p.get_default("out"):
+            args.out = "/tmp/bench-smoke/migration"
     if args.from_json:
         return redraw(args)
     args.modes = [m for m in args.modes.split(",") if m]

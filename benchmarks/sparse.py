@@ -531,7 +531,15 @@ def main(argv=None):
     ap.add_argument('--remove-data', action='store_true')
     ap.add_argument('--timeout', type=float, default=None)
     ap.add_argument('--out', default='doc/source/benchmarks/sparse')
+    ap.add_argument('--smoke', action='store_true',
+                    help='quick check (< 2 min per level): --size 256M '
+                    '--data 2M --reps 1, --out /tmp/bench-smoke/sparse')
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.size, args.data, args.reps = 256 * MiB, 2 * MiB, 1
+        args.timeout = args.timeout or 300
+        if args.out == ap.get_default('out'):
+            args.out = '/tmp/bench-smoke/sparse'
     levels = [x for x in args.levels.split(',') if x]
     rc = 0
     signal.signal(signal.SIGHUP, lambda s, f: sys.exit(128 + s))
