@@ -21,11 +21,28 @@ a complete, verified copy.  Failures publish ``failed`` and keep what was
 committed; a later call resumes from the watermark (:func:`stage` is
 idempotent), and :func:`cleanup` removes the file once the peer has it.
 
+Zeros (``skip_zeros``): before the first write the file is cut at the
+resumed prefix and sized (``Writer.truncate``: ftruncate, NFS SETATTR)
+and committed, so everything beyond the prefix reads as zeros, whatever
+an earlier attempt left there.  All-zero blocks are then not written:
+they count as durable at once (the watermark passes them) and stay
+holes on the export.  They are still hashed: the sha512 covers every
+byte.  Backends whose writers cannot truncate get the zeros written.
+
+Resume (``hash_checkpoint``): every ``hash_checkpoint`` bytes the reader
+keeps the sha512 state, and once the durable prefix passes it the state
+is saved next to the watermark (``<name><suffix>.sha``).  A resumed copy
+starts from it and reads back only the committed bytes beyond it.
+Damage in the staged prefix before the state is therefore not seen
+here; the transfer's sink finds it (it hashes what it receives against
+this sha512).
+
 *Remote copy* (:class:`StagedStream`): reader threads read a staged file
 ahead into a reorder buffer of ``queue_depth`` blocks; the consumer gets
 blocks in order as an iterator or through ``read(n)``, hashed on the
 way.  It can follow a file that is still growing, and checks the sha512
-before it gives out the last block.
+before it gives out the last block -- or, without its own hash
+(``digest=False, until_done=True``), waits for the follower's ``done``.
 """
 
 import dataclasses
