@@ -220,6 +220,20 @@ class ParserTest(testtools.TestCase):
         self.assertEqual(2, cfg.io_threads)
         self.assertEqual(0.5, cfg.sync_interval)
 
+    def test_data_path_options(self):
+        for command in (("serve", "--root", "r"),
+                        ("send", "--peer", "h:1", "--state-dir", "s")):
+            args = self.parse(*command, "--key-file", "k",
+                              "--compression", "auto",
+                              "--compression-level", "3",
+                              "--no-zero-extents")
+            cfg = cli._config(args)
+            self.assertEqual("auto", cfg.compression)
+            self.assertEqual(3, cfg.compression_level)
+            self.assertFalse(cfg.zero_extents)
+        self.assertUsageError("send", "--peer", "h:1", "--state-dir", "s",
+                              "--key-file", "k", "--compression", "max")
+
     def test_send_config_defaults(self):
         args = self.parse("send", "--peer", "h:1", "--key-file", "k",
                           "--state-dir", "s")

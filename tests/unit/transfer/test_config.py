@@ -22,6 +22,25 @@ class TransferConfigTest(testtools.TestCase):
         self.assertIn(field, str(exc))
         return exc
 
+    def test_data_path_defaults(self):
+        cfg = config.TransferConfig()
+        self.assertTrue(cfg.zero_extents)
+        self.assertEqual("off", cfg.compression)
+        self.assertEqual(1, cfg.compression_level)
+        self.assertEqual(0.125, cfg.compression_min_saving)
+
+    def test_compression(self):
+        for mode in config.COMPRESSIONS:
+            self.assertEqual(mode,
+                             config.TransferConfig(compression=mode)
+                             .compression)
+        self.assertInvalid("compression", compression="zstd")
+        self.assertInvalid("compression_level", compression_level=23)
+        self.assertInvalid("compression_level", compression_level=-8)
+        for value in (0, 1, -0.5, 1.5):
+            self.assertInvalid("compression_min_saving",
+                               compression_min_saving=value)
+
     def test_object_size(self):
         for value in (0, protocol.MIN_OBJECT_SIZE - 1, 4096 * 3 + 1,
                       4 * MiB + 512, protocol.MAX_OBJECT_SIZE + 4096, -4096):

@@ -1,0 +1,66 @@
+import mmap
+import os
+import tempfile
+
+import testtools
+
+from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import extents
+
+MiB = 1 << 20
+
+
+class TestNextData(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        fd, self.path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, self.path)
+        os.ftruncate(fd, 8 * MiB)
+        os.pwrite(fd, b"x" * MiB, 3 * MiB)
+        os.close(fd)
+        self.fd = os.open(self.path, os.O_RDONLY)
+        self.addCleanup(os.close, self.fd)
+
+    def test_hole_then_data(self):
+        self.assertEqual(3 * MiB, extents.next_data(self.fd, 0, 8 * MiB))
+        self.assertEqual(3 * MiB, extents.next_data(self.fd, 3 * MiB,
+                                                    8 * MiB))
+
+    def test_bounded_by_end(self):
+        self.assertEqual(2 * MiB, extents.next_data(self.fd, 0, 2 * MiB))
+
+    def test_trailing_hole(self):
+        self.assertEqual(8 * MiB, extents.next_data(self.fd, 4 * MiB,
+                                                    8 * MiB))
+
+    def test_unknown_means_data(self):
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        self.addCleanup(os.close, w)
+        self.assertEqual(5, extents.next_data(r, 5, 100))
+
+
+class TestIsZero(testtools.TestCase):
+    def test_zero_and_not(self):
+        buf = memoryview(mmap.mmap(-1, MiB))
+        self.assertTrue(extents.is_zero(buf))
+        self.assertTrue(extents.is_zero(buf[:4096]))
+        self.assertTrue(extents.is_zero(buf[:0]))
+        buf[MiB - 1] = 1
+        self.assertFalse(extents.is_zero(buf))
+        self.assertTrue(extents.is_zero(buf[:MiB - 1]))
+
+    def test_digest_rules_out(self):
+        buf = memoryview(mmap.mmap(-1, 4096))
+        self.assertTrue(extents.is_zero(buf, checksum.xxh3(bytes(4096))))
+        # A digest that is not the zeros' says "not zero" without a look.
+        self.assertFalse(extents.is_zero(buf, 12345))
+
+    def test_digest_collision_is_confirmed(self):
+        buf = memoryview(mmap.mmap(-1, 4096))
+        buf[7] = 9
+        self.assertFalse(extents.is_zero(buf, checksum.xxh3(bytes(4096))))
+
+    def test_read_only(self):
+        self.assertTrue(extents.is_zero(bytes(100)))
+        self.assertFalse(extents.is_zero(b"\0\0\1"))
