@@ -37,18 +37,29 @@ class Compressor:
 
 
 def decompress(data, length):
-    """Decode ``data`` into exactly ``length`` bytes (never more);
-    ValueError if it does not.
+    """Decode ``data`` into exactly ``length`` bytes, never producing
+    more (a frame's declared content size is not trusted: a small frame
+    may claim, and hold, gigabytes); ValueError if it does not.
     """
     try:
-        out = zstandard.ZstdDecompressor().decompress(
-            data, max_output_size=length)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            data, read_across_frames=False)
+        out = bytearray(length + 1)
+        view = memoryview(out)
+        got = 0
+        while got <= length:
+            n = reader.readinto(view[got:])
+            if not n:
+                break
+            got += n
     except zstandard.ZstdError as exc:
         raise ValueError("zstd: %s" % exc) from exc
-    if len(out) != length:
-        raise ValueError("zstd: decoded %d bytes, expected %d"
-                         % (len(out), length))
-    return out
+    if got != length:
+        raise ValueError("zstd: decodes to %s bytes, expected %d"
+                         % ("more" if got > length else got, length))
+    del view
+    out.pop()
+    return bytes(out)
 
 
 class Policy:

@@ -15,6 +15,13 @@ class TestCodec(testtools.TestCase):
         self.assertRaises(ValueError, compress.decompress, wire, 999)
         self.assertRaises(ValueError, compress.decompress, wire, 1001)
 
+    def test_bomb_stops_at_the_bound(self):
+        """A frame that declares and holds far more than the object."""
+        wire = compress.Compressor(1).compress(bytes(64 << 20))
+        self.assertLess(len(wire), 1 << 16)
+        exc = self.assertRaises(ValueError, compress.decompress, wire, 4096)
+        self.assertIn("more", str(exc))
+
     def test_garbage_refused(self):
         self.assertRaises(ValueError, compress.decompress, b"junk" * 9, 36)
 
