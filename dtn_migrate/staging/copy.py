@@ -1031,15 +1031,19 @@ class _Availability:
                    _poll_waits(self.opts),
                    sleep=lambda seconds: _clean_wait(self.stop, seconds))
 
-    def wait_done(self):
+    def wait_done(self, check=None):
         """Return once the follower said DONE (the writer verified the
         whole file); a writer that stays complete but unverified for
-        ``stall_timeout`` seconds raises CopyStalled.
+        ``stall_timeout`` seconds raises CopyStalled.  ``check()`` runs
+        before every poll (it raises to give up: a cancel).
         """
-        retry.poll(self._poll_done, bool, _poll_waits(self.opts),
+        retry.poll(lambda: self._poll_done(check), bool,
+                   _poll_waits(self.opts),
                    sleep=lambda seconds: _clean_wait(self.stop, seconds))
 
-    def _poll_done(self):
+    def _poll_done(self, check=None):
+        if check is not None:
+            check()
         with self.lock:
             if not self.done:
                 self.poll()
@@ -1271,7 +1275,7 @@ class StagedStream:
         """Verify, then record the result (before the last block)."""
         digest = self._verify(hasher)
         if self.until_done:
-            self.avail.wait_done()
+            self.avail.wait_done(self._check)
         self.result = CopyResult(self.name, self.size, digest, 0, self.size,
                                  time.monotonic() - began, self._retries)
         self._report(began, self.size, 0.0, force=True)

@@ -143,9 +143,9 @@ class TestUntilDone(StagingTestCase):
         c.start()
         wait_for(lambda: c.received() == 5 * BLOCK)
         cancel.set()
-        c.stream.stop.set()
         c.join(5)
         self.assertFalse(c.is_alive())
+        self.assertIsInstance(c.error, backend.CopyCancelled)
         self.assertEqual(5 * BLOCK, c.received())
 
     def test_growing_file(self):
