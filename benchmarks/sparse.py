@@ -474,6 +474,13 @@ def run_migration(args):
     if why:
         print('migration level cannot run: %s' % why, flush=True)
         return 1
+    free = shutil.disk_usage(args.cloud_dir).free
+    if free < 3 * args.size:
+        print('migration level cannot run: %s has %.1f GB free, about 3 x '
+              '%s are needed' % (args.cloud_dir, free / 1e9,
+                                 workloads.format_size(args.size)),
+              flush=True)
+        return 1
     margs = argparse.Namespace(
         size=args.size, data=args.data, extents=args.extents,
         seed=args.seed, repeat=args.reps, modes=list(MIGRATION_MODES),
