@@ -21,7 +21,8 @@ LOG = logging.getLogger(__name__)
 FIRST_ANSWER = 15.0
 #: A channel nobody asked for this long is closed.
 IDLE = 300.0
-#: Final report states: the channel closes once it has one.
+#: Final report states: the channel closes once it has one (the engine
+#: stops asking then).
 FINAL = ("active", "failed")
 
 
@@ -131,12 +132,8 @@ class ReportChannels:
             if chan is not None and chan.attempt != attempt:
                 self._close(chan)
                 chan = None
-            if chan is None or (chan.link is None and not chan.answered):
+            if chan is None:
                 chan = self._open(target, peer, tid, attempt)
-            elif chan.link is None:
-                # Retired after a final report: that report stands for
-                # this attempt; asked again only when it is not final.
-                pass
         return chan.latest(self.first_answer)
 
     def _open(self, target, peer, tid, attempt):
@@ -157,15 +154,13 @@ class ReportChannels:
             del self.channels[(chan.peer, chan.tid)]
 
     def retire(self, chan):
-        """Close ``chan``'s connection; a final report stays readable
-        until the channel idles out.
+        """Close ``chan`` (a final report came, or nobody asked for a
+        while): a later ``get`` opens a new channel, whose first answer
+        is the peer's report then.
         """
         with self.lock:
             link, chan.link = chan.link, None
-            if chan.answered and \
-                    time.monotonic() - chan.asked <= self.idle:
-                pass                # kept, without its connection
-            elif self.channels.get((chan.peer, chan.tid)) is chan:
+            if self.channels.get((chan.peer, chan.tid)) is chan:
                 del self.channels[(chan.peer, chan.tid)]
         if link is not None:
             link.close()

@@ -84,6 +84,23 @@ class TestReports(base.FunctionalTestCase):
             time.sleep(0.05)
         self.fail("%s has no incoming record of %s" % (agent.name, tid))
 
+    def assertReport(self, expected, src, dst, tid, attempt=1,
+                     timeout=15):
+        """``src``'s agent gives ``expected`` as ``dst``'s report of
+        ``tid``: at once, or once the peer pushed it over the report
+        channel (get_peer_report answers from the channel, so it may lag
+        a report just set by the push's delay, or by a reconnection
+        after the peer restarted).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.api.get_peer_report({}, src.name, dst.name, tid,
+                                           attempt)
+            if got == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(expected, got)
+
     def assertRemote(self, exc_class, func, *args):
         exc = self.assertRaises(exc_class, func, *args)
         return str(exc)
@@ -100,12 +117,10 @@ class TestReports(base.FunctionalTestCase):
         self.assertIsNone(self.api.get_peer_report({}, src.name, dst.name,
                                                    tid))
         self.api.set_import_report({}, dst.name, tid, REPORT)
-        self.assertEqual(REPORT, self.api.get_peer_report(
-            {}, src.name, dst.name, tid))
+        self.assertReport(REPORT, src, dst, tid)
         failed = {"state": "failed", "error": "glance said no"}
         self.api.set_import_report({}, dst.name, tid, failed)
-        self.assertEqual(failed, self.api.get_peer_report(
-            {}, src.name, dst.name, tid))
+        self.assertReport(failed, src, dst, tid)
         self.assertEqual("failed",
                          self.incoming(dst, tid)["report_state"])
         # The source never received it: nothing to report there.
@@ -115,6 +130,24 @@ class TestReports(base.FunctionalTestCase):
         self.assertRemote(exception.InvalidInput,
                           self.api.set_import_report, {}, dst.name, tid,
                           {"blob": "x" * (64 << 10)})
+
+    def test_progress_is_pushed_over_one_report_channel(self):
+        # The source's agent keeps one REPORT connection open while the
+        # import runs; the peer's sink pushes each new report over it.
+        src, dst = self.pair()
+        tid = self.send_image(src, dst)
+        self.incoming(dst, tid)
+        self.assertIsNone(self.api.get_peer_report({}, src.name, dst.name,
+                                                   tid))
+        for done in range(1, 6):
+            progress = {"state": "uploading", "bytes": done << 20,
+                        "attempt": 1}
+            self.api.set_import_report({}, dst.name, tid, progress)
+            self.assertReport(progress, src, dst, tid)
+        answered = "report of transfer %s for %s" % (tid, src.name)
+        self.assertEqual(1, dst.log_text().count(answered))
+        self.api.set_import_report({}, dst.name, tid, REPORT)
+        self.assertReport(REPORT, src, dst, tid)
 
     def test_report_survives_an_agent_restart(self):
         src, dst = self.pair()
@@ -222,8 +255,7 @@ class TestReports(base.FunctionalTestCase):
         failed = {"state": "failed", "error": "glance said no",
                   "attempt": 1}
         self.api.set_import_report({}, dst.name, tid, failed)
-        self.assertEqual(failed, self.api.get_peer_report(
-            {}, src.name, dst.name, tid, 1))
+        self.assertReport(failed, src, dst, tid, 1)
         # Attempt 2: the failed report stays attempt 1's.
         self.assertEqual(failed, self.api.get_peer_report(
             {}, src.name, dst.name, tid, 2))
@@ -242,8 +274,7 @@ class TestReports(base.FunctionalTestCase):
         dst.start()
         dst.wait_ready(self.api)
         self.assertEqual(2, self.incoming(dst, tid)["wanted_attempt"])
-        self.assertEqual(dict(REPORT, attempt=2), self.api.get_peer_report(
-            {}, src.name, dst.name, tid, 2))
+        self.assertReport(dict(REPORT, attempt=2), src, dst, tid, 2)
         # A success stands for a later attempt too.
         self.assertEqual(dict(REPORT, attempt=3), self.api.get_peer_report(
             {}, src.name, dst.name, tid, 3))

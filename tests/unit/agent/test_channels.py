@@ -73,18 +73,25 @@ class TestReportChannels(test_service.ServiceTestCase):
         east.manager.set_import_report({}, self.tid, REPORT)
         self.assertTrue(wait_until(
             lambda: (self.tid, REPORT) in self.reports.calls))
-        self.assertEqual(REPORT, here.get_peer_report({}, "east", self.tid,
-                                                      1))
         self.assertEqual(1, here.channels.opened)
-        self.assertEqual(1, chan.owner.opened)
-        # A final report closes the connection; the report stays.
+        # A final report closes the connection; asking again opens a
+        # new one, which answers with the report of then.
         self.assertTrue(wait_until(lambda: chan.link is None))
         self.assertTrue(wait_until(lambda: self.connections(east) == 1))
+        self.assertNotIn(("east", self.tid), here.channels.channels)
         self.assertEqual(REPORT, here.get_peer_report({}, "east", self.tid,
                                                       1))
-        self.assertEqual(1, here.channels.opened)
+        self.assertEqual(2, here.channels.opened)
+        self.assertTrue(wait_until(lambda: self.connections(east) == 1))
+        failed = {"state": "failed", "error": "x", "attempt": 1}
+        east.manager.set_import_report({}, self.tid, failed)
+        self.assertEqual(failed, here.get_peer_report({}, "east", self.tid,
+                                                      1))
+        self.assertEqual(3, here.channels.opened)
         self.assertEqual([(self.tid, None), (self.tid, progress),
-                          (self.tid, REPORT)], self.reports.calls)
+                          (self.tid, REPORT), (self.tid, REPORT),
+                          (self.tid, failed)],
+                         self.reports.calls)
 
     def test_a_later_attempt_opens_a_new_channel_and_is_told(self):
         east = self.start_east()
