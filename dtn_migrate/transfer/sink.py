@@ -649,7 +649,10 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
             if not flags & (P.FileFlags.RESTART | P.FileFlags.GROWING) and \
                     self._already_there(msg, parts):
                 self.retired.add(msg.file_id)
+                # Verified earlier if its recorded sha512 was compared.
                 self.record.set_file(msg.name, size=msg.size, state="done",
+                                     verified=bool(
+                                         flags & P.FileFlags.HAS_SHA512),
                                      durable=msg.size,
                                      path=os.path.join(self.root.path,
                                                        msg.name))

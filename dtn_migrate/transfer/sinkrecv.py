@@ -44,14 +44,22 @@ _local = threading.local()
 _libc = None
 
 
-def _fallocate():
+def _load_libc():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
-                            use_errno=True)
-        _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int,
-                                    ctypes.c_int64, ctypes.c_int64]
-    return _libc.fallocate
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                           use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_int64, ctypes.c_int64]
+        libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_size_t]
+        libc.memcmp.restype = ctypes.c_int
+        _libc = libc
+    return _libc
+
+
+def _fallocate():
+    return _load_libc().fallocate
 
 
 def punch_hole(fd, offset, length):
@@ -72,6 +80,52 @@ def punch_hole(fd, offset, length):
     while offset < end:
         offset += os.pwrite(fd, zero[:min(len(zero), end - offset)], offset)
     return False
+
+
+PAGE = 4096
+_zero_page = None
+
+
+def _memcmp():
+    global _zero_page
+    if _zero_page is None:
+        _zero_page = ctypes.create_string_buffer(PAGE)
+    return _load_libc().memcmp, ctypes.addressof(_zero_page)
+
+
+def data_runs(view, length):
+    """(start, end) runs of ``view[:length]`` that are not all zero, in
+    whole 4 KiB pages (the last one may be short).
+    """
+    memcmp, zero = _memcmp()
+    base = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    runs = []
+    start = None
+    for pos in range(0, length, PAGE):
+        n = min(PAGE, length - pos)
+        if memcmp(base + pos, zero, n):
+            if start is None:
+                start = pos
+        elif start is not None:
+            runs.append((start, pos))
+            start = None
+    if start is not None:
+        runs.append((start, length))
+    return runs
+
+
+def write_sparse(fd, view, length, offset):
+    """Write ``view[:length]`` at ``offset`` of a region that reads as
+    zeros already (a hole): only its pages that are not all zero, so
+    the hole stays one.  Returns the bytes written.
+    """
+    written = 0
+    for start, end in data_runs(view, length):
+        done = start
+        while done < end:
+            done += os.pwrite(fd, view[done:end], offset + done)
+        written += end - start
+    return written
 
 
 def zstd_available():
@@ -231,7 +285,7 @@ class ReceiveMixin:
                                              damage[0]))
                 continue
             if not self._submit(f, self._write, f, msg.index, offset, buf,
-                                length):
+                                length, compressed):
                 self.pool.release(buf)
                 return
 
@@ -331,15 +385,28 @@ class ReceiveMixin:
         finally:
             self._task_done(f)
 
-    def _write(self, f, index, offset, buf, length):
+    def _write(self, f, index, offset, buf, length, sparse=False):
+        """Write an object; with ``sparse`` (a decoded object, which may
+        hold zero runs) into a region that is still a hole, only its
+        pages that are not all zero.
+        """
         error = None
         try:
             view = buf.view
+            if sparse:
+                with self.lock:
+                    sparse = f.fresh and index not in f.touched
+            if sparse:
+                write_sparse(f.fd, view, length, offset)
+                return self._written_object(f, index, length, buf, None)
             done = 0
             while done < length:
                 done += os.pwrite(f.fd, view[done:length], offset + done)
         except OSError as exc:
             error = exc
+        self._written_object(f, index, length, buf, error)
+
+    def _written_object(self, f, index, length, buf, error):
         try:
             if self._written(f, (index,), length, error):
                 self.record.note_written(f.name, f.nobjects, index, length)

@@ -243,8 +243,9 @@ class DurabilityMixin:
                 f.state = "done"
                 self.files.pop(f.file_id, None)
                 self.retired.add(f.file_id)
+            # verified: its sha512 was compared with the source's.
             self.record.set_file(f.name, state="done", durable=f.size,
-                                 path=final)
+                                 path=final, verified=f.hasher is not None)
             self.outbox.post(P.FileClose(f.file_id, P.CloseStatus.OK, 0,
                                          f.size, digest))
 
