@@ -51,6 +51,8 @@ class EventBoard:
         #: When an agent last pushed an event of each kind.
         self.last_push = {}
         self.pushed = 0
+        #: Calls to the agent made because no fresh value was there.
+        self.asked = 0
 
     def post(self, k, value, pushed=True):
         """Store ``value`` as the latest of ``k`` and wake the waiters.
@@ -121,6 +123,8 @@ class EventBoard:
         if got is not None and got[1] < fresh_for:
             return got[2]
         before = 0 if got is None else got[0]
+        with self.cond:
+            self.asked += 1
         value = call()
         with self.cond:
             # A value pushed while the call ran is newer: it stays.

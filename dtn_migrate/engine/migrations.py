@@ -599,6 +599,10 @@ class Migrations:
         stages = live.snapshot() if live else meta.get("stages")
         if live is not None:
             live.on_state = None
+        events = self.res.events
+        LOG.info("migration %s %s; agent events so far: %d pushed, %d "
+                 "asked for", meta["migration_id"], state, events.pushed,
+                 events.asked)
         self._close(meta, dict(extra, state=state, error=error,
                                stages=stages))
 

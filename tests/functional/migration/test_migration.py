@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import re
 import sys
 
 from testtools import content
@@ -104,3 +105,26 @@ class TestMigration(migration.MigrationTestCase):
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
         self.assertMigrated(rec, source, keep_id=True, visibility="private")
         self.assertEqual("serial", rec["mode"])
+
+    def test_pipelined_stages_follow_pushed_events(self):
+        # Agents push watermarks, transfer status and the peer's reports
+        # to their engines; the engines' stages ask their agent only
+        # for a first value (or when nothing came for a while).
+        a, b = self.clouds()
+        source = self.upload(a, data=os.urandom(24 * MiB), name="pushed")
+        req = self.a.bus.engine.migrate({}, b.agent_name,
+                                        images=[source["id"]],
+                                        options={"mode": "pipelined"})
+        rec = self.wait_migration(req["migrations"][0]["migration_id"])
+        self.assertMigrated(rec, source)
+        for cloud in (a, b):
+            found = re.findall(r"agent events so far: (\d+) pushed, (\d+) "
+                               r"asked for", cloud.engine.log_text())
+            self.assertTrue(found, "%s logged no event counts"
+                            % cloud.engine.name)
+            pushed, asked = map(int, found[-1])
+            self.addDetail("events-%s" % cloud.engine.name,
+                           content.text_content("%d pushed, %d asked for"
+                                                % (pushed, asked)))
+            self.assertGreater(pushed, 0)
+            self.assertLess(asked, pushed)
