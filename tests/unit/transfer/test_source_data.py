@@ -5,10 +5,12 @@ from the objects read for sending).  Source and sink in one process.
 
 import hashlib
 import os
+from unittest import mock
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer import sourcedata
+from dtn_migrate.transfer import sourcehash
 from tests.unit.transfer import test_engine
 
 KiB = 1 << 10
@@ -34,7 +36,9 @@ class SpyMixin:
         def wrapper(*args, **kw):
             calls.append(args[1:])
             return real(*args, **kw)
-        self.patch(cls, name, wrapper)
+        patcher = mock.patch.object(cls, name, wrapper)
+        patcher.start()
+        self.addCleanup(patcher.stop)
         return calls
 
 
@@ -50,7 +54,7 @@ class TestZeroExtents(test_engine.EngineTestCase, SpyMixin):
                     {3 * MiB: self.data, 6 * MiB: bytes(512 * KiB)})
 
     def test_sparse_file_sends_only_its_data(self):
-        runs = self.spy(source._Attempt, "_send_zeros")
+        runs = self.spy(sourcedata.DataMixin, "_send_zeros")
         server = self.start_sink()
         t = self.transfer(server.port, ["disk.img"])
         status = self.run_transfer(t)
@@ -146,12 +150,15 @@ class TestHashOnce(test_engine.EngineTestCase, SpyMixin):
         test_engine.write_file(os.path.join(self.src, "f"),
                                5 * MiB + 777, 3)
         reads = []
-        real = source._Attempt._read
+        real = sourcedata.DataMixin._read
 
         def read(fd, offset, length, *rest):
             reads.append(length)
             return real(fd, offset, length, *rest)
-        self.patch(source._Attempt, "_read", staticmethod(read))
+        patcher = mock.patch.object(sourcedata.DataMixin, "_read",
+                                    staticmethod(read))
+        patcher.start()
+        self.addCleanup(patcher.stop)
         server = self.start_sink()
         t = self.transfer(server.port, ["f"], cfg=self.cfg(io_threads=4))
         status = self.run_transfer(t)
@@ -174,7 +181,7 @@ class TestHashOnce(test_engine.EngineTestCase, SpyMixin):
             h.update(bytearray(f.read(1 * MiB)))
         with open(os.path.join(t.hash_dir, "0.sha"), "wb") as f:
             f.write(h.save())
-        fed = self.spy(source.sourcehash.OrderedSha512, "_update")
+        fed = self.spy(sourcehash.OrderedSha512, "_update")
         status = self.run_transfer(t)
         self.assertEqual("complete", status["state"], status["error"])
         self.assertEqual(test_engine.sha512(path),
