@@ -264,8 +264,7 @@ class ReceiveMixin:
             buf = self._acquire()
             if buf is None:
                 return
-            mac = auth.object_mac(self.object_key, msg.file_id, msg.index,
-                                  offset, length)
+            mac = self._object_mac(msg, offset, length)
             try:
                 if compressed:
                     damage = self._decode_object(msg, wire, buf, mac)
@@ -299,6 +298,17 @@ class ReceiveMixin:
         except RuntimeError:     # executor shut down: agent stopping
             self._task_done(f)
             return False
+
+    def _object_mac(self, msg, offset, length):
+        """The keyed digest to check the object with (None without frame
+        authentication); with the send's one-time ``nonce`` where the
+        protocol carries one.
+        """
+        args = (self.object_key, msg.file_id, msg.index, offset, length)
+        nonce = getattr(msg, "nonce", None)
+        if nonce is not None:
+            return auth.object_mac(*args, nonce)
+        return auth.object_mac(*args)
 
     def _receive_object(self, conn, index, msg, buf, mac):
         """Receive one object into ``buf``, checking its xxh3 and, with
