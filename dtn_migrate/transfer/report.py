@@ -111,8 +111,15 @@ class ReportFeed:
         with self.cond:
             return self.versions.get(transfer_id, 0)
 
+    #: Transfers whose versions are kept; past it they are all dropped
+    #: (a waiting channel then just looks its report up once more).
+    MAX_TRANSFERS = 4096
+
     def changed(self, transfer_id):
         with self.cond:
+            if transfer_id not in self.versions and \
+                    len(self.versions) >= self.MAX_TRANSFERS:
+                self.versions.clear()
             self.versions[transfer_id] = \
                 self.versions.get(transfer_id, 0) + 1
             self.cond.notify_all()

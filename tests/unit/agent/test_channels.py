@@ -221,3 +221,18 @@ class TestPusher(test_service.ServiceTestCase):
         east = self.start_east(notify_engine=False)
         self.assertIsNone(east.pusher)
         self.assertEqual([], east.manager.ping({})["pushes"])
+
+
+class TestReportFeed(test_service.ServiceTestCase):
+    def test_versions_wake_waiters_and_stay_bounded(self):
+        feed = report_mod.ReportFeed(lambda tid, peer, attempt: b"r")
+        self.assertEqual(b"r", feed("t", "p", 1))
+        self.assertEqual(0, feed.version("t"))
+        threading.Timer(0.1, feed.changed, ("t",)).start()
+        self.assertEqual(1, feed.wait("t", 0, 5))
+        self.assertEqual(1, feed.wait("t", 1, 0.05))     # timed out
+        feed.MAX_TRANSFERS = 3
+        for tid in ("a", "b", "c", "d"):
+            feed.changed(tid)
+        self.assertLessEqual(len(feed.versions), 3)
+        self.assertEqual(1, feed.version("d"))
