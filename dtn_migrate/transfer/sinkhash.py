@@ -136,6 +136,12 @@ class HashMixin:
         if buf is not None:
             self.held_count -= 1
             return "buf", buf
+        stale = [i for i in f.held if i < nxt]
+        if stale:
+            # Copies of objects hashed meanwhile (resent after a
+            # reconnect): their buffers go back to the pool.
+            self.held_count -= len(stale)
+            return "release", [f.held.pop(i) for i in stale]
         if nxt in f.zeros:
             n = 1
             while n < ZERO_STEP and nxt + n in f.zeros and \
@@ -161,6 +167,10 @@ class HashMixin:
             kind, arg = piece
             offset = f.hasher.offset
             try:
+                if kind == "release":
+                    for buf in arg:
+                        self.pool.release(buf)
+                    continue
                 if kind == "buf":
                     try:
                         f.hasher.update(arg.view[:f.span(

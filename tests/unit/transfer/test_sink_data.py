@@ -415,6 +415,32 @@ class TestPrefixHash(DataTestCase):
         self.assertEqual([3 * OBJ, 4 * OBJ, 5 * OBJ], self.reads)
         self.assertEqual(0, self.session.held_count)
 
+    def test_copy_of_an_object_being_hashed_goes_back_to_the_pool(self):
+        """A resent copy of the object the hasher is on arrives while
+        it hashes: it is held, then released, not kept for good.
+        """
+        f = self.announce(3)
+        with self.session.lock:
+            f.hashing = True            # the hasher is busy with object 0
+        self.write_data(f, 0)
+        self.drain()
+        buf = self.session.pool.acquire(timeout=5)
+        buf.view[:OBJ] = self.data(0)
+        f.hasher.update(buf.view[:OBJ])     # object 0 hashed meanwhile
+        self.session.pool.release(buf)
+        self.assertEqual(1, self.session.held_count)
+        with self.session.lock:
+            f.hashing = False
+        for i in (1, 2):
+            self.write_data(f, i)
+            self.drain()
+        self.assertEqual(0, self.session.held_count)
+        self.declare(f, self.expected(b"".join(self.data(i)
+                                               for i in range(3))))
+        close = self.finish(f)
+        self.assertEqual(P.CloseStatus.OK, close.status, close)
+        self.assertEqual(0, self.session.pool.in_use)
+
     def test_mismatch_still_detected(self):
         f = self.announce(3)
         for i in range(3):
