@@ -103,6 +103,7 @@ class SourceTransfer:
         self.wire.bytes_sent_wire = 0
         self.wire.objects_zero = 0
         self.wire.objects_compressed = 0
+        self.wire.objects_sparse = 0
         self.wire.bytes_hashed_again = 0
 
     @property
@@ -126,6 +127,7 @@ class SourceTransfer:
                     bytes_sent_wire=self.wire.bytes_sent_wire,
                     objects_zero=self.wire.objects_zero,
                     objects_compressed=self.wire.objects_compressed,
+                    objects_sparse=self.wire.objects_sparse,
                     bytes_hashed_again=self.wire.bytes_hashed_again,
                     files=[f.status() for f in self.files[:MAX_STATUS_FILES]])
         return snap

@@ -62,6 +62,9 @@ class Attempt(sourcedata.DataMixin):
         self.zero_extents = False
         self.policy = compress.Policy("off", self.cfg.compression_min_saving)
         self.zeros = None           # sourcehash.ZeroSource, when needed
+        self.sparse_objects = False     # zero runs inside objects as zstd
+        self.idle_senders = 0
+        self._idle_lock = threading.Lock()
 
     # Error handling: the first error wins, everything else stops.
     def fail(self, exc):
@@ -124,7 +127,9 @@ class Attempt(sourcedata.DataMixin):
         caps = P.Caps.RDMA if dev is not None else P.Caps.NONE
         if cfg.zero_extents:
             caps |= P.Caps.ZERO_EXTENTS
-        if cfg.compression != "off" and compress.AVAILABLE:
+        if (cfg.compression != "off" or cfg.zero_extents) and \
+                compress.AVAILABLE:
+            # With zero extents, objects holding zero runs go zstd-encoded.
             caps |= P.Caps.ZSTD
         if cfg.transport == "rdma" and dev is None:
             raise Fatal("transport=rdma but this agent has no usable "
@@ -168,9 +173,12 @@ class Attempt(sourcedata.DataMixin):
             self.plane.attach(i, dack.rdma)
         self.zero_extents = bool(session & P.Caps.ZERO_EXTENTS)
         if session & P.Caps.ZSTD and self.plane.kind == P.DataPlane.TCP:
+            # "auto": compress while every sender is busy (the link is
+            # the limit), not while one waits for the readers.
             self.policy = compress.Policy(
                 cfg.compression, cfg.compression_min_saving,
-                self.send_q.qsize, backlog_high=max(1, cfg.streams // 2))
+                self.busy_senders, backlog_high=cfg.streams)
+            self.sparse_objects = self.zero_extents
         LOG.info("transfer %s: connected to %s (%s, %d streams, epoch %d, "
                  "window %d bytes, %d-byte objects, zero extents %s, "
                  "compression %s)", t.transfer_id, t.peer,
@@ -210,6 +218,12 @@ class Attempt(sourcedata.DataMixin):
                 f.outstanding.clear()
                 f.light.clear()
                 f.declared = False
+
+    def busy_senders(self):
+        """Senders sending (or waiting for the rate limit), not waiting
+        for something to send.
+        """
+        return self.cfg.streams - self.idle_senders
 
     def _check(self):
         if self.error is not None:

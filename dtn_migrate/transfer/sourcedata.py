@@ -32,6 +32,9 @@ class DataMixin:
         policy = self.policy
         comp = compress.Compressor(self.cfg.compression_level) \
             if policy.enabled else None
+        # Objects with holes or zero runs inside go zstd-encoded (level
+        # 1) even without compression: the runs cost next to nothing.
+        sparse = compress.Compressor(1) if self.sparse_objects else None
         buf = None
         while True:
             if buf is None and self.pool is not None:
@@ -69,15 +72,26 @@ class DataMixin:
                 self._send_zeros(f, generation, index, 1)
                 continue
             self._hash(f, generation, offset, view)
-            if policy.enabled and policy.want():
+            wire = None
+            if sparse is not None and extents.has_zero_runs(
+                    f.fd, offset, length, view):
+                wire = sparse.compress(view)
+                if len(wire) <= length * (1 - policy.min_saving):
+                    self.t.wire.add(objects_sparse=1)
+                else:
+                    wire = None
+            elif policy.enabled and policy.want():
                 wire = comp.compress(view)
                 if policy.worth(length, len(wire)):
                     self.t.wire.add(objects_compressed=1)
-                    msg = P.NewBlockZ(f.file_id, index, offset, length,
-                                      digest, P.Encoding.ZSTD, len(wire),
-                                      mac=auth.object_tag(mac))
-                    self.send_q.put((f, generation, msg, wire))
-                    continue
+                else:
+                    wire = None
+            if wire is not None:
+                msg = P.NewBlockZ(f.file_id, index, offset, length,
+                                  digest, P.Encoding.ZSTD, len(wire),
+                                  mac=auth.object_tag(mac))
+                self.send_q.put((f, generation, msg, wire))
+                continue
             msg = P.NewBlock(f.file_id, index, offset, length, digest,
                              mac=auth.object_tag(mac))
             self.send_q.put((f, generation, msg, buf))
@@ -182,7 +196,11 @@ class DataMixin:
     def _sender(self, stream_index, conn):
         t = self.t
         while True:
+            with self._idle_lock:
+                self.idle_senders += 1
             item = self.send_q.get()
+            with self._idle_lock:
+                self.idle_senders -= 1
             if item is None or self.stopped.is_set():
                 return
             f, generation, msg, buf = item

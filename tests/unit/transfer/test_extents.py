@@ -64,3 +64,43 @@ class TestIsZero(testtools.TestCase):
     def test_read_only(self):
         self.assertTrue(extents.is_zero(bytes(100)))
         self.assertFalse(extents.is_zero(b"\0\0\1"))
+
+
+class TestHasZeroRuns(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        fd, self.path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, self.path)
+        os.close(fd)
+
+    def check(self, data, sparse_at=None):
+        with open(self.path, "wb") as f:
+            f.truncate(len(data))
+            if sparse_at is None:
+                f.write(data)
+            else:
+                f.seek(sparse_at)
+                f.write(data[sparse_at:sparse_at + 4096])
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            buf = memoryview(mmap.mmap(-1, len(data)))
+            os.preadv(fd, [buf], 0)
+            return extents.has_zero_runs(fd, 0, len(data), buf)
+        finally:
+            os.close(fd)
+
+    def test_dense_data(self):
+        self.assertFalse(self.check(os.urandom(MiB)))
+
+    def test_hole_inside(self):
+        self.assertTrue(self.check(os.urandom(MiB), sparse_at=8192))
+
+    def test_written_zero_runs(self):
+        data = bytearray(os.urandom(MiB))
+        data[:MiB // 2] = bytes(MiB // 2)
+        self.assertTrue(self.check(bytes(data)))
+
+    def test_few_zero_pages(self):
+        data = bytearray(os.urandom(MiB))
+        data[:MiB // 16] = bytes(MiB // 16)
+        self.assertFalse(self.check(bytes(data)))

@@ -76,6 +76,23 @@ class TestZeroExtents(test_engine.EngineTestCase, SpyMixin):
             self.assertEqual(hashlib.sha512(f.read()).hexdigest(),
                              status["files"][0]["sha512"])
 
+    def test_data_pieces_inside_objects(self):
+        """Objects holding a little data and a hole go zstd-encoded
+        without compression: the link carries about the data.
+        """
+        path = os.path.join(self.src, "pieces.img")
+        sparse_file(path, 8 * MiB, {k * MiB + 4096 * k: os.urandom(20000)
+                                    for k in range(8)})
+        server = self.start_sink()
+        t = self.transfer(server.port, ["pieces.img"])
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertSameFile("pieces.img")
+        self.assertEqual(8, status["objects_sparse"])
+        self.assertEqual(0, status["objects_compressed"])
+        self.assertLess(status["bytes_sent_wire"],
+                        1.05 * 8 * 20000 + 16 * KiB)
+
     def test_off_sends_every_byte(self):
         server = self.start_sink()
         t = self.transfer(server.port, ["disk.img"],
