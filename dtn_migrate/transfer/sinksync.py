@@ -100,6 +100,14 @@ class DurabilityMixin:
                 self.record.set_file(f.name, durable=f.durable_prefix())
                 self._after_durable(f)
             self._confirm_installed(installs, dirs_durable=whole)
+            # Files this batch completed (installed just now): their
+            # directory entries are made durable at once, in one sync for
+            # them all, rather than a batch later.
+            with self.lock:
+                installs, self.installed = self.installed, []
+            if installs:
+                whole = len(installs) >= SYNCFS_MIN_FILES and self._syncfs()
+                self._confirm_installed(installs, dirs_durable=whole)
 
     def _syncfs(self):
         try:

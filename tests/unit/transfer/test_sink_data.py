@@ -536,6 +536,23 @@ class TestSmallFiles(DataTestCase):
         # outlive it), not again at its installation.
         self.assertEqual(1, unlinked.count(f.sidecar))
 
+    def test_completed_in_one_sync_batch(self):
+        """The batch that makes a file's last objects durable also makes
+        its installed name durable and reports it: no second batch (and
+        no COMPLETE_SYNC_DELAY) per file.
+        """
+        f = self.announce(2, name="one.img")
+        for i in range(2):
+            self.write_data(f, i)
+        self.declare(f, self.expected(self.data(0) + self.data(1)))
+        self.drain()
+        self.session._sync_now()
+        # Done when that batch returns (not a delayed batch later).
+        self.assertEqual("done", f.state)
+        closes = self.control.wait_for(P.MsgType.FILE_CLOSE, timeout=2)
+        self.assertEqual([P.CloseStatus.OK], [c.status for c in closes])
+        self.assertTrue(os.path.exists(os.path.join(self.root, "one.img")))
+
     def test_large_file_preallocated(self):
         spied = []
         self.useFixture(fixtures.MonkeyPatch(
