@@ -113,6 +113,19 @@ staging_opts = [
              'et al. 2018) and rarely useful: a server that honours COMMIT '
              'needs only the commits, and a knfsd "async" export treats '
              'stable writes as unstable anyway.'),
+    cfg.BoolOpt(
+        'skip_zeros', default=True,
+        help='Do not write all-zero blocks while staging an image: the '
+             'staged file is sized first, so those blocks read as zeros '
+             'and stay unallocated on the export (sparse images stage in '
+             'the time of their data). The sha512 still covers every '
+             'byte. Turn off only for an export that cannot truncate.'),
+    cfg.IntOpt(
+        'hash_checkpoint_bytes', default=256 * MiB, min=0,
+        help='Bytes between two saved states of the staging sha512 (in '
+             'a side file beside the watermark), so that a resumed copy '
+             'reads back at most this much to rebuild its hash. 0: never '
+             'save (a resume reads back the whole staged prefix).'),
     cfg.StrOpt(
         'free_space_margin', default='5%',
         regex=_MARGIN.pattern,

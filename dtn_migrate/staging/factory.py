@@ -42,4 +42,6 @@ def copy_options(settings, margin_bytes):
         writers=settings.writers, readers=settings.readers,
         commit_interval=settings.commit_interval_bytes,
         sync=settings.sync_writes, free_margin=margin_bytes,
-        watermark_suffix=settings.watermark_suffix)
+        watermark_suffix=settings.watermark_suffix,
+        skip_zeros=settings.skip_zeros,
+        hash_checkpoint=settings.hash_checkpoint_bytes)

@@ -24,7 +24,8 @@ def settings(**kw):
                   min_wsize=MiB, require_async=True, block_size=MiB,
                   queue_depth=8, writers=2, readers=2,
                   commit_interval_bytes=64 * MiB, sync_writes=False,
-                  watermark_suffix=".watermark")
+                  watermark_suffix=".watermark", skip_zeros=True,
+                  hash_checkpoint_bytes=256 * MiB)
     values.update(kw)
     return types.SimpleNamespace(**values)
 
@@ -95,3 +96,8 @@ class TestCopyOptions(testtools.TestCase):
                          (opts.block_size, opts.writers, opts.sync,
                           opts.commit_interval, opts.watermark_suffix,
                           opts.free_margin))
+
+    def test_zeros_and_hash_checkpoint(self):
+        opts = factory.copy_options(settings(
+            skip_zeros=False, hash_checkpoint_bytes=0), 0)
+        self.assertEqual((False, 0), (opts.skip_zeros, opts.hash_checkpoint))
