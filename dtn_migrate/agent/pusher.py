@@ -13,6 +13,7 @@ many batches a second costs a few casts a second.
 import collections
 import threading
 import time
+import uuid
 
 from oslo_log import log as logging
 
@@ -25,8 +26,12 @@ def _state(value):
 
 class EventPusher:
     def __init__(self, send, interval, clock=time.monotonic):
-        """``send(kind, transfer_id, name, info)`` casts one event."""
+        """``send(kind, transfer_id, name, info, origin)`` casts one
+        event; ``origin`` is [this pusher's run id, event number].
+        """
         self.send = send
+        self.run = uuid.uuid4().hex
+        self.number = 0
         self.interval = interval
         self.clock = clock
         self.cond = threading.Condition()
@@ -90,8 +95,9 @@ class EventPusher:
                 next_due = left if next_due is None else min(next_due, left)
                 continue
             self._done(k, getter, (now, _state(value)))
+            self.number += 1
             try:
-                self.send(k[0], k[1], k[2], value)
+                self.send(k[0], k[1], k[2], value, [self.run, self.number])
                 self.casts += 1
             except Exception as exc:  # noqa: B902 - the engine asks later
                 LOG.warning("could not push a %s event of transfer %s to "

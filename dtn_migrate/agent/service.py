@@ -133,12 +133,12 @@ class AgentService(service.Service):
         if self.pusher is not None:
             self.pusher.push("report", transfer_id, None, lambda: report)
 
-    def _push_event(self, kind, transfer_id, name, info):
+    def _push_event(self, kind, transfer_id, name, info, origin):
         if self.engine is None:
             self.engine = engine_rpcapi.EngineAPI(
                 timeout=10, retry=2, transport=self.transport)
         self.engine.transfer_event({}, kind, transfer_id, name=name,
-                                   info=info)
+                                   info=info, origin=origin)
 
     def on_session(self, transfer_id, peer, epoch):
         """A peer begins a session of ``transfer_id`` (called by the sink

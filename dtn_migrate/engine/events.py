@@ -30,13 +30,24 @@ def key(kind, transfer_id, name=None):
 
 
 class _Item:
-    __slots__ = ("seq", "when", "value", "pushed")
+    __slots__ = ("seq", "when", "value", "pushed", "origin")
 
-    def __init__(self, seq, when, value, pushed):
+    def __init__(self, seq, when, value, pushed, origin=None):
         self.seq = seq
         self.when = when
         self.value = value
         self.pushed = pushed
+        self.origin = origin
+
+
+def _older(item, origin):
+    """``origin`` ((agent run, its event number)) is older than the
+    pushed value ``item`` holds: the engine handles casts on several
+    threads, so two events of one key may arrive out of order.
+    """
+    if item is None or item.origin is None or origin is None:
+        return False
+    return item.origin[0] == origin[0] and item.origin[1] >= origin[1]
 
 
 class EventBoard:
@@ -54,15 +65,18 @@ class EventBoard:
         #: Calls to the agent made because no fresh value was there.
         self.asked = 0
 
-    def post(self, k, value, pushed=True):
+    def post(self, k, value, pushed=True, origin=None):
         """Store ``value`` as the latest of ``k`` and wake the waiters.
         ``pushed``: it came from the agent (not from the engine's own
-        fallback call).
+        fallback call); ``origin``: the agent's (run, event number) of
+        it, an older one than the value held is ignored (returns None).
         """
         with self.cond:
+            if _older(self.items.get(k), origin):
+                return None
             self.seq += 1
             now = self.clock()
-            self.items[k] = _Item(self.seq, now, value, pushed)
+            self.items[k] = _Item(self.seq, now, value, pushed, origin)
             self.items.move_to_end(k)
             while len(self.items) > self.max_keys:
                 self.items.popitem(last=False)
@@ -151,3 +165,16 @@ def check_event(kind, transfer_id, name, info):
         raise ValueError("bad file name %r" % (name,))
     if info is not None and not isinstance(info, dict):
         raise ValueError("event info must be a mapping or None")
+
+
+def check_origin(origin):
+    """``origin`` as a (run, number) tuple, or None; ValueError if it is
+    something else.
+    """
+    if origin is None:
+        return None
+    if not isinstance(origin, (list, tuple)) or len(origin) != 2 or \
+            not isinstance(origin[0], str) or \
+            not isinstance(origin[1], int) or isinstance(origin[1], bool):
+        raise ValueError("bad event origin %r" % (origin,))
+    return tuple(origin)

@@ -124,20 +124,23 @@ class EngineManager:
             self.migrations.incoming(transfer_id, peer, attempt))
 
     def transfer_event(self, ctxt, kind, transfer_id, name=None,
-                       info=None):
+                       info=None, origin=None):
         """Cast by this cloud's DTN agent: the latest ``info`` of
         ``kind`` (watermark: of incoming file ``name``; transfer: the
         status of an outgoing transfer; report: the peer's import
-        report, or None) of ``transfer_id``.  Stages waiting for it
-        wake up; nothing is answered.
+        report, or None) of ``transfer_id``; ``origin``: [agent run,
+        event number], so that an event handled after a later one of the
+        same key is dropped.  Stages waiting for it wake up; nothing is
+        answered.
         """
         try:
             events_mod.check_event(kind, transfer_id, name, info)
+            origin = events_mod.check_origin(origin)
         except ValueError as exc:
             LOG.warning("ignored a transfer event: %s", exc)
             return
         self.migrations.res.events.post(
-            events_mod.key(kind, transfer_id, name), info)
+            events_mod.key(kind, transfer_id, name), info, origin=origin)
 
     def ping(self, ctxt):
         return {"host": self.host}

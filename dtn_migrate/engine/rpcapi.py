@@ -95,7 +95,7 @@ class EngineAPI:
                 peer=peer, attempt=attempt)
 
     def transfer_event(self, ctxt, kind, transfer_id, name=None,
-                       info=None):
+                       info=None, origin=None):
         """From this cloud's DTN agent: the latest ``info`` of ``kind``
         (see EngineManager.transfer_event) of ``transfer_id`` (1.3).  A
         cast: the agent never waits for the engine; an engine older than
@@ -103,7 +103,7 @@ class EngineAPI:
         """
         self.client.prepare(version='1.3').cast(
             ctxt, 'transfer_event', kind=kind, transfer_id=transfer_id,
-            name=name, info=info)
+            name=name, info=info, origin=origin)
 
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

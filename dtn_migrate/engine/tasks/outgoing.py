@@ -169,6 +169,10 @@ def _failed_stage(migration_id, stages, names, stage):
                                    reason="%s failed" % name)
 
 
+#: States in which an outgoing transfer ended.
+FINAL_TRANSFER = ("complete", "failed", "cancelled")
+
+
 class TransferImage(base.MigrationTask):
     """Send the staged files to the peer DTN through this cloud's agent,
     following the data file's watermark in pipelined mode.
@@ -206,6 +210,14 @@ class TransferImage(base.MigrationTask):
                                 agent.resume_transfer, base.CTXT, host,
                                 transfer_id)
         latest = [status]
+        key = events.key(events.TRANSFER, transfer_id)
+
+        answered = []
+
+        def asked():
+            status = agent.get_transfer(base.CTXT, host, transfer_id)
+            answered.append(status)
+            return status
 
         def step():
             status = latest[0]
@@ -227,14 +239,17 @@ class TransferImage(base.MigrationTask):
                         stages.get("export", {}).get("done"))
             # Seen by the next step (a transient failure keeps this one):
             # the status the agent pushed, or asked when none came.
+            answered.clear()
             latest[0] = self.res.watched(
-                events.TRANSFER, transfer_id,
-                lambda: agent.get_transfer(base.CTXT, host, transfer_id)) \
-                or latest[0]
+                events.TRANSFER, transfer_id, asked) or latest[0]
+            if latest[0].get("state") in FINAL_TRANSFER and not answered:
+                # Pushed before this run resumed the transfer, perhaps:
+                # an end is taken from the agent itself.
+                latest[0] = asked()
+                self.res.events.post(key, latest[0], pushed=False)
             return None, progress
 
-        self.follow(migration_id, "transfer", step,
-                    event=events.key(events.TRANSFER, transfer_id))
+        self.follow(migration_id, "transfer", step, event=key)
 
     def _call(self, migration_id, what, call, *args, **kwargs):
         """An idempotent agent call, repeated after transient failures."""

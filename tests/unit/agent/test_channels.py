@@ -177,6 +177,10 @@ class TestPusher(test_service.ServiceTestCase):
         self.assertTrue(wait_until(
             lambda: sent.calls[-1][3]["state"] == "done", 0.4))
         self.assertLessEqual(len(sent.calls), 3)
+        # Numbered, so that the engine drops one handled late.
+        numbers = [c[4][1] for c in sent.calls]
+        self.assertEqual(sorted(set(numbers)), numbers)
+        self.assertEqual({p.run}, {c[4][0] for c in sent.calls})
         # The latest value of a held key goes out after the interval.
         p.push("watermark", "t", "f", lambda: {"state": "done",
                                                "durable": 51})
@@ -201,8 +205,8 @@ class TestPusher(test_service.ServiceTestCase):
     def test_service_pushes_file_events_and_reports(self):
         events = Recorder()
         self.engine.transfer_event = \
-            lambda ctxt, kind, tid, name=None, info=None: events(
-                kind, tid, name, info)
+            lambda ctxt, kind, tid, name=None, info=None, origin=None: \
+            events(kind, tid, name, info)
         east = self.start_east()
         tid = uuid.uuid4().hex
         east.sink.record_for = None

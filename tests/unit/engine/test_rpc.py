@@ -229,6 +229,23 @@ class TestTransferEvent(testtools.TestCase):
         self.assertTrue(board.pushing(events.WATERMARK, 60))
         self.assertFalse(board.pushing(events.REPORT, 60))
 
+    def test_an_event_handled_late_is_dropped(self):
+        board = self.migrations.res.events
+        k = events.key(events.WATERMARK, TID, "f")
+        m = manager.EngineManager("controller", self.migrations)
+        m.transfer_event({}, events.WATERMARK, TID, "f", {"state": "done"},
+                         origin=["run1", 7])
+        m.transfer_event({}, events.WATERMARK, TID, "f", {"state": "open"},
+                         origin=["run1", 6])
+        self.assertEqual({"state": "done"}, board.get(k)[2])
+        # A restarted agent numbers from 1 again.
+        m.transfer_event({}, events.WATERMARK, TID, "f", {"state": "open"},
+                         origin=["run2", 1])
+        self.assertEqual({"state": "open"}, board.get(k)[2])
+        m.transfer_event({}, events.WATERMARK, TID, "f", {"state": "x"},
+                         origin="nonsense")
+        self.assertEqual({"state": "open"}, board.get(k)[2])
+
     def test_bad_event_is_ignored(self):
         board = self.migrations.res.events
         self.api.transfer_event({}, "gossip", TID, None, None)
@@ -246,4 +263,4 @@ class TestTransferEvent(testtools.TestCase):
         api.client.prepare.assert_called_once_with(version="1.3")
         api.client.prepare.return_value.cast.assert_called_once_with(
             {}, "transfer_event", kind="report", transfer_id=TID, name=None,
-            info=None)
+            info=None, origin=None)
