@@ -108,6 +108,27 @@ class TestSparse(CountingRelay):
         self.assertEqual(1, incoming["files_done"], incoming)
         self.assertEqual(0, incoming["objects_corrupt"], incoming)
 
+    def test_data_not_aligned_to_objects(self):
+        """Data pieces that straddle objects (the rest of those objects
+        holes): the zero runs inside an object travel encoded, and are
+        holes at the sink too.
+        """
+        size = 1024 * MiB
+        data = 10 * MiB
+        pieces = {(37 + 97 * i) * MiB + 12345 + 4096 * i:
+                  random_bytes(MiB, 100 + i) for i in range(10)}
+        name = "unaligned.raw"
+        path = os.path.join(self.src.staging, name)
+        write_at(path, size, pieces)
+        self.addCleanup(os.unlink, path)
+        self.send(name)
+        self.addDetail("link-bytes", base.content.text_content(
+            "%d bytes on the link for %d of data" % (self.link_bytes, data)))
+        self.assertLessEqual(self.link_bytes, 1.05 * data + MiB)
+        received = os.path.join(self.dst.staging, name)
+        self.assertLessEqual(os.stat(received).st_blocks * 512,
+                             1.1 * data + MiB)
+
     def test_zero_bytes_written_are_zero_extents_too(self):
         """An allocated file full of written zeros (no holes): the zeros
         are found by the source's check and stay holes at the sink.
