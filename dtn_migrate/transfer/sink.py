@@ -3,14 +3,18 @@
 ``SinkServer`` listens on one port.  Each connection authenticates
 (see ``auth``) and is either a session's control connection or one of
 its data streams.  For every announced file the sink creates a partial
-copy under ``<root>/.dtn-partial/<transfer>/``, preallocated to the final
-size; objects are checked (bounds, then xxh3) and written at their
-offsets by the shared I/O threads; a per-session syncer makes batches of
-them durable with fdatasync and only then reports them with BLOCK_SYNC.
-A hasher follows the durable contiguous prefix with sha512 and saves its
-state next to the partial copy, so neither a reconnect nor a restart
-re-reads what was already hashed.  When every object is durable and the
-hash matches the source's, the copy is renamed to its final name.
+copy under ``<root>/.dtn-partial/<transfer>/``, sized by ftruncate
+(preallocated only for files of PREALLOCATE_MIN or more in sessions
+without zero extents); objects are checked (bounds, then xxh3) and
+written at their offsets by the shared I/O threads, zero extents left
+as holes (``sinkrecv``); the file's contiguous-prefix sha512 is fed from
+the buffers the objects arrived in, in order, and saves its state next
+to the partial copy, so neither a reconnect nor a restart re-reads what
+was already hashed (``sinkhash``); a per-session syncer makes batches
+durable and only then reports them with BLOCK_SYNC (``sinksync``).
+When every object is durable and the hash matches the source's, the
+copy is renamed to its final name.  The session's optional
+capabilities (zero extents, zstd objects) are answered in CONNECT_ACK.
 
 Malformed input closes only the connection that carried it; sessions of
 other transfers, the partial copies and the source's log are untouched.
