@@ -42,11 +42,18 @@ def incoming_file(res, transfer_id, name, size):
     transfer (restarted after it completed).  None when nothing is known
     (yet), the agent not answering included.
     """
+    def ask():
+        return res.agent.get_watermark(base.CTXT, res.agent_host,
+                                       transfer_id, name)
+
     try:
-        return res.watched(
-            events.WATERMARK, transfer_id,
-            lambda: res.agent.get_watermark(base.CTXT, res.agent_host,
-                                            transfer_id, name), name)
+        info = res.watched(events.WATERMARK, transfer_id, ask, name)
+        if info and info.get("state") in watermark.FAILED_STATES:
+            # Perhaps pushed before the transfer was sent again: a
+            # failure is taken from the agent itself.
+            info = res.events.fetch(
+                events.key(events.WATERMARK, transfer_id, name), ask, 0)
+        return info
     except base.TRANSIENT_RPC as exc:
         LOG.warning("transfer %s: no watermark of %s from the agent (%s)",
                     transfer_id, name, exc.__class__.__name__)

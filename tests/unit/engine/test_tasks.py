@@ -477,6 +477,18 @@ class TestPushedEvents(testtools.TestCase):
                          ["state"])
         self.assertEqual(2, self.agent.get_watermark.call_count)
 
+    def test_a_pushed_failure_is_checked_with_the_agent(self):
+        name = "x/image.data"
+        self.res.events.post(events.key(events.WATERMARK, TID, name),
+                             {"state": "failed", "durable": 0})
+        self.agent.get_watermark.return_value = {"state": "open",
+                                                 "durable": 2}
+        self.assertEqual("open", incoming.incoming_file(self.res, TID, name,
+                                                        3)["state"])
+        # The answer replaced it: not asked again while it is fresh.
+        incoming.incoming_file(self.res, TID, name, 3)
+        self.assertEqual(1, self.agent.get_watermark.call_count)
+
     def test_an_agent_that_pushes_nothing_is_polled(self):
         self.agent.ping.return_value = {"staging_root": "/s"}   # old agent
         res = make_res(agent=self.agent, poll_interval=0.05,
