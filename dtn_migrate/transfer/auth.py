@@ -38,13 +38,16 @@ dropped, replayed, reordered or moved to another connection fails its
 tag.  An object's bytes (which follow its NEW_BLOCK, or are read with
 RDMA) are covered by the NEW_BLOCK's ``mac``::
 
-    mac = HMAC(k_object, file_id || index || offset || length || bytes)
+    one_time = HMAC(k_object, "dtnm-obj" || file_id || index || offset
+                    || length || nonce)[:32]
+    mac      = Poly1305(one_time, bytes)
 
-truncated to 16 bytes, computed by the source in the pass that reads
-the object and computes its xxh3, and by the sink in the pass that
-receives it.  HMAC-SHA256 runs at about 1.7 GB/s per core with SHA-NI,
-twice keyed BLAKE2b's speed here.  Frames are authenticated, not
-encrypted: TLS is the option for confidentiality.
+(16 bytes), computed by the source in the pass that reads the object and
+computes its xxh3, and by the sink in the pass that receives it.  The
+``nonce`` (a NEW_BLOCK field) counts the objects the source sent in the
+session, so no one-time key is ever used twice.  Poly1305 runs at about
+5.5 GB/s per core here, HMAC-SHA256 at 0.8-1.7 GB/s.  Frames are
+authenticated, not encrypted: TLS is the option for confidentiality.
 """
 
 import collections
@@ -54,6 +57,8 @@ import os
 import ssl
 import struct
 
+from cryptography.hazmat.primitives import poly1305
+
 NONCE_SIZE = 32
 _SINK_LABEL = b"dtn-migrate/1 sink"
 _SOURCE_LABEL = b"dtn-migrate/1 source"
@@ -61,7 +66,8 @@ _SESSION_LABEL = b"dtn-migrate/2 session"
 MIN_KEY_BYTES = 16
 TAG_SIZE = 16
 _SEQ = struct.Struct("!Q")
-_OBJECT = struct.Struct("!IIQI")
+_OBJECT = struct.Struct("!IIQIQ")
+_OBJECT_LABEL = b"dtnm-obj"
 
 SessionKeys = collections.namedtuple("SessionKeys",
                                      ("source", "sink", "objects"))
@@ -112,19 +118,27 @@ class FrameMac:
         return hmac.compare_digest(self.tag(frame), tag)
 
 
-def object_mac(key, file_id, index, offset, length):
-    """An HMAC of one object, to ``update`` with its bytes; None without
-    a key (no frame authentication).
+def object_mac(key, file_id, index, offset, length, nonce=0):
+    """The keyed digest of one object, to ``update`` with its bytes; None
+    without a key (no frame authentication).
+
+    Poly1305 (about 7 times the speed of HMAC-SHA256) under a one-time
+    key: HMAC-SHA256(key, "dtnm-obj" || file_id || index || offset ||
+    length || nonce)[:32].  The source sends each object with a nonce it
+    never used before in the session, so no key is used twice.
     """
     if key is None:
         return None
-    return hmac.new(key, _OBJECT.pack(file_id, index, offset, length),
-                    hashlib.sha256)
+    one_time = hmac.digest(key, _OBJECT_LABEL + _OBJECT.pack(
+        file_id, index, offset, length, nonce), "sha256")
+    return poly1305.Poly1305(one_time[:32])
 
 
 def object_tag(mac):
-    """The NEW_BLOCK ``mac`` field of a finished ``object_mac``."""
-    return bytes(TAG_SIZE) if mac is None else mac.digest()[:TAG_SIZE]
+    """The NEW_BLOCK ``mac`` field of a finished ``object_mac`` (once:
+    a Poly1305 is finished by it).
+    """
+    return bytes(TAG_SIZE) if mac is None else mac.finalize()[:TAG_SIZE]
 
 
 def load_key(text=None, path=None):

@@ -404,12 +404,14 @@ class FileId(Message):
 @_message(MsgType.NEW_BLOCK, [
     ("file_id", "u32"), ("index", "u32"), ("offset", "u64"),
     ("length", "u32"), ("xxh3", "u64"), ("rkey", "u32"), ("addr", "u64"),
-    ("mac", "b16")])
+    ("nonce", "u64"), ("mac", "b16")])
 class NewBlock(Message):
     """One object.  Over TCP its ``length`` bytes follow the frame.
 
     ``mac``: with frame authentication, the object's keyed digest
-    (``auth.object_mac``); zeros otherwise.
+    (``auth.object_mac``: Poly1305 under a one-time key derived from the
+    session's object key, the object's place and ``nonce``, which the
+    source never repeats within a session); zeros otherwise.
     """
 
     file_id: int
@@ -419,6 +421,7 @@ class NewBlock(Message):
     xxh3: int
     rkey: int = 0
     addr: int = 0
+    nonce: int = 0
     mac: bytes = bytes(TAG_SIZE)
 
     def validate(self):
@@ -449,7 +452,7 @@ class ZeroBlocks(Message):
 @_message(MsgType.NEW_BLOCK_Z, [
     ("file_id", "u32"), ("index", "u32"), ("offset", "u64"),
     ("length", "u32"), ("xxh3", "u64"), ("encoding", "u8"),
-    ("wire_length", "u32"), ("mac", "b16")])
+    ("wire_length", "u32"), ("nonce", "u64"), ("mac", "b16")])
 class NewBlockZ(Message):
     """One compressed object (Caps.ZSTD, TCP data plane only).
 
@@ -466,6 +469,7 @@ class NewBlockZ(Message):
     xxh3: int
     encoding: int
     wire_length: int
+    nonce: int = 0
     mac: bytes = bytes(TAG_SIZE)
 
     def validate(self):

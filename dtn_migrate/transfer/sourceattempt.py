@@ -3,6 +3,7 @@ and the control messages from the sink (see ``source``).
 """
 
 import collections
+import itertools
 import logging
 import os
 import queue
@@ -64,6 +65,8 @@ class Attempt(sourcedata.DataMixin):
         self.zeros = None           # sourcehash.ZeroSource, when needed
         self.sparse_objects = False     # zero runs inside objects as zstd
         self.idle_senders = 0
+        # NEW_BLOCK nonces (auth.object_mac); next() on it is atomic.
+        self.nonces = itertools.count(1)
         self._idle_lock = threading.Lock()
 
     # Error handling: the first error wins, everything else stops.

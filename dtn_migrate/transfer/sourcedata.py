@@ -52,8 +52,10 @@ class DataMixin:
                 self._send_zeros(f, generation, index, run)
                 continue
             offset, length = f.span(index)
+            # A nonce never used before in the session, per send.
+            nonce = next(self.nonces)
             mac = auth.object_mac(self.control.object_key, f.file_id, index,
-                                  offset, length)
+                                  offset, length, nonce)
             try:
                 digest = self._read(f.fd, offset, length, buf, None, mac)
             except OSError as exc:
@@ -89,11 +91,11 @@ class DataMixin:
             if wire is not None:
                 msg = P.NewBlockZ(f.file_id, index, offset, length,
                                   digest, P.Encoding.ZSTD, len(wire),
-                                  mac=auth.object_tag(mac))
+                                  nonce=nonce, mac=auth.object_tag(mac))
                 self.send_q.put((f, generation, msg, wire))
                 continue
             msg = P.NewBlock(f.file_id, index, offset, length, digest,
-                             mac=auth.object_tag(mac))
+                             nonce=nonce, mac=auth.object_tag(mac))
             self.send_q.put((f, generation, msg, buf))
             buf = None
         if buf is not None:

@@ -93,6 +93,37 @@ class ProofTest(testtools.TestCase):
         self.assertNotEqual(a, b)
 
 
+class ObjectMacTest(testtools.TestCase):
+    KEY = b"o" * 32
+
+    def tag(self, data, *place):
+        mac = auth.object_mac(self.KEY, *place)
+        mac.update(data)
+        return auth.object_tag(mac)
+
+    def test_poly1305_under_a_one_time_key(self):
+        from cryptography.hazmat.primitives import poly1305
+        one_time = hmac.digest(self.KEY, b"dtnm-obj" + bytes.fromhex(
+            "00000001" "00000002" "0000000000000003" "00000004"
+            "0000000000000005"), "sha256")
+        self.assertEqual(poly1305.Poly1305.generate_tag(one_time, b"data"),
+                         self.tag(b"data", 1, 2, 3, 4, 5))
+        self.assertEqual(auth.TAG_SIZE, len(self.tag(b"", 1, 2, 3, 4, 5)))
+
+    def test_every_field_and_the_bytes_count(self):
+        base = self.tag(b"data", 1, 2, 3, 4, 5)
+        for place in ((9, 2, 3, 4, 5), (1, 9, 3, 4, 5), (1, 2, 9, 4, 5),
+                      (1, 2, 3, 9, 5), (1, 2, 3, 4, 9)):
+            self.assertNotEqual(base, self.tag(b"data", *place))
+        self.assertNotEqual(base, self.tag(b"datA", 1, 2, 3, 4, 5))
+        self.assertNotEqual(base, auth.object_tag(auth.object_mac(
+            b"p" * 32, 1, 2, 3, 4, 5)))
+
+    def test_no_key(self):
+        self.assertIsNone(auth.object_mac(None, 1, 2, 3, 4, 5))
+        self.assertEqual(bytes(auth.TAG_SIZE), auth.object_tag(None))
+
+
 class LoadKeyTest(testtools.TestCase):
 
     def setUp(self):

@@ -184,13 +184,20 @@ class TestObjectDigest(test_engine.EngineTestCase):
                                         mac=forged), payload=data)
             nack = control.recv(expect=(P.MsgType.BLOCK_NACK,))
             self.assertEqual(errors.Code.INTEGRITY, nack.code)
-        mac = auth.object_mac(control.object_key, 0, 0, 0, len(data))
+        # The tag of the same object under another nonce is refused.
+        mac = auth.object_mac(control.object_key, 0, 0, 0, len(data), 1)
         mac.update(data)
-        stream_conn.send(P.NewBlock(0, 0, 0, len(data), xxh3,
+        stream_conn.send(P.NewBlock(0, 0, 0, len(data), xxh3, nonce=2,
+                                    mac=auth.object_tag(mac)), payload=data)
+        nack = control.recv(expect=(P.MsgType.BLOCK_NACK,))
+        self.assertEqual(errors.Code.INTEGRITY, nack.code)
+        mac = auth.object_mac(control.object_key, 0, 0, 0, len(data), 3)
+        mac.update(data)
+        stream_conn.send(P.NewBlock(0, 0, 0, len(data), xxh3, nonce=3,
                                     mac=auth.object_tag(mac)), payload=data)
         self.assertEqual(P.MsgType.BLOCK_SYNC, control.recv().TYPE)
         rec = server.status(tid.hex(), with_files=False)
-        self.assertEqual(2, rec["objects_corrupt"], rec)
+        self.assertEqual(3, rec["objects_corrupt"], rec)
 
 
 class TestManInTheMiddle(test_engine.EngineTestCase):
