@@ -97,6 +97,25 @@ class ResumableSha512Test(testtools.TestCase):
         self.assertEqual(hashlib.sha512(data).digest(), h.digest())
         self.assertEqual(4000, h.offset)
 
+    def test_read_only_buffers_in_place(self):
+        """bytes and read-only views (slices included) hash right, and
+        are not copied (pinned instead).
+        """
+        data = random.Random(7).randbytes(300000)
+        h = checksum.ResumableSha512()
+        view = memoryview(data)
+        h.update(data[:1000])
+        h.update(view[1000:200001])
+        h.update(view[200001:].toreadonly())
+        self.assertEqual(hashlib.sha512(data).digest(), h.digest())
+        if h.checkpointable:
+            copies = []
+            real = bytes
+            self.patch(checksum, "bytes",
+                       lambda *a: copies.append(a) or real(*a))
+            h.update(data)
+            self.assertEqual([], copies)
+
     def test_digest_does_not_disturb(self):
         h = checksum.ResumableSha512()
         h.update(self.data[:1000])
