@@ -125,9 +125,11 @@ transfer_opts = [
                      'save its CPU cost.'),
     cfg.BoolOpt('zero_extents', default=_d.zero_extents,
                 help='Source: send objects that are holes or all zero bytes '
-                     'as zero extents (ZERO_BLOCKS) instead of their bytes. '
-                     'Sink: accept them and leave holes in the file. The '
-                     'sha512 of the file still covers every byte.'),
+                     'as zero extents (ZERO_BLOCKS) instead of their bytes, '
+                     'and objects that hold holes or zero runs as zstd '
+                     '(level 1) even with compression off. Sink: accept '
+                     'them and leave holes in the file. The sha512 of the '
+                     'file still covers every byte.'),
     cfg.StrOpt('compression', default=_d.compression,
                choices=engine.COMPRESSIONS,
                help='Source: compress objects with zstd on the TCP data '
