@@ -192,3 +192,19 @@ class TestZeroRuns(tsw.WindowTestCase):
         self.assertBalanced()
         self.nack(pick[2])
         self.assertEqual(0, self.a.window.used)
+
+
+class TestBusySenders(tsw.WindowTestCase):
+    def test_a_sender_waiting_for_work_is_not_busy(self):
+        streams = self.t.cfg.streams
+        self.assertEqual(streams, self.a.busy_senders())
+        th = threading.Thread(target=self.a._sender, args=(0, None))
+        th.start()
+        for _ in range(100):
+            if self.a.idle_senders:
+                break
+            th.join(0.01)
+        self.assertEqual(streams - 1, self.a.busy_senders())
+        self.a.send_q.put(None)
+        th.join(5)
+        self.assertEqual(streams, self.a.busy_senders())
