@@ -125,11 +125,14 @@ class _Py_buffer(ctypes.Structure):
                 ("internal", ctypes.c_void_p)]
 
 
-_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+# A handle of our own: ctypes.pythonapi's function objects are shared by
+# every module, and another module's argtypes would replace ours.
+_PYAPI = ctypes.PyDLL(None)
+_get_buffer = _PYAPI.PyObject_GetBuffer
 _get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_Py_buffer),
                         ctypes.c_int]
 _get_buffer.restype = ctypes.c_int
-_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer = _PYAPI.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_Py_buffer)]
 _release_buffer.restype = None
 
@@ -147,7 +150,7 @@ def pinned(data):
         _release_buffer(ctypes.byref(view))
 
 
-_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes = _PYAPI.PyBytes_FromStringAndSize
 _new_bytes.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
 _new_bytes.restype = ctypes.py_object
 

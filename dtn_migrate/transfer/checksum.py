@@ -64,11 +64,14 @@ class _PyBuffer(ctypes.Structure):
                 ("internal", ctypes.c_void_p)]
 
 
-_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+# A handle of our own: ctypes.pythonapi's function objects are shared by
+# every module, and another module's argtypes would replace ours.
+_PYAPI = ctypes.PyDLL(None)
+_get_buffer = _PYAPI.PyObject_GetBuffer
 _get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
                         ctypes.c_int]
 _get_buffer.restype = ctypes.c_int
-_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer = _PYAPI.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
 _release_buffer.restype = None
 STATE_SIZE = ctypes.sizeof(_Sha512Ctx)

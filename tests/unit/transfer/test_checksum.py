@@ -97,6 +97,19 @@ class ResumableSha512Test(testtools.TestCase):
         self.assertEqual(hashlib.sha512(data).digest(), h.digest())
         self.assertEqual(4000, h.offset)
 
+    def test_pinning_shared_with_the_staging_library(self):
+        # Both libraries pin read-only buffers through PyObject_GetBuffer;
+        # each must keep its own argtypes, whichever was imported last.
+        from dtn_migrate.staging import nfslib
+        data = bytes(range(256)) * 64
+        with nfslib.pinned(data) as (addr, n):
+            self.assertEqual(len(data), n)
+        h = checksum.ResumableSha512()
+        h.update(data)
+        self.assertEqual(hashlib.sha512(data).digest(), h.digest())
+        with nfslib.pinned(data) as (addr, n):
+            self.assertEqual(len(data), n)
+
     def test_read_only_buffers_in_place(self):
         """bytes and read-only views (slices included) hash right, and
         are not copied (pinned instead).
