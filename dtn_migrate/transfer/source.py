@@ -44,9 +44,9 @@ from dtn_migrate.transfer import sourcehash
 from dtn_migrate.transfer.sourceattempt import MAX_ZERO_RUN  # noqa: F401
 from dtn_migrate.transfer.sourceattempt import NO_SHA512  # noqa: F401
 from dtn_migrate.transfer.sourceattempt import ZERO_COST  # noqa: F401
-from dtn_migrate.transfer.sourcefile import AttemptFailed
+from dtn_migrate.transfer.sourcefile import _AttemptFailed
 from dtn_migrate.transfer.sourcefile import Failures
-from dtn_migrate.transfer.sourcefile import Fatal
+from dtn_migrate.transfer.sourcefile import _Fatal
 from dtn_migrate.transfer.sourcefile import FileState
 from dtn_migrate.transfer.sourcefile import open_connection  # noqa: F401
 from dtn_migrate.transfer.sourcefile import Peer  # noqa: F401
@@ -153,7 +153,7 @@ class SourceTransfer:
                 self.error = None
         except errors.Cancelled:
             self.state = "cancelled"
-        except Fatal as exc:
+        except _Fatal as exc:
             self.state = "failed"
             self.error = str(exc)
             LOG.error("transfer %s failed: %s", self.transfer_id, exc)
@@ -186,7 +186,7 @@ class SourceTransfer:
                        cfg.reconnect_max_interval) * random.uniform(0.8, 1.2)
 
         tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(AttemptFailed),
+            retry=tenacity.retry_if_exception_type(_AttemptFailed),
             wait=backoff, sleep=self._sleep, before_sleep=self._log_retry,
             reraise=True)(self._attempts_until_failure, failures)
 
@@ -207,15 +207,15 @@ class SourceTransfer:
             self.progress.add(attempts=1)
             try:
                 self._attempt_once(failures)
-            except AttemptFailed:
+            except _AttemptFailed:
                 if self.progress.bytes_done > done_before:
                     failures.first = None
                     failures.protocol = 0
                 now = time.monotonic()
                 failures.first = failures.first or now
                 if now - failures.first > self.cfg.reconnect_deadline:
-                    raise Fatal("peer %s unreachable for %.0f s: %s"
-                                % (self.peer.name, now - failures.first,
+                    raise _Fatal("peer %s unreachable for %.0f s: %s"
+                                 % (self.peer.name, now - failures.first,
                                     self.error))
                 failures.count += 1
                 raise
@@ -223,39 +223,39 @@ class SourceTransfer:
             failures.count = 0
 
     def _attempt_once(self, failures):
-        """One attempt; AttemptFailed when a new one may do better."""
+        """One attempt; _AttemptFailed when a new one may do better."""
         self._attempt = sourceattempt.Attempt(self)
         try:
             self._attempt.run()
         except errors.Cancelled:
             raise
         except errors.AuthenticationError as exc:
-            raise Fatal(str(exc))
+            raise _Fatal(str(exc))
         except errors.PeerError as exc:
             if exc.fatal and exc.code in (errors.Code.AUTH,
                                           errors.Code.VERSION):
-                raise Fatal(str(exc))
+                raise _Fatal(str(exc))
             self.error = str(exc)
-            raise AttemptFailed() from exc
+            raise _AttemptFailed() from exc
         except errors.ProtocolError as exc:
             self.error = str(exc)
             failures.protocol += 1
             if failures.protocol >= 5:
-                raise Fatal("giving up after repeated protocol errors: %s"
-                            % exc)
-            raise AttemptFailed() from exc
+                raise _Fatal("giving up after repeated protocol errors: %s"
+                             % exc)
+            raise _AttemptFailed() from exc
         except stream.TlsClosed as exc:
             self.error = str(exc)
             failures.tls_closed += 1
             if failures.tls_closed >= 3:
-                raise Fatal("%s, %d times in a row: the peer probably "
-                            "rejects this agent's certificate"
-                            % (exc, failures.tls_closed))
-            raise AttemptFailed() from exc
+                raise _Fatal("%s, %d times in a row: the peer probably "
+                             "rejects this agent's certificate"
+                             % (exc, failures.tls_closed))
+            raise _AttemptFailed() from exc
         except (ConnectionError, OSError, TimeoutError) as exc:
             self.error = str(exc)
             failures.tls_closed = 0
-            raise AttemptFailed() from exc
+            raise _AttemptFailed() from exc
         finally:
             self._attempt = None
 
@@ -434,4 +434,3 @@ class SourceTransfer:
 _Attempt = sourceattempt.Attempt
 _Window = sourceflow.Window
 _TokenBucket = sourceflow.TokenBucket
-_Fatal = Fatal

@@ -17,7 +17,7 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import extents
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sourcedata
-from dtn_migrate.transfer.sourcefile import Fatal
+from dtn_migrate.transfer.sourcefile import _Fatal
 from dtn_migrate.transfer.sourcefile import FileState
 from dtn_migrate.transfer.sourcefile import open_connection
 from dtn_migrate.transfer.sourcefile import TERMINAL
@@ -113,7 +113,7 @@ class Attempt(sourcedata.DataMixin):
             self._connect()
             self._start()
             self._schedule()
-        except (errors.Cancelled, Fatal) as exc:
+        except (errors.Cancelled, _Fatal) as exc:
             self.fail(exc)
             raise
         except Exception as exc:  # noqa: B902 - re-raised below
@@ -135,8 +135,8 @@ class Attempt(sourcedata.DataMixin):
             # With zero extents, objects holding zero runs go zstd-encoded.
             caps |= P.Caps.ZSTD
         if cfg.transport == "rdma" and dev is None:
-            raise Fatal("transport=rdma but this agent has no usable "
-                        "RDMA device")
+            raise _Fatal("transport=rdma but this agent has no usable "
+                         "RDMA device")
 
         def open_conn(role, index, epoch, rdma=b""):
             conn, ack = open_connection(t.peer, P.Connect(
@@ -165,7 +165,7 @@ class Attempt(sourcedata.DataMixin):
             self.pool = self.plane.pool
         else:
             if cfg.transport == "rdma":
-                raise Fatal("transport=rdma but the sink offers only TCP")
+                raise _Fatal("transport=rdma but the sink offers only TCP")
             count = min(cfg.pool_objects, cfg.io_threads + 3 * cfg.streams)
             self.pool = buffers.BufferPool(count, t.object_size)
             self.plane = tcp.TcpSourcePlane()

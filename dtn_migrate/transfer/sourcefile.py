@@ -111,11 +111,11 @@ class SourceFile:
                 "error": self.error}
 
 
-class Fatal(Exception):
+class _Fatal(Exception):
     """Ends a transfer without further retries."""
 
 
-class AttemptFailed(Exception):
+class _AttemptFailed(Exception):
     """An attempt failed in a way that a new attempt may cure."""
 
 
