@@ -13,6 +13,7 @@ sink's, and the isolation of sessions' memory.
 import hashlib
 import os
 import threading
+import time
 from unittest import mock
 
 from dtn_migrate.transfer import dataset
@@ -224,12 +225,22 @@ class TestRdmaEngine(RdmaEngineTestCase):
             if os.readlink("/proc/self/fd/%d" % fd).endswith(bad):
                 raise OSError(5, "Input/output error")
             return real_pwrite(fd, data, offset)
+        real_send = rdma.RdmaSourcePlane.send
+
+        def send(plane, conn, stream, msg, buf, fd):
+            # The later objects of "bad" (only it has more than 8) leave
+            # after its first writes have failed, whatever the timing of
+            # the sink's I/O threads: they must arrive to a failed file.
+            if msg.index >= 8:
+                time.sleep(0.2)
+            return real_send(plane, conn, stream, msg, buf, fd)
         server = self.rdma_sink()
         t = self.rdma_transfer(server.port, names)
         discard = mock.patch.object(rdma.RdmaSinkPlane, "discard",
                                     autospec=True,
                                     side_effect=rdma.RdmaSinkPlane.discard)
         with mock.patch("dtn_migrate.transfer.sink.os.pwrite", pwrite), \
+                mock.patch.object(rdma.RdmaSourcePlane, "send", send), \
                 discard as drained:
             status = self.run_transfer(t)
         self.assertGreater(drained.call_count, 0)
