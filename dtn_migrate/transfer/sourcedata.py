@@ -76,7 +76,7 @@ class DataMixin:
             self._hash(f, generation, offset, view)
             wire = None
             if sparse is not None and extents.has_zero_runs(
-                    f.fd, offset, length, view):
+                    f.fd, offset, length, view, holes=self._holes(f)):
                 wire = sparse.compress(view)
                 if len(wire) <= length * (1 - policy.min_saving):
                     self.t.wire.add(objects_sparse=1)
@@ -175,6 +175,14 @@ class DataMixin:
                     self._fill_gap(f)(h.offset, h):
                 pass
         self.t.hash_done(f)
+
+    @staticmethod
+    def _holes(f):
+        """The hole cursor of ``f``'s open descriptor."""
+        cursor = f.holes
+        if cursor is None or cursor.fd != f.fd:
+            cursor = f.holes = extents.HoleCursor(f.fd)
+        return cursor
 
     @staticmethod
     def _read(fd, offset, length, buf, scratch, mac=None):

@@ -81,6 +81,7 @@ class SourceFile:
         self.sha512 = bytes.fromhex(spec.sha512) if spec.sha512 else None
         self.hasher = None        # sourcehash.OrderedSha512 while hashing
         self.fd = None
+        self.holes = None         # extents.HoleCursor of fd
         self.available = 0 if spec.growing else spec.size
         self.last_growth = time.monotonic()
         # Per attempt.

@@ -1,6 +1,7 @@
 import mmap
 import os
 import tempfile
+from unittest import mock
 
 import testtools
 
@@ -104,3 +105,46 @@ class TestHasZeroRuns(testtools.TestCase):
         data = bytearray(os.urandom(MiB))
         data[:MiB // 16] = bytes(MiB // 16)
         self.assertFalse(self.check(bytes(data)))
+
+
+class TestHoleCursor(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        fd, self.path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, self.path)
+        os.pwrite(fd, os.urandom(MiB), 0)
+        os.ftruncate(fd, 3 * MiB)          # data, then a hole to the end
+        os.close(fd)
+        self.fd = os.open(self.path, os.O_RDONLY)
+        self.addCleanup(os.close, self.fd)
+        real = os.lseek
+        self.holes_asked = 0
+
+        def lseek(fd, pos, how):
+            if how == os.SEEK_HOLE:
+                self.holes_asked += 1
+            return real(fd, pos, how)
+        patcher = mock.patch.object(extents.os, "lseek", lseek)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_dense_objects_ask_once(self):
+        # A dense file asked once per object was quadratic on tmpfs,
+        # whose SEEK_HOLE walks to the next hole (the file's end).
+        cursor = extents.HoleCursor(self.fd)
+        buf = memoryview(mmap.mmap(-1, 64 * 1024))
+        for k in range(16):
+            offset = k * 64 * 1024
+            os.preadv(self.fd, [buf], offset)
+            self.assertFalse(extents.has_zero_runs(
+                self.fd, offset, len(buf), buf, holes=cursor))
+        self.assertEqual(1, self.holes_asked)
+
+    def test_hole_found_and_asked_again_outside(self):
+        cursor = extents.HoleCursor(self.fd)
+        hole = cursor.next_hole(0)
+        self.assertGreaterEqual(hole, MiB)
+        self.assertEqual(hole, cursor.next_hole(MiB // 2))
+        self.assertEqual(1, self.holes_asked)
+        self.assertEqual(2 * MiB, cursor.next_hole(2 * MiB))
+        self.assertEqual(2, self.holes_asked)
