@@ -14,7 +14,6 @@ therefore taken from ``nfs_get_error``.  RPC failures (``-EFAULT``,
 lost connection.
 """
 
-import contextlib
 import ctypes
 import errno
 import os
@@ -22,6 +21,7 @@ import re
 import threading
 
 from dtn_migrate.staging import backend
+from dtn_migrate.transfer import buffers
 
 #: The only library loaded: libnfs 4.0.x.
 LIBRARY = "libnfs.so.13"
@@ -115,42 +115,10 @@ def load_library(name=LIBRARY):
         return lib
 
 
-class _Py_buffer(ctypes.Structure):
-    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
-                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
-                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("format", ctypes.c_char_p),
-                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("suboffsets", ctypes.c_void_p),
-                ("internal", ctypes.c_void_p)]
+pinned = buffers.pinned
 
 
-# A handle of our own: ctypes.pythonapi's function objects are shared by
-# every module, and another module's argtypes would replace ours.
-_PYAPI = ctypes.PyDLL(None)
-_get_buffer = _PYAPI.PyObject_GetBuffer
-_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_Py_buffer),
-                        ctypes.c_int]
-_get_buffer.restype = ctypes.c_int
-_release_buffer = _PYAPI.PyBuffer_Release
-_release_buffer.argtypes = [ctypes.POINTER(_Py_buffer)]
-_release_buffer.restype = None
-
-
-@contextlib.contextmanager
-def pinned(data):
-    """(address, length) of a contiguous bytes-like object, without a
-    copy, held for the duration of the block.
-    """
-    view = _Py_buffer()
-    _get_buffer(data, ctypes.byref(view), 0)   # PyBUF_SIMPLE
-    try:
-        yield view.buf or 0, view.len
-    finally:
-        _release_buffer(ctypes.byref(view))
-
-
-_new_bytes = _PYAPI.PyBytes_FromStringAndSize
+_new_bytes = buffers.PYAPI.PyBytes_FromStringAndSize
 _new_bytes.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
 _new_bytes.restype = ctypes.py_object
 

@@ -1,4 +1,4 @@
-"""A bounded pool of object buffers.
+"""A bounded pool of object buffers, and pinning of read-only buffers.
 
 Buffers are allocated lazily up to ``count`` and then recycled, so the
 memory an agent holds is bounded by the pool whatever the dataset size,
@@ -6,6 +6,8 @@ and an idle agent holds only what it has needed so far.  The RDMA data
 plane supplies an allocator whose buffers live in registered memory.
 """
 
+import contextlib
+import ctypes
 import mmap
 import threading
 
@@ -76,3 +78,38 @@ class BufferPool:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+class _PyBuffer(ctypes.Structure):
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
+                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
+                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p),
+                ("internal", ctypes.c_void_p)]
+
+
+# A handle of our own: ctypes.pythonapi's function objects are shared by
+# every module, and another module's argtypes would replace ours.
+PYAPI = ctypes.PyDLL(None)
+_get_buffer = PYAPI.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
+                        ctypes.c_int]
+_get_buffer.restype = ctypes.c_int
+_release_buffer = PYAPI.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+_release_buffer.restype = None
+
+
+@contextlib.contextmanager
+def pinned(data):
+    """(address, length) of a contiguous bytes-like object, read-only
+    ones included, without a copy, held for the duration of the block.
+    """
+    view = _PyBuffer()
+    _get_buffer(data, ctypes.byref(view), 0)   # PyBUF_SIMPLE
+    try:
+        yield view.buf or 0, view.len
+    finally:
+        _release_buffer(ctypes.byref(view))

@@ -17,6 +17,8 @@ import zlib
 
 import xxhash
 
+from dtn_migrate.transfer import buffers
+
 xxh3 = xxhash.xxh3_64_intdigest
 xxh3_stream = xxhash.xxh3_64
 
@@ -54,26 +56,6 @@ def _load_libcrypto():
 _LIB = _load_libcrypto()
 
 
-class _PyBuffer(ctypes.Structure):
-    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
-                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
-                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("format", ctypes.c_char_p),
-                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("suboffsets", ctypes.c_void_p),
-                ("internal", ctypes.c_void_p)]
-
-
-# A handle of our own: ctypes.pythonapi's function objects are shared by
-# every module, and another module's argtypes would replace ours.
-_PYAPI = ctypes.PyDLL(None)
-_get_buffer = _PYAPI.PyObject_GetBuffer
-_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
-                        ctypes.c_int]
-_get_buffer.restype = ctypes.c_int
-_release_buffer = _PYAPI.PyBuffer_Release
-_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
-_release_buffer.restype = None
 STATE_SIZE = ctypes.sizeof(_Sha512Ctx)
 _STATE_HEADER = struct.Struct("!4sQI")  # magic, offset, crc32 of context
 _STATE_MAGIC = b"S512"
@@ -108,12 +90,8 @@ class ResumableSha512:
         else:
             if view.readonly:
                 # Pinned in place (bytes, read-only views): no copy.
-                pin = _PyBuffer()
-                _get_buffer(view, ctypes.byref(pin), 0)     # PyBUF_SIMPLE
-                try:
-                    _LIB.SHA512_Update(ctypes.byref(self._ctx), pin.buf, n)
-                finally:
-                    _release_buffer(ctypes.byref(pin))
+                with buffers.pinned(view) as (addr, _):
+                    _LIB.SHA512_Update(ctypes.byref(self._ctx), addr, n)
             else:
                 addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
                 # ctypes releases the GIL for the duration of the call.
