@@ -1,10 +1,9 @@
 """RPC endpoints of the DTN agent (topic dtn_migrate_agent)."""
 
-import json
-
 import oslo_messaging as messaging
 from oslo_log import log as logging
 
+from dtn_migrate.agent import channels as report_channels
 from dtn_migrate.agent import ids
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
@@ -142,17 +141,7 @@ class AgentManager:
                                   % exc)
         except (ConnectionError, OSError, errors.TransferError) as exc:
             raise exception.PeerUnreachable(peer=peer, reason=str(exc))
-        if raw is None:
-            return None
-        try:
-            decoded = json.loads(raw.decode("utf-8"))
-        except ValueError as exc:
-            decoded = exc
-        if not isinstance(decoded, dict):
-            raise exception.PeerUnreachable(
-                peer=peer, reason="its report of transfer %s is not a JSON "
-                                  "mapping" % tid)
-        return decoded
+        return report_channels.decode(peer, tid, raw)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def list_incoming(self, ctxt):
