@@ -1,0 +1,1 @@
+"""Panels of the plugin: one package per panel."""

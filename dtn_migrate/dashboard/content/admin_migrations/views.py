@@ -1,0 +1,42 @@
+"""Views of the admin migrations panel: all projects."""
+
+import logging
+
+from openstack_dashboard.api import keystone
+
+from dtn_migrate.dashboard.content.admin_migrations import tables
+from dtn_migrate.dashboard.content.migrations import views
+
+LOG = logging.getLogger(__name__)
+
+
+def project_names(request):
+    """{project id: name} from Keystone; empty when it cannot be read
+    (the table then shows the ids).
+    """
+    try:
+        projects, _more = keystone.tenant_list(request)
+    except Exception as exc:
+        LOG.warning("Unable to read the project names: %s", exc)
+        return {}
+    return {p.id: p.name for p in projects}
+
+
+class IndexView(views.IndexView):
+    table_class = tables.AdminMigrationsTable
+    all_projects = True
+
+    def get_data(self):
+        migrations = super().get_data()
+        if migrations:
+            names = project_names(self.request)
+            for migration in migrations:
+                migration.project_name = names.get(migration.project_id)
+        return migrations
+
+
+class DetailView(views.DetailView):
+    dashboard = "admin"
+
+    def actions_table_class(self):
+        return tables.AdminMigrationsTable

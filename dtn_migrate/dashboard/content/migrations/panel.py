@@ -1,0 +1,13 @@
+"""The project's "Migrations" panel."""
+
+from django.utils.translation import gettext_lazy as _
+import horizon
+
+from dtn_migrate.dashboard import policy
+
+
+class MigrationsPanel(horizon.Panel):
+    name = _("Migrations")
+    slug = "dtn_migrations"
+    permissions = ("openstack.services.dtn-migration",)
+    policy_rules = policy.MIGRATION_LIST

@@ -1,0 +1,61 @@
+"""The admin migrations panel: every project, with a project column."""
+
+from unittest import mock
+
+from django.urls import reverse
+from openstack_dashboard.api import keystone
+
+from dtn_migrate.dashboard import api
+from tests.unit.dashboard import base
+
+INDEX = reverse("horizon:admin:dtn_migrations:index")
+
+
+class AdminMigrationsViewTest(base.AdminTestCase):
+
+    @mock.patch.object(keystone, "tenant_list")
+    @mock.patch.object(api, "migration_list")
+    def test_index_all_projects(self, mlist, tlist):
+        mlist.return_value = base.migrations()
+        tlist.return_value = (self.tenants.list(), False)
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        mlist.assert_called_once_with(mock.ANY, all_projects=True)
+        table = res.context["table"]
+        self.assertIn("project", table.columns)
+        self.assertContains(res, 'id="migrations__row__m-run"')
+        self.assertContains(
+            res, reverse("horizon:admin:dtn_migrations:detail",
+                         args=("m-run",)))
+        self.assertNotContains(res, "migrations__action_migrate")
+        project = self.tenants.get(id="1")
+        self.assertContains(res, project.name)
+
+    @mock.patch.object(keystone, "tenant_list")
+    @mock.patch.object(api, "migration_list")
+    def test_project_ids_when_keystone_fails(self, mlist, tlist):
+        mlist.return_value = base.migrations("m-run")
+        tlist.side_effect = Exception("keystone down")
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        row = res.context["table"].get_rows()[0]
+        self.assertEqual("1", row.cells["project"].data)
+
+    @mock.patch.object(api, "migration_get")
+    def test_detail(self, mget):
+        mget.return_value = base.migration("m-done")
+        res = self.client.get(reverse("horizon:admin:dtn_migrations:detail",
+                                      args=("m-done",)))
+        self.assertEqual(200, res.status_code)
+        self.assertContains(res, 'data-field="project_id"')
+
+    @mock.patch.object(keystone, "tenant_list")
+    @mock.patch.object(api, "migration_list")
+    @mock.patch.object(api, "migration_retry")
+    def test_retry(self, retry, mlist, tlist):
+        mlist.return_value = base.migrations()
+        tlist.return_value = ([], False)
+        res = self.client.post(INDEX,
+                               {"action": "migrations__retry__m-fail"})
+        self.assertRedirectsNoFollow(res, INDEX)
+        retry.assert_called_once_with(mock.ANY, "m-fail")

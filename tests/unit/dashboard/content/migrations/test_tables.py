@@ -1,0 +1,145 @@
+"""The migrations table, its progress cell and the detail tables."""
+
+import re
+
+from dtn_migrate.dashboard.content.admin_migrations import \
+    tables as admin_tables
+from dtn_migrate.dashboard.content.migrations import stages
+from dtn_migrate.dashboard.content.migrations import tables
+from tests.unit.dashboard import base
+
+
+class MigrationsTableTest(base.TestCase):
+
+    def table(self, data=None):
+        req = self.factory.get("/project/dtn_migrations/")
+        req.session = {}
+        return tables.MigrationsTable(req, data=data or base.migrations())
+
+    def test_meta(self):
+        table = self.table()
+        self.assertEqual("migrations", table.name)
+        self.assertEqual(["state"], table._meta.status_columns)
+        self.assertTrue(table._meta.row_class.ajax)
+        self.assertEqual(
+            ["multi_select", "image", "peer", "state", "stage", "progress",
+             "created", "actions"], list(table.columns))
+        self.assertEqual("server", table._meta._filter_action.filter_type)
+        self.assertEqual(["state", "peer"],
+                         [c[0] for c in table._meta._filter_action
+                          .filter_choices])
+
+    def test_status(self):
+        table = self.table()
+        rows = {row.datum.id: row for row in table.get_rows()}
+        self.assertEqual("migrations__row__m-run", rows["m-run"].id)
+        self.assertIsNone(rows["m-run"].status)
+        self.assertTrue(rows["m-done"].status)
+        self.assertFalse(rows["m-fail"].status)
+        for state, expected in tables.STATUS_CHOICES:
+            one = self.table([base.migration("m-run", state=state)])
+            self.assertEqual(expected, one.get_rows()[0].status)
+
+    def test_row_actions(self):
+        table = self.table()
+        data = {m.id: m for m in table.data}
+        names = lambda mid: [a.name for a in  # noqa: E731
+                             table.get_row_actions(data[mid])]
+        self.assertEqual(["cancel"], names("m-run"))
+        self.assertEqual([], names("m-done"))
+        self.assertEqual(["retry"], names("m-fail"))
+
+    def test_no_retry_of_incoming(self):
+        migration = base.migration("m-fail", direction="incoming")
+        table = self.table([migration])
+        self.assertEqual([], table.get_row_actions(migration))
+
+    def test_progress_cell(self):
+        html = tables.progress_cell(base.migration("m-run"))
+        self.assertIn('class="progress-bar', html)
+        self.assertEqual(["42.4"], re.findall(r'data-progress="([^"]+)"',
+                                              html))
+        self.assertIn("4.2 MiB / 10.0 MiB", html)
+        self.assertIn("8.0 MiB/s", html)
+        self.assertIn("ETA 1m 15s", html)
+        no_rate = tables.progress_cell(base.migration("m-run", rate=None))
+        self.assertNotIn("dtn-rate", no_rate)
+
+    def test_progress_cell_complete_and_unknown_size(self):
+        done = tables.progress_cell(base.migration("m-done",
+                                                   progress=0.99))
+        self.assertIn('data-progress="100.0"', done)
+        self.assertNotIn("ETA", done)
+        failed = tables.progress_cell(base.migration("m-fail"))
+        self.assertIn('data-progress="10.0"', failed)
+        self.assertIn("progress-bar-danger", failed)
+        self.assertNotIn("dtn-bytes", failed)
+
+    def test_image_falls_back_to_id(self):
+        self.assertEqual("img-3",
+                         tables.image_label(base.migration("m-fail")))
+
+    def test_admin_table(self):
+        req = self.factory.get("/admin/dtn_migrations/")
+        table = admin_tables.AdminMigrationsTable(req,
+                                                  data=base.migrations())
+        self.assertEqual("migrations", table.name)
+        self.assertEqual(
+            ["multi_select", "project", "image", "peer", "state", "stage",
+             "progress", "created", "actions"], list(table.columns))
+        self.assertNotIn("migrate", [a.name for a in
+                                     table.get_table_actions()])
+
+
+class StagesTest(base.TestCase):
+
+    def test_timeline(self):
+        rows = stages.timeline(base.migration("m-done"))
+        export, transfer, imp = rows
+        self.assertEqual("2026-11-25T05:00:01.000000Z", export.started)
+        self.assertEqual(10.0, export.duration)
+        self.assertEqual("finished", transfer.outcome)
+        self.assertEqual(2048, transfer.bytes)
+        self.assertIsNone(imp.duration)
+
+    def test_timeline_shows_the_latest_attempt(self):
+        # Attempt 1 exported, then failed in transfer; it was retried,
+        # and attempt 2 has started its export only.
+        ev = [("export", "started", "05:00:01"),
+              ("export", "finished", "05:00:05"),
+              ("transfer", "started", "05:00:02"),
+              ("transfer", "failed", "05:00:06"),
+              (None, "retried", "05:01:00"),
+              ("export", "started", "05:01:02")]
+        migration = base.migration("m-done", state="running", events=[
+            {"stage": stage, "event": kind, "message": None, "bytes": None,
+             "created_at": "2026-11-25T%s.000000Z" % at}
+            for stage, kind, at in ev])
+        export, transfer, imp = stages.timeline(migration)
+        self.assertEqual("2026-11-25T05:01:02.000000Z", export.started)
+        self.assertIsNone(export.finished)
+        self.assertIsNone(export.outcome)
+        self.assertIsNone(transfer.started)
+        self.assertIsNone(transfer.outcome)
+        self.assertIsNone(imp.started)
+        # The events table still lists every attempt's events.
+        self.assertEqual(6, len(stages.events(migration)))
+
+    def test_events(self):
+        events = stages.events(base.migration("m-done"))
+        self.assertEqual(["1", "2", "3", "4", "5", "6"],
+                         [e.id for e in events])
+        self.assertEqual("verified", events[-1].message)
+
+    def test_tables_render(self):
+        req = self.factory.get("/")
+        migration = base.migration("m-done")
+        html = stages.StagesTable(req, data=stages.timeline(migration)) \
+            .render()
+        self.assertIn('id="stages"', html)
+        self.assertIn("10s", html)
+        self.assertIn("2.0 KiB", html)
+        html = stages.EventsTable(req, data=stages.events(migration)) \
+            .render()
+        self.assertIn('id="events"', html)
+        self.assertIn("2026-11-25 05:01:00", html)

@@ -1,0 +1,130 @@
+"""Policy: the API's rules decide which actions a user sees."""
+
+import os
+from unittest import mock
+
+from django.test.utils import override_settings
+from django.urls import reverse
+from openstack_auth import policy as auth_policy
+import yaml
+
+from dtn_migrate.dashboard import api
+from dtn_migrate.dashboard import policy
+from dtn_migrate import policies
+from tests.unit.dashboard import base
+
+INDEX = reverse("horizon:project:dtn_migrations:index")
+CHECK = "openstack_auth.policy.check"
+READER = [{"id": "3", "name": "reader"}]
+MEMBER = [{"id": "2", "name": "member"}, {"id": "3", "name": "reader"}]
+
+
+class DefaultPolicyFileTest(base.TestCase):
+
+    def test_default_file_matches_the_api_rules(self):
+        with open(policy.default_file(), encoding="utf-8") as f:
+            on_disk = yaml.safe_load(f)
+        self.assertEqual(policy.default_rules(), on_disk)
+        self.assertEqual(
+            sorted(r.name for r in policies.list_rules()),
+            sorted(r["name"] for r in on_disk))
+        by_name = {r["name"]: r for r in on_disk}
+        for rule in policies.list_rules():
+            self.assertEqual(rule.check_str,
+                             by_name[rule.name]["check_str"])
+
+    def test_settings_point_at_the_plugin_files(self):
+        from django.conf import settings
+        self.assertTrue(os.path.isfile(
+            settings.POLICY_FILES[policy.SERVICE]))
+        self.assertEqual(policy.default_file(),
+                         settings.DEFAULT_POLICY_FILES[policy.SERVICE])
+
+    def test_rule_names_exist(self):
+        names = {r.name for r in policies.list_rules()}
+        for rules in (policy.MIGRATION_CREATE, policy.MIGRATION_LIST,
+                      policy.MIGRATION_LIST_ALL, policy.MIGRATION_SHOW,
+                      policy.MIGRATION_CANCEL, policy.MIGRATION_RETRY,
+                      policy.PEER_LIST, policy.PEER_SHOW):
+            for service, name in rules:
+                self.assertEqual("dtn-migration", service)
+                self.assertIn(name, names)
+
+
+class _PolicyCase(base.TestCase):
+    user_roles = MEMBER
+
+    def setUp(self):
+        auth_policy.reset()
+        self.addCleanup(auth_policy.reset)
+        super().setUp()
+
+    def _setup_user(self, **kwargs):
+        kwargs.setdefault("roles", self.user_roles)
+        super()._setup_user(**kwargs)
+
+
+@override_settings(POLICY_CHECK_FUNCTION=CHECK)
+class ReaderTest(_PolicyCase):
+    user_roles = READER
+
+    @mock.patch.object(api, "migration_list")
+    def test_reader_sees_the_table_without_actions(self, mlist):
+        mlist.return_value = base.migrations()
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        self.assertContains(res, 'id="migrations__row__m-run"')
+        self.assertContains(res, 'data-progress="42.4"')
+        self.assertNotContains(res, "migrations__action_migrate")
+        self.assertNotContains(res, "__action_cancel")
+        self.assertNotContains(res, "__action_retry")
+
+    @mock.patch.object(api, "migration_get")
+    def test_reader_detail_without_actions(self, mget):
+        mget.return_value = base.migration("m-run")
+        res = self.client.get(reverse("horizon:project:dtn_migrations:"
+                                      "detail", args=("m-run",)))
+        self.assertEqual(200, res.status_code)
+        self.assertNotContains(res, "__action_cancel")
+
+    def test_reader_cannot_open_the_form_action(self):
+        req = self.factory.get("/")
+        self.assertFalse(auth_policy.check(policy.MIGRATION_CREATE, req))
+        self.assertTrue(auth_policy.check(policy.MIGRATION_LIST, req))
+        self.assertTrue(auth_policy.check(policy.PEER_LIST, req))
+
+
+@override_settings(POLICY_CHECK_FUNCTION=CHECK)
+class MemberTest(_PolicyCase):
+
+    @mock.patch.object(api, "migration_list")
+    def test_member_sees_actions(self, mlist):
+        mlist.return_value = base.migrations()
+        res = self.client.get(INDEX)
+        self.assertContains(res, 'id="migrations__action_migrate"')
+        self.assertContains(res, 'id="migrations__row_m-run__action_cancel"')
+        self.assertContains(res, 'id="migrations__row_m-fail__action_retry"')
+
+    def test_member_rules(self):
+        req = self.factory.get("/")
+        self.assertTrue(auth_policy.check(policy.MIGRATION_CREATE, req))
+        self.assertFalse(auth_policy.check(policy.MIGRATION_LIST_ALL, req))
+
+    def test_member_has_no_admin_panel(self):
+        res = self.client.get(reverse("horizon:admin:dtn_migrations:index"))
+        self.assertNotEqual(200, res.status_code)
+
+
+@override_settings(POLICY_CHECK_FUNCTION=CHECK)
+class NoServiceTest(_PolicyCase):
+    with_service = False
+
+    def test_panel_hidden_without_the_service(self):
+        res = self.client.get(INDEX)
+        self.assertNotEqual(200, res.status_code)
+
+    @mock.patch.object(api, "peer_list")
+    def test_menu_has_no_panel(self, plist):
+        res = self.client.get(reverse("horizon:project:api_access:index"))
+        self.assertNotContains(res, "/project/dtn_migrations/")
+        self.assertNotContains(res, "Disaster Recovery")
