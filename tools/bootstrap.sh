@@ -10,10 +10,13 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 # Runtime and test packages (bindep.txt lists them with their purpose).
+# chromium is the browser of the dashboard tests: Playwright drives
+# Debian's build (``playwright install`` downloads, which CI cannot do).
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
 iproute2 socat rabbitmq-server mariadb-server postgresql procps
 util-linux
-libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind shellcheck"
+libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind shellcheck
+chromium fonts-liberation"
 if [ "${DTN_BENCH:-0}" = 1 ]; then
   APT_PACKAGES="$APT_PACKAGES iperf3 rsync globus-gridftp-server-progs
 globus-gass-copy-progs xrootd-server xrootd-client libnfs-utils"

@@ -1,0 +1,397 @@
+"""The Disaster Recovery panel of Horizon, driven in chromium.
+
+Real Keystones, Glances, agents, engines and APIs (tests/functional/api),
+the real Horizon with the plugin, and a real browser: what a user sees
+and clicks.  Cloud A's agent sends at 8 MiB/s, so that progress can be
+watched and a migration cancelled while it runs.
+"""
+
+import time
+import uuid
+
+import requests
+from testtools import content
+
+from dtn_migrate.devcloud import api as devcloud_api
+from tests.functional import dashboard
+
+MiB = dashboard.api.MiB
+INDEX = "/project/dtn_migrations/"
+MIGRATE = INDEX + "migrate/"
+PEERS = "/project/dtn_peers/"
+IMAGES = "/project/images/"
+ADMIN_INDEX = "/admin/dtn_migrations/"
+#: Every action button of the panel's tables (ids end with these).
+ACTION_IDS = ("__action_migrate", "__action_cancel", "__action_retry",
+              "__action_dtn_migrate")
+#: What the page reports about one row of the migrations table, in one
+#: JavaScript call: the progress bar's value, the status cell's text,
+#: whether Horizon still polls the row (its status class is "warning" while
+#: the state is pending; every row of an ajax table has "ajax-update"),
+#: the rate and ETA texts under the bar (when shown), and the window's
+#: marker.
+ROW_STATE_JS = """(rowId) => {
+  const row = document.getElementById(rowId);
+  if (!row) { return null; }
+  const bar = row.querySelector(".progress-bar[data-progress]");
+  const cell = row.querySelector("td.status_up, td.status_down, td.warning");
+  return {
+    progress: bar ? bar.getAttribute("data-progress") : null,
+    state: cell ? cell.innerText.trim() : "",
+    pending: row.classList.contains("warning"),
+    done: row.classList.contains("status_up"),
+    rate: (row.querySelector(".dtn-rate") || {}).innerText || null,
+    eta: (row.querySelector(".dtn-eta") || {}).innerText || null,
+    marker: window.dtnmMarker || null,
+  };
+}"""
+
+
+def row_id(migration_id):
+    return "migrations__row__%s" % migration_id
+
+
+class TestDashboard(dashboard.DashboardTestCase):
+
+    # Helpers.
+
+    def migrate_from_form(self, page, image_id, step):
+        """Fill the open migrate form for IMAGE_ID to cloud B; submit."""
+        form = page.locator("form:has(#id_peer)")
+        form.wait_for()
+        page.select_option("#id_images", [image_id], force=True)
+        page.select_option("#id_peer", self.b.agent_name, force=True)
+        self.shot(page, step)
+        # The modal posts by AJAX, then Horizon loads the index.
+        with page.expect_navigation():
+            form.locator(".modal-footer .btn-primary, "
+                         "[type=submit].btn-primary").first.click()
+        self.assertTrue(page.url.endswith(INDEX), page.url)
+        page.wait_for_selector(".messages .alert-success")
+
+    def wait_final_as(self, migration_id, persona, timeout=120):
+        """wait_final, as PERSONA (whose project owns the migration)."""
+        return self.wait_until(
+            lambda: (lambda m: m if m["state"] in dashboard.api.FINAL
+                     else None)(self.rest_show(migration_id, persona)),
+            "migration %s to end" % migration_id, timeout=timeout,
+            interval=0.5)
+
+    def wait_row_state(self, page, migration_id, state, timeout=120):
+        """Until the row (updated by AJAX, no reload) shows STATE in its
+        status cell and is no longer pending; the row's state.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            found = page.evaluate(ROW_STATE_JS, row_id(migration_id))
+            if found and not found["pending"] and \
+                    found["state"].lower() == state:
+                return found
+            if time.monotonic() > deadline:
+                self.fail("row %s never showed %r: %s" % (
+                    migration_id, state, found))
+            time.sleep(0.25)
+
+    def click_row_action(self, page, table, obj_id, action):
+        """Click row action ACTION (opening the row's dropdown if the
+        action is in it).
+        """
+        button = page.locator("#%s__row_%s__action_%s"
+                              % (table, obj_id, action))
+        if not button.is_visible():
+            page.locator("#%s__row__%s .dropdown-toggle" % (
+                table, obj_id)).click()
+        button.click()
+
+    def confirm(self, page):
+        """Press the confirmation dialog's primary button."""
+        footer = page.locator(".modal.in .modal-footer, "
+                              ".modal.show .modal-footer").last
+        footer.locator(".btn-danger, .btn-primary").first.click()
+
+    def assertNoActions(self, page):
+        for suffix in ACTION_IDS:
+            found = page.locator("[id$='%s']" % suffix)
+            self.assertEqual(0, found.count(), "%s offered on %s" % (
+                suffix, page.url))
+
+    # The tests.
+
+    def test_migrate_watch_progress_and_detail(self):
+        # 64 MiB at 8 MiB/s: about 8 s on the DTN link, long enough for
+        # several AJAX updates of the row.
+        source = self.upload(64 * MiB, name="dash-progress")
+        page = self.goto("alice", INDEX)
+        self.shot(page, "01-migrations-index")
+        page.click("#migrations__action_migrate")
+        self.migrate_from_form(page, source["id"], "02-migrate-form")
+        self.assertIn("dash-progress",
+                      " ".join(self.messages(page, "success")))
+        [rec] = self.migrations_of(source["id"])
+        mid = rec["id"]
+        row = page.locator("#" + row_id(mid))
+        row.wait_for()
+
+        # From now on the page must not reload: a marker on window lives
+        # as long as the document.
+        page.evaluate("() => { window.dtnmMarker = 'kept'; }")
+        # rates: (progress, rate, ETA) of the updates that showed both.
+        seen, shot_running, rates = [], 0, []
+        # What the API said meanwhile (a diagnostic: Horizon polls less
+        # often while a row does not change, so it skips some values).
+        api_seen, t0 = [], time.monotonic()
+        token = self.token("alice")
+        deadline = time.monotonic() + 180
+        while True:
+            state = page.evaluate(ROW_STATE_JS, row_id(mid))
+            self.assertIsNotNone(state, "row %s vanished" % mid)
+            self.assertEqual("kept", state["marker"],
+                             "the page was reloaded")
+            if state["progress"] is not None:
+                value = float(state["progress"])
+                if not seen or seen[-1] != value:
+                    seen.append(value)
+                shown = (value, state["rate"], state["eta"])
+                if state["rate"] and state["eta"] and value < 100 and \
+                        (not rates or rates[-1] != shown):
+                    rates.append(shown)
+                # The screenshot of a running row: the first one, replaced
+                # once by one in mid-transfer with a rate and an ETA.
+                good = 40 <= value <= 85 and bool(state["rate"])
+                if 0 < value < 100 and shot_running < 1 + good:
+                    self.shot(page, "03-progress-running")
+                    shot_running = 1 + good
+            api_rec = requests.get(
+                "%s/v1/migrations/%s" % (self.a.api.endpoint, mid),
+                headers={"X-Auth-Token": token}, timeout=30).json()[
+                    "migration"]
+            api_value = (round(100 * (api_rec["progress"] or 0), 1),
+                         api_rec["rate"], api_rec["eta"])
+            if not api_seen or api_seen[-1][1:] != api_value:
+                api_seen.append((round(time.monotonic() - t0, 1),)
+                                + api_value)
+            if state["done"] and not state["pending"]:
+                break
+            if time.monotonic() > deadline:
+                self.fail("migration %s did not complete in the table; "
+                          "progress seen %s, row %r"
+                          % (mid, seen, state["state"]))
+            time.sleep(0.2)
+        self.shot(page, "04-progress-complete")
+        self.addDetail("progress-seen", content.text_content(
+            "table: %r\ntable (%%, rate, ETA): %r\napi (s, %%, rate B/s, "
+            "eta s): %r" % (seen, rates, api_seen)))
+        # Several distinct values, never going back, ending at 100 %.
+        self.assertEqual(sorted(seen), seen)
+        self.assertEqual(100.0, seen[-1])
+        self.assertGreaterEqual(len([v for v in seen if 0 < v < 100]), 2,
+                                seen)
+        self.assertEqual("kept", page.evaluate("() => window.dtnmMarker"))
+        # While it ran, the bar also told the rate and the ETA.
+        self.assertTrue(rates, "no AJAX update showed a rate and an ETA; "
+                        "the API said (s, %%, rate, eta) %r" % (api_seen,))
+        self.assertRegex(rates[-1][1], r"/s")
+        self.assertIn("complete", state["state"].lower())
+        self.assertEqual("complete", self.rest_show(mid)["state"])
+
+        # The detail page: the peer image and its verified hash.
+        row.locator("a[href*='%s']" % mid).first.click()
+        page.wait_for_url(lambda url: url.endswith("%s%s/" % (INDEX, mid)))
+        self.shot(page, "05-migration-detail")
+
+        def field(name):
+            return page.locator("dd[data-field='%s']" % name).inner_text(
+            ).strip()
+
+        self.assertEqual("complete", field("state").lower())
+        peer_image_id = field("peer_image_id")
+        peer = self.peer_image(peer_image_id)
+        self.assertEqual("active", peer["status"])
+        self.assertEqual(peer["os_hash_value"], field("peer_image_hash"))
+        self.assertEqual(source["os_hash_value"], field("os_hash_value"))
+        self.assertEqual("yes", field("verified").lower())
+        self.assertEqual(source["id"], field("image_id"))
+        stages = page.locator("table#stages tbody tr")
+        self.assertEqual(3, stages.count())
+        stage_text = page.locator("table#stages").inner_text().lower()
+        for stage in ("export", "transfer", "import"):
+            self.assertIn(stage, stage_text)
+        self.assertGreater(page.locator("table#events tbody tr").count(),
+                           0)
+        self.assertReadable(page)
+
+    def test_images_row_action_preselects(self):
+        source = self.upload(1 * MiB, name="dash-rowaction")
+        page = self.goto("alice", IMAGES)
+        action = page.locator("#images__row_%s__action_dtn_migrate"
+                              % source["id"])
+        self.assertEqual(1, action.count(), "no migrate action on the "
+                         "Images table")
+        self.assertIn("%s?image_id=%s" % (MIGRATE, source["id"]),
+                      action.get_attribute("href"))
+        self.click_row_action(page, "images", source["id"], "dtn_migrate")
+        page.locator("#id_images").wait_for(state="attached")
+        selected = page.eval_on_selector(
+            "#id_images",
+            "(el) => Array.from(el.selectedOptions).map(o => o.value)")
+        self.assertEqual([source["id"]], selected)
+        self.shot(page, "06-images-row-action")
+
+    def test_reader_sees_tables_without_actions(self):
+        # A demo migration: rita sees the tables, and no action anywhere.
+        source = self.upload(1 * MiB, name="dash-reader")
+        rec = self.start_migration(source["id"])
+        self.wait_final(rec["id"])
+        page = self.goto("rita", INDEX)
+        page.locator("table#migrations").wait_for()
+        page.locator("#" + row_id(rec["id"])).wait_for()
+        self.assertNoActions(page)
+        self.shot(page, "07-reader-migrations")
+        page = self.goto("rita", "%s%s/" % (INDEX, rec["id"]))
+        page.locator("dd[data-field='state']").wait_for()
+        self.assertNoActions(page)
+        page = self.goto("rita", PEERS)
+        page.locator("table#peers").wait_for()
+        self.assertNoActions(page)
+        page = self.goto("rita", IMAGES)
+        page.locator("#images__row__%s" % source["id"]).wait_for()
+        self.assertNoActions(page)
+        self.shot(page, "08-reader-images")
+        self.assertReadable(page)
+
+    def test_cancel_running_migration(self):
+        # 96 MiB at 8 MiB/s: about 12 s on the link.
+        source = self.upload(96 * MiB, name="dash-cancel")
+        rec = self.start_migration(source["id"])
+        mid = rec["id"]
+        self.wait_transferring(mid)
+
+        # rita sees it running, with nothing to press.
+        page = self.goto("rita", INDEX)
+        page.locator("#" + row_id(mid)).wait_for()
+        self.assertNoActions(page)
+
+        page = self.goto("alice", INDEX)
+        page.locator("#" + row_id(mid)).wait_for()
+        self.shot(page, "09-cancel-running")
+        self.click_row_action(page, "migrations", mid, "cancel")
+        self.confirm(page)
+        page.wait_for_selector(".messages .alert-success")
+        self.shot(page, "10-cancel-confirmed")
+        # The row turns to cancelled by itself (AJAX), with no reload.
+        page.evaluate("() => { window.dtnmMarker = 'kept'; }")
+        found = self.wait_row_state(page, mid, "cancelled")
+        self.assertEqual("kept", found["marker"])
+        self.shot(page, "11-cancelled")
+        final = self.wait_final(mid, timeout=120)
+        self.assertEqual("cancelled", final["state"])
+        self.assertIn("cancelled", [e["event"] for e in final["events"]])
+        # alice may retry it now; rita still may not.
+        self.assertEqual(1, page.locator(
+            "#migrations__row_%s__action_retry" % mid).count())
+        page = self.goto("rita", INDEX)
+        page.locator("#" + row_id(mid)).wait_for()
+        self.assertNoActions(page)
+
+        # The detail page's buttons: retry, then cancel the new attempt
+        # (the 40-odd MiB left take seconds more than the clicks).
+        detail = "%s%s/" % (INDEX, mid)
+        page = self.goto("alice", detail)
+        page.click("#migrations__row_%s__action_retry" % mid)
+        page.wait_for_selector(".messages .alert-success")
+        page = self.goto("alice", detail)
+        self.shot(page, "17-detail-retried")
+        page.click("#migrations__row_%s__action_cancel" % mid)
+        self.confirm(page)
+        page.wait_for_selector(".messages .alert-success")
+        final = self.wait_final(mid, timeout=120)
+        self.assertEqual("cancelled", final["state"])
+        self.assertGreater(final["attempt"], 1)
+        self.assertIn("retried", [e["event"] for e in final["events"]])
+
+    def test_peers_page(self):
+        page = self.goto("alice", PEERS)
+        row = page.locator("#peers__row__%s" % self.b.agent_name)
+        row.wait_for()
+        self.shot(page, "12-peers")
+        text = row.inner_text().lower()
+        self.assertIn("yes", text)
+        self.assertRegex(text, r"\d+(\.\d+)?\s*ms")
+        self.assertReadable(page)
+
+    def test_api_errors_are_readable(self):
+        # A migration that does not exist.
+        missing = str(uuid.uuid4())
+        page = self.goto("alice", "%s%s/" % (INDEX, missing))
+        page.wait_for_selector(".messages .alert-danger")
+        self.shot(page, "13-error-not-found")
+        errors = " ".join(self.messages(page, "danger"))
+        self.assertTrue(errors.strip(), "no error message")
+        self.assertReadable(page)
+
+        # The API down: a form sent then, and the index, give messages.
+        source = self.upload(1 * MiB, name="dash-api-down")
+        page = self.goto("alice", MIGRATE)
+        page.locator("#id_peer").wait_for(state="attached")
+        page.select_option("#id_images", [source["id"]], force=True)
+        self.a.api.stop()
+        try:
+            page.locator("form:has(#id_peer) [type=submit].btn-primary, "
+                         "form:has(#id_peer) .btn-primary").first.click()
+            page.wait_for_selector(".messages .alert-danger")
+            self.shot(page, "14-error-api-down")
+            self.assertReadable(page)
+            self.assertTrue(" ".join(self.messages(page, "danger")))
+            page = self.goto("alice", INDEX)
+            page.wait_for_selector(".messages .alert-danger")
+            self.assertReadable(page)
+        finally:
+            self.a.api.start()
+        self.assertEqual([], self.migrations_of(source["id"]))
+
+    def test_admin_sees_all_projects(self):
+        mine = self.start_migration(self.upload(1 * MiB)["id"])
+        bobs = self.start_migration(
+            self.upload(1 * MiB, persona="bob")["id"], persona="bob")
+        self.wait_final(mine["id"], timeout=120)
+        self.wait_final_as(bobs["id"], "bob")
+        page = self.goto("admin", ADMIN_INDEX)
+        for rec in (mine, bobs):
+            page.locator("#" + row_id(rec["id"])).wait_for()
+        self.shot(page, "15-admin-migrations")
+        # A project column: the project's name or id.
+        for rec, persona in ((mine, "alice"), (bobs, "bob")):
+            user = self.a.users[persona]
+            text = page.locator("#" + row_id(rec["id"])).inner_text()
+            self.assertTrue(user["project_id"] in text or
+                            user["project_name"] in text, text)
+        # bob sees only his own.
+        page = self.goto("bob", INDEX)
+        page.locator("#" + row_id(bobs["id"])).wait_for()
+        self.assertEqual(0, page.locator("#" + row_id(mine["id"])).count())
+        self.assertReadable(page)
+
+    def test_panel_hidden_without_service(self):
+        # The catalog without dtn-migration (for the tokens issued from
+        # now on): a new login sees no panel, and no Images action.
+        image = self.upload(1 * MiB, persona="bob", name="dash-noservice")
+        api_server = self.a.api
+        self.a.keystone.register_endpoint(
+            devcloud_api.SERVICE_TYPE, devcloud_api.SERVICE_NAME,
+            api_server.endpoint, api_server.region, interfaces=())
+        self.addCleanup(api_server.register_endpoint)
+        page = self.browser.login("bob")
+        self.addCleanup(page.context.close)
+        page.goto(self.horizon.endpoint + "/project/")
+        self.shot(page, "16-no-service")
+        self.assertEqual(0, page.locator(
+            "a[href*='/dtn_migrations/'], a[href*='/dtn_peers/']").count())
+        self.assertNotIn("Disaster Recovery", page.locator(
+            "#sidebar").inner_text())
+        page.goto(self.horizon.endpoint + INDEX)
+        self.assertEqual(0, page.locator("table#migrations").count())
+        self.assertReadable(page)
+        page.goto(self.horizon.endpoint + IMAGES)
+        page.locator("#images__row__%s" % image["id"]).wait_for()
+        self.assertEqual(0, page.locator(
+            "[id$='__action_dtn_migrate']").count())
