@@ -150,8 +150,28 @@ dtn-migrate-api --ini $DTN_MIGRATE_UWSGI_CONF"
             die "$LINENO" "dtn-migrate-api did not start"
         fi
     fi
-    # HORIZON HOOK: the Horizon panel (a separate issue) installs and
-    # enables its dashboard here, when is_service_enabled horizon.
+}
+
+# The Horizon panel (dtn_migrate.dashboard): the "dashboard" extra, then
+# its enabled files and settings snippet copied into Horizon's local
+# directories by the panel's own installer.  Called at post-config: after
+# DevStack's configure_horizon installed Horizon from $HORIZON_DIR (so the
+# extra finds that Horizon instead of fetching one from PyPI), and before
+# init_horizon collects and compresses the static files and start_horizon
+# restarts Apache, which then serves the panel.
+function install_dtn_migrate_dashboard {
+    setup_develop "$DTN_MIGRATE_DIR" dashboard
+    "$PYTHON" -m dtn_migrate.dashboard.install \
+        --openstack-dashboard "$HORIZON_DIR/openstack_dashboard"
+}
+
+# What install_dtn_migrate_dashboard copied into Horizon, removed again.
+function cleanup_dtn_migrate_dashboard {
+    if [[ ! -d "$HORIZON_DIR/openstack_dashboard/local" ]]; then
+        return
+    fi
+    "$PYTHON" -m dtn_migrate.dashboard.install --uninstall \
+        --openstack-dashboard "$HORIZON_DIR/openstack_dashboard"
 }
 
 function stop_dtn_migrate {
@@ -191,5 +211,18 @@ if is_service_enabled dtn-api dtn-engine dtn-agent; then
 
     if [[ "$1" == "clean" ]]; then
         cleanup_dtn_migrate
+    fi
+fi
+
+# The panel goes wherever Horizon runs, with or without the services
+# above on the same node: it reaches the API through the catalog.
+if is_service_enabled horizon; then
+    if [[ "$1" == "stack" && "$2" == "post-config" ]]; then
+        echo_summary "Installing the dtn-migrate Horizon panel"
+        install_dtn_migrate_dashboard
+    fi
+
+    if [[ "$1" == "clean" ]]; then
+        cleanup_dtn_migrate_dashboard
     fi
 fi

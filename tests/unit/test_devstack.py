@@ -14,6 +14,9 @@
   ``dtn-migrate-manage db sync``, register the service and endpoints,
   and start the API under uwsgi, the engine and the agent only where
   they are enabled.
+* Where horizon is enabled, the real dashboard installer puts the
+  panel's enabled files and settings snippet into $HORIZON_DIR at
+  post-config, also on a Horizon-only node, and ``clean`` removes them.
 """
 
 import os
@@ -285,8 +288,8 @@ sudo() { "$@"; }
 """
 
 
-class TestPluginPhases(testtools.TestCase):
-    """plugin.sh's phases under the stand-ins above."""
+class PluginPhasesBase(testtools.TestCase):
+    """Runs plugin.sh's phases under the stand-ins above."""
 
     def setUp(self):
         super().setUp()
@@ -354,6 +357,10 @@ class TestPluginPhases(testtools.TestCase):
             str(self.conf_dir / "dtn-migrate.conf")])
         peer_conf.register_opts(conf)
         return conf
+
+
+class TestPluginPhases(PluginPhasesBase):
+    """plugin.sh's phases on the services of dtn-migrate itself."""
 
     def test_stack_on_a_controller_and_dtn(self):
         calls = self.run_phases(
@@ -492,3 +499,80 @@ class TestPluginPhases(testtools.TestCase):
             (self.tmp / "data" / "dtn-migrate" / "staging").exists())
         self.assertFalse(
             (self.tmp / "data" / "dtn-migrate" / "state").exists())
+
+
+#: The files the dashboard installer puts into Horizon's local dirs.
+HORIZON_ENABLED = [
+    "_1800_dtn_migrate_project_panel_group.py",
+    "_1810_dtn_migrate_project_migrations_panel.py",
+    "_1820_dtn_migrate_project_peers_panel.py",
+    "_2800_dtn_migrate_admin_panel_group.py",
+    "_2810_dtn_migrate_admin_migrations_panel.py",
+    "_2820_dtn_migrate_admin_peers_panel.py",
+]
+HORIZON_SNIPPET = "_1800_dtn_migrate_settings.py"
+HORIZON_FILES = sorted(HORIZON_ENABLED + [HORIZON_SNIPPET])
+
+
+class TestPluginHorizon(PluginPhasesBase):
+    """The panel is installed into $HORIZON_DIR where horizon is enabled
+    (by the real installer), at post-config, and removed on clean.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.horizon = self.tmp / "horizon"
+        self.local = self.horizon / "openstack_dashboard" / "local"
+        (self.local / "enabled").mkdir(parents=True)
+
+    def installed(self):
+        return sorted(p.name for p in self.local.rglob("*_dtn_migrate_*"))
+
+    def test_horizon_gets_the_panel_at_post_config(self):
+        calls = self.run_phases(
+            ["stack install"], ENABLED_SERVICES="key,g-api,horizon",
+            HORIZON_DIR=str(self.horizon))
+        self.assertEqual([], self.installed())
+        self.assertNotIn(["setup_develop", "%s dashboard" % (
+            self.tmp / "opt" / "dtn-migrate")], calls)
+        calls = self.run_phases(
+            ["stack post-config"], ENABLED_SERVICES="key,g-api,horizon",
+            HORIZON_DIR=str(self.horizon))
+        self.assertIn(["setup_develop", "%s dashboard" % (
+            self.tmp / "opt" / "dtn-migrate")], calls)
+        self.assertEqual(HORIZON_FILES, self.installed())
+        self.assertTrue(
+            (self.local / "local_settings.d" / HORIZON_SNIPPET).exists())
+
+    def test_horizon_only_node(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config", "stack extra"],
+            disabled=["dtn-api", "dtn-engine", "dtn-agent"],
+            ENABLED_SERVICES="key,horizon", HORIZON_DIR=str(self.horizon))
+        names = [c[0] for c in calls]
+        self.assertEqual(HORIZON_FILES, self.installed())
+        for absent in ("run_process", "recreate_database",
+                       "get_or_create_service"):
+            self.assertNotIn(absent, names)
+
+    def test_no_horizon_no_panel(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config"],
+            HORIZON_DIR=str(self.horizon))
+        self.assertEqual([], self.installed())
+        self.assertNotIn("dashboard", " ".join(" ".join(c) for c in calls))
+
+    def test_clean_removes_the_panel(self):
+        self.run_phases(["stack post-config"],
+                        ENABLED_SERVICES="key,g-api,horizon",
+                        HORIZON_DIR=str(self.horizon))
+        self.assertNotEqual([], self.installed())
+        self.run_phases(["unstack"], ENABLED_SERVICES="key,g-api,horizon",
+                        HORIZON_DIR=str(self.horizon))
+        self.assertNotEqual([], self.installed())
+        self.run_phases(["clean"], ENABLED_SERVICES="key,g-api,horizon",
+                        HORIZON_DIR=str(self.horizon))
+        self.assertEqual([], self.installed())
+        # Clean without a Horizon checkout does not fail.
+        self.run_phases(["clean"], ENABLED_SERVICES="key,g-api,horizon",
+                        HORIZON_DIR=str(self.tmp / "nowhere"))
