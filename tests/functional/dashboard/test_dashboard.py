@@ -220,6 +220,45 @@ class TestDashboard(dashboard.DashboardTestCase):
                            0)
         self.assertReadable(page)
 
+    def filter_rows(self, page, field, text):
+        """Filter the migrations table on the server by FIELD (state or
+        peer) = TEXT; the ids of the rows shown.
+        """
+        page.select_option("select[name='migrations__filter__q_field']",
+                           field, force=True)
+        page.fill("input[name='migrations__filter__q']", text)
+        with page.expect_navigation():
+            page.locator(".table_search button[type=submit]").click()
+        page.locator("table#migrations").wait_for()
+        return set(page.eval_on_selector_all(
+            "tr[id^='migrations__row__']",
+            "rows => rows.map(r => r.id.split('__row__')[1])"))
+
+    def test_filters_by_state_and_peer(self):
+        # bob's project, whose migrations no other test cancels.
+        rec = self.start_migration(
+            self.upload(1 * MiB, persona="bob")["id"], persona="bob")
+        self.assertEqual("complete",
+                         self.wait_final_as(rec["id"], "bob")["state"])
+        page = self.goto("bob", INDEX)
+        page.locator("#" + row_id(rec["id"])).wait_for()
+        # The filters reach the real API, which does the filtering.
+        self.assertIn(rec["id"], self.filter_rows(page, "state",
+                                                  "complete"))
+        self.shot(page, "18-filter-state")
+        self.assertNotIn(rec["id"], self.filter_rows(page, "state",
+                                                     "cancelled"))
+        self.assertIn(rec["id"], self.filter_rows(page, "peer",
+                                                  self.b.agent_name))
+        self.assertEqual(set(), self.filter_rows(page, "peer", "nowhere"))
+        self.assertReadable(page)
+        # A state the API does not know: a readable message, no rows.
+        self.assertEqual(set(), self.filter_rows(page, "state", "bogus"))
+        self.assertTrue(self.messages(page, "danger"), page.url)
+        self.assertReadable(page)
+        # Cleared: every row again (the filter is kept in the session).
+        self.assertIn(rec["id"], self.filter_rows(page, "state", ""))
+
     def test_images_row_action_preselects(self):
         source = self.upload(1 * MiB, name="dash-rowaction")
         page = self.goto("alice", IMAGES)

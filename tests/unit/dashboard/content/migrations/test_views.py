@@ -33,6 +33,16 @@ class IndexViewTest(base.TestCase):
         self.assertNotContains(res, "migrations__row_m-done__action_")
 
     @mock.patch.object(api, "migration_list")
+    def test_hostile_names_are_escaped(self, mlist):
+        hostile = '<script>alert("x")</script>'
+        mlist.return_value = [base.migration(
+            "m-fail", image_name=hostile, peer=hostile, error=hostile)]
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        self.assertNotContains(res, hostile)
+        self.assertContains(res, "&lt;script&gt;")
+
+    @mock.patch.object(api, "migration_list")
     def test_index_api_error_is_a_message(self, mlist):
         mlist.side_effect = dtn_exc.HttpServiceUnavailable(
             "The engine is not answering", http_status=503)
@@ -139,6 +149,19 @@ class DetailViewTest(base.TestCase):
         self.assertContains(res, 'id="stages"')
         self.assertContains(res, 'id="events"')
         self.assertContains(res, 'data-live="false"')
+
+    @mock.patch.object(api, "migration_get")
+    def test_detail_escapes_hostile_names(self, mget):
+        hostile = '<img src=x onerror="alert(1)">'
+        mget.return_value = base.migration(
+            "m-fail", image_name=hostile, peer=hostile, error=hostile,
+            events=[{"stage": "transfer", "event": "failed",
+                     "message": hostile, "bytes": None,
+                     "created_at": "2026-11-25T05:00:00.000000Z"}])
+        res = self.client.get(detail("m-fail"))
+        self.assertEqual(200, res.status_code)
+        self.assertNotContains(res, hostile)
+        self.assertContains(res, "&lt;img src=x")
 
     @mock.patch.object(api, "migration_get")
     def test_detail_actions(self, mget):
