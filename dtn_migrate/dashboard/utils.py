@@ -5,20 +5,14 @@ import datetime
 from django.utils import dateparse
 from horizon.utils import filters
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+from dtn_migrate.transfer import cli as transfer_cli
 
 
 def human_bytes(value):
     """``1.5 MiB`` for 1572864; ``-`` for None."""
     if value is None:
         return "-"
-    size = float(value)
-    for unit in _UNITS:
-        if abs(size) < 1024 or unit == _UNITS[-1]:
-            if unit == "B":
-                return "%d B" % size
-            return "%.1f %s" % (size, unit)
-        size /= 1024.0
+    return transfer_cli.human(value)
 
 
 def human_rate(value):
