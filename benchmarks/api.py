@@ -49,6 +49,7 @@ import requests
 from dtn_migrate.devcloud import _base
 from tests.functional import api as api_harness
 from tests.functional import base
+from tests.functional.migration import scope as class_scope
 
 MiB = 1 << 20
 TARGETS = ("api-list", "glance-list", "api-show", "glance-show")
@@ -194,7 +195,7 @@ class Bench:
 
     def __init__(self, args):
         self.args = args
-        self.scope = api_harness.ClassScope()
+        self.scope = class_scope.ClassScope("dtnm-bench-api-")
         self.results = {"args": vars(args), "reps": [],
                         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                  time.gmtime())}

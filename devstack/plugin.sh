@@ -80,6 +80,14 @@ function configure_dtn_migrate {
     configure_dtn_migrate_peers
 
     iniset "$DTN_MIGRATE_CONF" engine agent_host "$DTN_MIGRATE_AGENT_HOST"
+    # The engine's notifications (migrations, RPO changes, drills) on the
+    # cloud's bus; continuous protection policies follow Glance's.
+    iniset "$DTN_MIGRATE_CONF" oslo_messaging_notifications driver \
+        messagingv2
+    if is_service_enabled g-api && [[ -n "${GLANCE_API_CONF:-}" ]]; then
+        iniset "$GLANCE_API_CONF" oslo_messaging_notifications driver \
+            messagingv2
+    fi
     iniset "$DTN_MIGRATE_CONF" database connection \
         "$(database_connection_url "$DTN_MIGRATE_DB_NAME")"
 

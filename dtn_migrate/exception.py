@@ -158,3 +158,21 @@ class UnsupportedMediaType(Invalid):
     msg_fmt = _("Content-Type %(content_type)s is not supported: send "
                 "application/json.")
     code = 415
+
+
+class ProtectionPolicyNotFound(NotFound):
+    msg_fmt = _("Protection policy %(policy_id)s could not be found.")
+
+
+class ProtectionPolicyExists(Conflict):
+    msg_fmt = _("A protection policy named %(name)s exists in project "
+                "%(project_id)s.")
+
+
+class ProtectionPolicyConflict(Conflict):
+    msg_fmt = _("Protection policy %(policy_id)s is %(state)s: cannot "
+                "%(action)s it.")
+
+
+class DrillNotFound(NotFound):
+    msg_fmt = _("Drill %(drill_id)s could not be found.")

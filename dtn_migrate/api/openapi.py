@@ -13,8 +13,11 @@ import sys
 import yaml
 
 from dtn_migrate.api.schemas import common
+from dtn_migrate.api.schemas import drills
 from dtn_migrate.api.schemas import migrations
 from dtn_migrate.api.schemas import peers
+from dtn_migrate.api.schemas import policies
+from dtn_migrate.api.schemas import replicas
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                     'openapi.yaml')
@@ -89,6 +92,13 @@ def _responses(ok_code, ok_schema, ok_description, errors):
     return out
 
 
+def _no_content(description, errors):
+    out = {'204': {'description': description}}
+    for code in sorted(errors):
+        out[str(code)] = _json(_ref('Error'), _ERRORS[code])
+    return out
+
+
 def _query(schema):
     params = []
     for name, prop in schema.get('properties', {}).items():
@@ -113,6 +123,189 @@ def _path_param(name, description, schema):
 def _body(name, description):
     return {'required': True, 'description': description,
             'content': {JSON: {'schema': _ref(name)}}}
+
+
+def _protection_paths(max_limit):
+    """The paths of protection policies and the replica catalog."""
+    policy_id = _path_param(
+        'policy_id', 'The id of a protection policy (32 hex digits, or a '
+        'dashed UUID).', {'type': 'string', 'minLength': 1,
+                          'maxLength': 255})
+    return {
+        '/v1/policies': {
+            'get': {
+                'operationId': 'listPolicies',
+                'summary': "List the project's protection policies, "
+                           "newest first, with their RPO state.",
+                'description': 'Filters combine; pages follow the "next" '
+                               'link.  Policies dtn:policy:list and, for '
+                               'all_projects, '
+                               'dtn:policy:list:all_projects.',
+                'tags': ['policies'],
+                'parameters': _query(policies.list_query(max_limit)),
+                'responses': _responses(
+                    200, to_openapi(policies.LIST_RESPONSE),
+                    'A page of policies.', (400, 401, 403, 503)),
+            },
+            'post': {
+                'operationId': 'createPolicy',
+                'summary': 'Create a protection policy.',
+                'description': 'The engine checks the schedule and the '
+                               'peer, and starts replicating what the '
+                               'selector picks.  Policy dtn:policy:create; '
+                               'selector.projects or project_id also need '
+                               'dtn:policy:create:projects.',
+                'tags': ['policies'],
+                'requestBody': _body('PolicyCreate', 'The policy.'),
+                'responses': _responses(
+                    201, to_openapi(policies.SHOW_RESPONSE),
+                    'The policy.',
+                    (400, 401, 403, 404, 409, 413, 415, 503)),
+            },
+        },
+        '/v1/policies/{policy_id}': {
+            'parameters': [policy_id],
+            'get': {
+                'operationId': 'showPolicy',
+                'summary': 'A protection policy: its selector, options, '
+                           'RPO state and image counts.',
+                'description': 'Policy dtn:policy:show.',
+                'tags': ['policies'],
+                'parameters': _query(policies.SHOW_QUERY),
+                'responses': _responses(
+                    200, to_openapi(policies.SHOW_RESPONSE),
+                    'The policy.', (400, 401, 403, 404, 503)),
+            },
+            'put': {
+                'operationId': 'updatePolicy',
+                'summary': 'Change a protection policy.',
+                'description': 'Only the fields given change; a selector '
+                               'or options replaces the whole object.  '
+                               'Policy dtn:policy:update (and '
+                               'dtn:policy:create:projects for '
+                               'selector.projects).',
+                'tags': ['policies'],
+                'requestBody': _body('PolicyUpdate', 'The changes.'),
+                'responses': _responses(
+                    200, to_openapi(policies.SHOW_RESPONSE),
+                    'The policy, changed.',
+                    (400, 401, 403, 404, 409, 413, 415, 503)),
+            },
+            'delete': {
+                'operationId': 'deletePolicy',
+                'summary': 'Delete a protection policy.',
+                'description': 'The replicas made stay, in both clouds.  '
+                               'Policy dtn:policy:delete.',
+                'tags': ['policies'],
+                'parameters': _query(policies.SHOW_QUERY),
+                'responses': _no_content(
+                    'Deleted.', (400, 401, 403, 404, 409, 503)),
+            },
+        },
+        '/v1/policies/{policy_id}/action': {
+            'parameters': [policy_id],
+            'post': {
+                'operationId': 'policyAction',
+                'summary': 'Sync a protection policy now.',
+                'description': '{"sync": null} replicates now what the '
+                               'policy selects and the peer lacks, '
+                               'whatever its mode.  Policy '
+                               'dtn:policy:sync.',
+                'tags': ['policies'],
+                'requestBody': _body('PolicyAction', 'The action.'),
+                'responses': _responses(
+                    202, to_openapi(policies.ACTION_RESPONSE),
+                    'The policy and the migrations started (or already '
+                    'running).', (400, 401, 403, 404, 409, 413, 415, 503)),
+            },
+        },
+        '/v1/policies/{policy_id}/images': {
+            'parameters': [policy_id],
+            'get': {
+                'operationId': 'listPolicyImages',
+                'summary': 'The images a protection policy protects, and '
+                           'their replication state.',
+                'description': 'Policy dtn:policy:show.',
+                'tags': ['policies'],
+                'parameters': _query(policies.images_query(max_limit)),
+                'responses': _responses(
+                    200, to_openapi(policies.IMAGES_RESPONSE),
+                    'A page of images.', (400, 401, 403, 404, 503)),
+            },
+        },
+        '/v1/replicas': {'get': {
+            'operationId': 'listReplicas',
+            'summary': 'The replica catalog: which image is a replica of '
+                       'which, newest first.',
+            'description': 'outgoing entries are this cloud\'s images '
+                           'replicated to a peer; incoming ones the '
+                           'replicas this cloud holds.  Policies '
+                           'dtn:replica:list and, for all_projects, '
+                           'dtn:replica:list:all_projects.',
+            'tags': ['replicas'],
+            'parameters': _query(replicas.list_query(max_limit)),
+            'responses': _responses(
+                200, to_openapi(replicas.LIST_RESPONSE),
+                'A page of replicas.', (400, 401, 403, 503)),
+        }},
+    }
+
+
+def _drill_paths(max_limit):
+    """The paths of the drills of protection policies."""
+    drill_id = _path_param(
+        'drill_id', 'The id of a drill (32 hex digits, or a dashed '
+        'UUID).', {'type': 'string', 'minLength': 1, 'maxLength': 255})
+    return {
+        '/v1/drills': {
+            'get': {
+                'operationId': 'listDrills',
+                'summary': "List the project's drills, newest first, "
+                           "with their results (no report).",
+                'description': 'Filters combine; pages follow the "next" '
+                               'link.  Policies dtn:drill:list and, for '
+                               'all_projects, dtn:drill:list:all_projects.',
+                'tags': ['drills'],
+                'parameters': _query(drills.list_query(max_limit)),
+                'responses': _responses(
+                    200, to_openapi(drills.LIST_RESPONSE),
+                    'A page of drills.', (400, 401, 403, 503)),
+            },
+            'post': {
+                'operationId': 'startDrill',
+                'summary': 'Start a drill of a protection policy in the '
+                           'cloud that holds its replicas.',
+                'description': 'The engine checks every replica of the '
+                               'policy in the background (present and '
+                               'active, size and hash, qemu-img check, '
+                               'optionally a clone) and measures the RTO; '
+                               'follow the drill with GET '
+                               '/v1/drills/{drill_id} until its state is '
+                               'no longer running.  Policy '
+                               'dtn:drill:start.',
+                'tags': ['drills'],
+                'requestBody': _body('DrillStart', 'The drill.'),
+                'responses': _responses(
+                    202, to_openapi(drills.START_RESPONSE),
+                    'The drill, running.',
+                    (400, 401, 403, 404, 409, 413, 415, 503)),
+            },
+        },
+        '/v1/drills/{drill_id}': {
+            'parameters': [drill_id],
+            'get': {
+                'operationId': 'showDrill',
+                'summary': 'A drill and its report: the check of every '
+                           'replica.',
+                'description': 'Policy dtn:drill:show.',
+                'tags': ['drills'],
+                'parameters': _query(drills.SHOW_QUERY),
+                'responses': _responses(
+                    200, to_openapi(drills.SHOW_RESPONSE),
+                    'The drill.', (400, 401, 403, 404, 503)),
+            },
+        },
+    }
 
 
 def build(max_limit=1000):
@@ -234,6 +427,8 @@ def build(max_limit=1000):
             },
         },
     }
+    paths.update(_protection_paths(max_limit))
+    paths.update(_drill_paths(max_limit))
     for item in paths.values():
         for op in item.values():
             if isinstance(op, dict) and not op.get('parameters', True):
@@ -254,7 +449,8 @@ def build(max_limit=1000):
                                'LICENSE-2.0'},
         },
         'tags': [{'name': 'versions'}, {'name': 'migrations'},
-                 {'name': 'peers'}],
+                 {'name': 'peers'}, {'name': 'policies'},
+                 {'name': 'replicas'}, {'name': 'drills'}],
         'paths': paths,
         'components': {
             'securitySchemes': {
@@ -274,6 +470,16 @@ def build(max_limit=1000):
                     migrations.MIGRATION_WITH_EVENTS),
                 'MigrationEvent': to_openapi(migrations.EVENT),
                 'Peer': to_openapi(peers.PEER),
+                'PolicyCreate': to_openapi(policies.CREATE),
+                'PolicyUpdate': to_openapi(policies.UPDATE),
+                'PolicyAction': to_openapi(policies.ACTION),
+                'Policy': to_openapi(policies.POLICY),
+                'PolicyImage': to_openapi(policies.POLICY_IMAGE),
+                'Replica': to_openapi(replicas.REPLICA),
+                'DrillStart': to_openapi(drills.START),
+                'Drill': to_openapi(drills.DRILL),
+                'DrillWithReport': to_openapi(drills.DRILL_WITH_REPORT),
+                'DrillImage': to_openapi(drills.DRILL_IMAGE),
             },
         },
         'security': [{'keystone': []}],

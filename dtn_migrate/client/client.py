@@ -8,6 +8,8 @@
     dtn = client.Client(session.Session(auth=auth), interface="public",
                         region_name="RegionOne")
     req = dtn.migrations.create("cloud-b", images=[image_id])
+    policy = dtn.policies.create(name="gold", peer="cloud-b",
+                                 selector={"tags": ["gold"]})
     done = dtn.migrations.wait([m["id"] for m in req["migrations"]])
 
 The endpoint comes from the service catalog (service type
@@ -22,9 +24,12 @@ import re
 from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ksa_exc
 
+from dtn_migrate.client import drills
 from dtn_migrate.client import exceptions
 from dtn_migrate.client import migrations
 from dtn_migrate.client import peers
+from dtn_migrate.client import policies
+from dtn_migrate.client import replicas
 
 SERVICE_TYPE = "dtn-migration"
 API_VERSION = "1"
@@ -59,6 +64,9 @@ class Client:
         self._base = None
         self.migrations = migrations.MigrationManager(self)
         self.peers = peers.PeerManager(self)
+        self.policies = policies.PolicyManager(self)
+        self.replicas = replicas.ReplicaManager(self)
+        self.drills = drills.DrillManager(self)
 
     @property
     def endpoint(self):
@@ -114,6 +122,12 @@ class Client:
 
     def post(self, path, body):
         return self.request("POST", path, body=body)
+
+    def put(self, path, body):
+        return self.request("PUT", path, body=body)
+
+    def delete(self, path):
+        return self.request("DELETE", path)
 
 
 def _mapped(exc, method=None, url=None):

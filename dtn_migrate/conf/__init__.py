@@ -9,6 +9,7 @@ from dtn_migrate.conf import default
 from dtn_migrate.conf import engine
 from dtn_migrate.conf import glance
 from dtn_migrate.conf import peer
+from dtn_migrate.conf import protection
 from dtn_migrate.conf import rdma
 from dtn_migrate.conf import staging
 from dtn_migrate.conf import tls
@@ -19,7 +20,7 @@ CONF = cfg.CONF
 #: The option modules, in the order of the sample configuration; each
 #: has register_opts(conf) and list_opts().
 MODULES = (default, agent, transfer, tls, rdma, peer, staging, engine,
-           database, api, glance)
+           protection, database, api, glance)
 
 
 def register_opts(conf):

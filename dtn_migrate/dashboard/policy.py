@@ -21,6 +21,16 @@ MIGRATION_CANCEL = rule("dtn:migration:cancel")
 MIGRATION_RETRY = rule("dtn:migration:retry")
 PEER_LIST = rule("dtn:peer:list")
 PEER_SHOW = rule("dtn:peer:show")
+POLICY_CREATE = rule("dtn:policy:create")
+POLICY_LIST = rule("dtn:policy:list")
+POLICY_LIST_ALL = rule("dtn:policy:list:all_projects")
+POLICY_SHOW = rule("dtn:policy:show")
+POLICY_UPDATE = rule("dtn:policy:update")
+POLICY_DELETE = rule("dtn:policy:delete")
+POLICY_SYNC = rule("dtn:policy:sync")
+DRILL_START = rule("dtn:drill:start")
+DRILL_LIST = rule("dtn:drill:list")
+DRILL_SHOW = rule("dtn:drill:show")
 
 
 def default_rules():

@@ -1,4 +1,4 @@
-"""Formatting of migration and peer values for tables and pages."""
+"""Formatting of migration, peer and policy values for tables and pages."""
 
 import datetime
 

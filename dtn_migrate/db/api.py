@@ -9,21 +9,20 @@ datetimes, ``options`` decoded.  A database that cannot be reached
 raises :class:`~dtn_migrate.exception.DatabaseUnavailable`.
 """
 
-import functools
 import os
 import threading
 import uuid
 
-from oslo_db import api as oslo_db_api
-from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_log import log as logging
-from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from dtn_migrate.conf import database as database_conf
+from dtn_migrate.db import common
+from dtn_migrate.db import drills
 from dtn_migrate.db import models
+from dtn_migrate.db import protection
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -31,7 +30,7 @@ LOG = logging.getLogger(__name__)
 #: Keys a listing may sort on.
 SORT_KEYS = ('created_at', 'updated_at', 'state', 'image_name', 'peer',
              'progress', 'id')
-SORT_DIRS = ('asc', 'desc')
+SORT_DIRS = common.SORT_DIRS
 DEFAULT_SORT = (['created_at', 'id'], ['desc', 'desc'])
 #: Filters of a listing: column filters (a value or a list of values).
 FILTER_KEYS = ('state', 'image_id', 'peer', 'direction', 'request_id',
@@ -141,44 +140,13 @@ def serialize_sqlite(engine):
     return engine
 
 
-class _Context:
-    """What enginefacade attaches a transaction to: one per call."""
-
-
-def _wrap(func):
-    """Retry on a lost connection or a deadlock, then raise
-    DatabaseUnavailable if the database still fails.
-    """
-    retried = oslo_db_api.wrap_db_retry(
-        max_retries=2, retry_interval=0.2, max_retry_interval=1,
-        retry_on_disconnect=True, retry_on_deadlock=True)(func)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return retried(*args, **kwargs)
-        except (db_exc.DBConnectionError, db_exc.DBDeadlock,
-                sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-            raise exception.DatabaseUnavailable(
-                reason=str(exc).splitlines()[0] if str(exc)
-                else exc.__class__.__name__)
-        except db_exc.DBError as exc:
-            inner = getattr(exc, 'inner_exception', None)
-            if isinstance(inner, (sa.exc.OperationalError,
-                                  sa.exc.InterfaceError)):
-                raise exception.DatabaseUnavailable(
-                    reason=str(inner).splitlines()[0])
-            raise
-    return wrapper
+_Context = common.Context
+_wrap = common.wrap
+_as_list = common.as_list
 
 
 def _row(obj):
-    if obj is None:
-        return None
-    row = {name: getattr(obj, name) for name in models.MIGRATION_COLUMNS}
-    for key in _JSON_COLUMNS:
-        row[key] = jsonutils.loads(row[key]) if row[key] else {}
-    return row
+    return common.row(obj, models.MIGRATION_COLUMNS, _JSON_COLUMNS)
 
 
 def _event(obj):
@@ -186,83 +154,28 @@ def _event(obj):
 
 
 def _values(values):
-    out = {}
-    for key, value in values.items():
-        if key not in models.MIGRATION_COLUMNS:
-            raise exception.InvalidInput(
-                reason='migrations have no column %r' % key)
-        if key in _JSON_COLUMNS and value is not None and \
-                not isinstance(value, str):
-            value = jsonutils.dumps(value, sort_keys=True)
-        out[key] = value
-    return out
-
-
-def _as_list(value):
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
-    return [value]
+    return common.values(values, models.MIGRATION_COLUMNS, _JSON_COLUMNS,
+                         'migrations')
 
 
 def _sort(sort_keys, sort_dirs):
-    if not sort_keys:
-        if sort_dirs:
-            raise exception.InvalidInput(
-                reason='a sort direction needs a sort key')
-        return list(DEFAULT_SORT[0]), list(DEFAULT_SORT[1])
-    keys = _as_list(sort_keys)
-    for key in keys:
-        if key not in SORT_KEYS:
-            raise exception.InvalidInput(
-                reason='cannot sort on %r; sort keys: %s'
-                       % (key, ', '.join(SORT_KEYS)))
-    dirs = _as_list(sort_dirs) if sort_dirs else ['desc']
-    for d in dirs:
-        if d not in SORT_DIRS:
-            raise exception.InvalidInput(
-                reason='sort direction %r is neither asc nor desc' % d)
-    if len(dirs) == 1:
-        dirs = dirs * len(keys)
-    if len(dirs) != len(keys):
-        raise exception.InvalidInput(
-            reason='give one sort direction, or one per sort key')
-    if 'id' not in keys:            # a total order, for the marker
-        keys.append('id')
-        dirs.append(dirs[-1] if len(keys) > 1 else 'desc')
-    return keys, dirs
+    return common.sort(sort_keys, sort_dirs, SORT_KEYS, DEFAULT_SORT)
 
 
 def _ordering(keys, dirs, marker):
-    """(ORDER BY clauses, keyset filter after ``marker`` or None).
-
-    A nullable key sorts as (is not null, value): nulls first going up,
-    last going down; the marker's null is compared as such.
+    """(ORDER BY clauses, keyset filter after ``marker`` or None): see
+    :func:`dtn_migrate.db.common.ordering`.
     """
-    Migration = models.Migration
-    terms = []                      # (expression, marker value, dir)
-    for key, direction in zip(keys, dirs):
-        col = getattr(Migration, key)
-        value = getattr(marker, key) if marker is not None else None
-        if key not in _NOT_NULL:
-            flag = sa.case((col.is_(None), 0), else_=1)
-            terms.append((flag, int(value is not None), direction))
-        terms.append((col, value, direction))
-    order = [sa.asc(e) if d == 'asc' else sa.desc(e) for e, _v, d in terms]
-    if marker is None:
-        return order, None
-    ors = []
-    for i, (expr, value, direction) in enumerate(terms):
-        if value is None:
-            continue                # nothing is before/after a null
-        ands = [e.is_(None) if v is None else e == v
-                for e, v, _d in terms[:i]]
-        ands.append(expr > value if direction == 'asc' else expr < value)
-        ors.append(sa.and_(*ands))
-    return order, sa.or_(*ors) if ors else sa.false()
+    return common.ordering(models.Migration, keys, dirs, marker, _NOT_NULL)
 
 
-class Database:
-    """dtn-migrate's tables on one database (an oslo.db enginefacade)."""
+class Database(protection.ProtectionQueries, drills.DrillQueries):
+    """dtn-migrate's tables on one database (an oslo.db enginefacade).
+
+    The queries of the protection tables come from
+    :class:`~dtn_migrate.db.protection.ProtectionQueries`, those of the
+    drills from :class:`~dtn_migrate.db.drills.DrillQueries`.
+    """
 
     def __init__(self, conf=None, connection=None):
         options = {}
@@ -480,3 +393,26 @@ def migration_event_add(migration_id, stage, event, message=None,
 
 def migration_events_get(migration_id):
     return get_database().migration_events_get(migration_id)
+
+
+def _delegated(name, mixin):
+    def call(*args, **kwargs):
+        return getattr(get_database(), name)(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = getattr(mixin, name).__doc__
+    return call
+
+
+#: The protection queries (see db.protection) and the drill queries (see
+#: db.drills), as module functions of the configured database, like the
+#: migration ones above.
+PROTECTION_QUERIES = tuple(
+    name for name in vars(protection.ProtectionQueries)
+    if name.startswith(('policy_', 'replica_')))
+DRILL_QUERIES = tuple(
+    name for name in vars(drills.DrillQueries) if name.startswith('drill_'))
+for _name in PROTECTION_QUERIES:
+    globals()[_name] = _delegated(_name, protection.ProtectionQueries)
+for _name in DRILL_QUERIES:
+    globals()[_name] = _delegated(_name, drills.DrillQueries)
+del _name

@@ -79,6 +79,143 @@ class MigrationEvent(Base):
     created_at = sa.Column(DateTime, default=_now)
 
 
+class ProtectionPolicy(Base):
+    """A protection policy: which images of a project to keep replicated
+    at a peer, how (continuous, scheduled, manual) and how fresh (RPO).
+    """
+
+    __tablename__ = 'protection_policies'
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    name = sa.Column(sa.String(255), nullable=False)
+    description = sa.Column(sa.Text)
+    project_id = sa.Column(sa.String(64), index=True)
+    user_id = sa.Column(sa.String(64))
+    peer = sa.Column(sa.String(255), nullable=False)
+    mode = sa.Column(sa.String(16), nullable=False)
+    schedule = sa.Column(sa.String(255))
+    rpo_minutes = sa.Column(sa.Integer, nullable=False)
+    #: JSON: which images the policy selects.
+    selector = sa.Column(sa.Text)
+    #: JSON: how it replicates them (keep_id, target_project, deletion).
+    options = sa.Column(sa.Text)
+    enabled = sa.Column(sa.Boolean, nullable=False, default=True,
+                        server_default=sa.true())
+    role = sa.Column(sa.String(16), nullable=False, default='primary',
+                     server_default='primary')
+    rpo_state = sa.Column(sa.String(16))
+    rpo_seconds = sa.Column(sa.Float)
+    rpo_checked_at = sa.Column(DateTime)
+    last_sync_at = sa.Column(DateTime)
+    last_error = sa.Column(sa.Text)
+    created_at = sa.Column(DateTime, default=_now)
+    updated_at = sa.Column(DateTime, default=_now, onupdate=_now)
+
+    __table_args__ = (
+        sa.UniqueConstraint('project_id', 'name',
+                            name='uniq_protection_policies0project_id0name'),
+    )
+
+
+class PolicyImage(Base):
+    """An image a policy selects, and how far its replication is."""
+
+    __tablename__ = 'policy_images'
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    policy_id = sa.Column(sa.String(36),
+                          sa.ForeignKey('protection_policies.id',
+                                        ondelete='CASCADE'),
+                          index=True, nullable=False)
+    #: Indexed on its own: a Glance notification names an image, not a
+    #: policy.
+    image_id = sa.Column(sa.String(36), nullable=False, index=True)
+    image_name = sa.Column(sa.String(255))
+    project_id = sa.Column(sa.String(64))
+    os_hash_value = sa.Column(sa.String(128))
+    size = sa.Column(sa.BigInteger)
+    state = sa.Column(sa.String(16), nullable=False)
+    #: The oldest change not replicated yet; None once replicated.
+    changed_at = sa.Column(DateTime)
+    replicated_at = sa.Column(DateTime)
+    migration_id = sa.Column(sa.String(36), index=True)
+    error = sa.Column(sa.Text)
+    created_at = sa.Column(DateTime, default=_now)
+    updated_at = sa.Column(DateTime, default=_now, onupdate=_now)
+
+    __table_args__ = (
+        sa.UniqueConstraint('policy_id', 'image_id',
+                            name='uniq_policy_images0policy_id0image_id'),
+    )
+
+
+class Replica(Base):
+    """A copy of an image between this cloud and a peer: ``outgoing``
+    (this cloud holds the source), or ``incoming`` (it holds the copy).
+    """
+
+    __tablename__ = 'replicas'
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    direction = sa.Column(sa.String(16), nullable=False)
+    peer = sa.Column(sa.String(255), nullable=False)
+    source_image_id = sa.Column(sa.String(36), nullable=False)
+    #: Indexed: "is this image a replica?" names the copy.
+    replica_image_id = sa.Column(sa.String(36), index=True)
+    project_id = sa.Column(sa.String(64), index=True)
+    image_name = sa.Column(sa.String(255))
+    size = sa.Column(sa.BigInteger)
+    hash_algo = sa.Column(sa.String(16))
+    hash_value = sa.Column(sa.String(128))
+    migration_id = sa.Column(sa.String(36))
+    #: No foreign key: the replica outlives its policy.
+    policy_id = sa.Column(sa.String(36), index=True)
+    state = sa.Column(sa.String(16), nullable=False, default='current',
+                      server_default='current')
+    verified_at = sa.Column(DateTime)
+    created_at = sa.Column(DateTime, default=_now)
+    updated_at = sa.Column(DateTime, default=_now, onupdate=_now)
+
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'direction', 'peer', 'source_image_id',
+            name='uniq_replicas0direction0peer0source_image_id'),
+    )
+
+
+class Drill(Base):
+    """A disaster-recovery drill of a policy, run where its replicas are:
+    every incoming replica checked, and the time it took (the RTO).
+    """
+
+    __tablename__ = 'drills'
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    #: No foreign key: the report outlives its policy.
+    policy_id = sa.Column(sa.String(36), index=True, nullable=False)
+    policy_name = sa.Column(sa.String(255))
+    project_id = sa.Column(sa.String(64), index=True)
+    #: running, passed, failed (some replica bad), error (could not run).
+    state = sa.Column(sa.String(16), nullable=False)
+    clone = sa.Column(sa.Boolean, nullable=False, default=False,
+                      server_default=sa.false())
+    images_total = sa.Column(sa.Integer)
+    images_intact = sa.Column(sa.Integer)
+    images_bad = sa.Column(sa.Integer)
+    rto_seconds = sa.Column(sa.Float)
+    #: JSON: the check of every replica.
+    report = sa.Column(sa.Text)
+    error = sa.Column(sa.Text)
+    started_at = sa.Column(DateTime)
+    finished_at = sa.Column(DateTime)
+    created_at = sa.Column(DateTime, default=_now)
+    updated_at = sa.Column(DateTime, default=_now, onupdate=_now)
+
+
 #: Columns of a migration row, in table order.
 MIGRATION_COLUMNS = tuple(c.name for c in Migration.__table__.columns)
 EVENT_COLUMNS = ('stage', 'event', 'message', 'bytes', 'created_at')
+POLICY_COLUMNS = tuple(c.name for c in ProtectionPolicy.__table__.columns)
+POLICY_IMAGE_COLUMNS = tuple(c.name for c in PolicyImage.__table__.columns)
+REPLICA_COLUMNS = tuple(c.name for c in Replica.__table__.columns)
+DRILL_COLUMNS = tuple(c.name for c in Drill.__table__.columns)

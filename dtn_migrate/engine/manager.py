@@ -36,13 +36,17 @@ class EngineManager:
       list_peers and get_peer.
     * 1.3 - transfer_event: this cloud's DTN agent pushes watermarks,
       transfer status and peer reports (a cast).
+    * 1.4 - Protection policies: create_policy, update_policy,
+      delete_policy, sync_policy and start_drill.
     """
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
-    def __init__(self, host, migrations):
+    def __init__(self, host, migrations, protection=None, drills=None):
         self.host = host
         self.migrations = migrations
+        self.protection = protection
+        self.drills = drills
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def migrate(self, ctxt, peer=None, images=None, selector=None,
@@ -141,6 +145,39 @@ class EngineManager:
             return
         self.migrations.res.events.post(
             events_mod.key(kind, transfer_id, name), info, origin=origin)
+
+    # Protection policies (1.4); reads go to the database (the API).
+    def _protection(self):
+        if self.protection is None:
+            raise exception.ConfigError(
+                reason="this engine runs no protection policies")
+        return self.protection
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def create_policy(self, ctxt, values=None):
+        return self._protection().create(context_mod.from_rpc(ctxt), values)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def update_policy(self, ctxt, policy_id=None, values=None):
+        return self._protection().update(context_mod.from_rpc(ctxt),
+                                         policy_id, values)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def delete_policy(self, ctxt, policy_id=None):
+        self._protection().delete(context_mod.from_rpc(ctxt), policy_id)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def sync_policy(self, ctxt, policy_id=None):
+        return self._protection().sync(context_mod.from_rpc(ctxt),
+                                       policy_id)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def start_drill(self, ctxt, policy_id=None, clone=False):
+        if self.drills is None:
+            raise exception.ConfigError(
+                reason="this engine runs no drills")
+        return self.drills.start(context_mod.from_rpc(ctxt), policy_id,
+                                 clone)
 
     def ping(self, ctxt):
         return {"host": self.host}

@@ -141,6 +141,9 @@ class Migrations:
         # its worker ended on a database error.
         self.stranded = {}
         self.progress_written = {}      # id -> monotonic time
+        #: Called with the record of every migration that ends (its
+        #: outcome saved): the protection policies' bookkeeping.
+        self.finished = []
         self.pools = {
             OUTGOING: _Pool("migration", conf.engine.max_concurrent_migrations,
                             self._run),
@@ -589,6 +592,7 @@ class Migrations:
             return {}               # the descriptor could not be read
         image = incoming["image"]
         return {"attempt": incoming["attempt"],
+                "protection": incoming.get("protection"),
                 "source_image_id": image.get("id"),
                 "image_name": image.get("name"),
                 "size": image.get("size"),
@@ -636,6 +640,8 @@ class Migrations:
             self._notify("end", record)
         else:
             self._notify("error", record)
+        for callback in self.finished:
+            callback(record)
 
     def recover(self):
         """Reconcile the stranded migrations once the database answers:

@@ -25,7 +25,12 @@ OPTIONS = {
     "mode": (str, None),
     "force": (bool, False),
     "transfer_options": (dict, None),
+    # Set by the engine's protection policies (never by a request of
+    # the API): the policy the migration serves, told to the peer.
+    "protection": (dict, None),
 }
+#: Keys of the ``protection`` option (and of the descriptor's).
+PROTECTION_KEYS = ("policy_id", "name", "rpo_minutes", "selector")
 
 
 def _invalid(reason):
@@ -102,6 +107,30 @@ def options(value, default_mode):
                        % ", ".join(VISIBILITIES))
     if out["target_project"] is not None:
         _text(out["target_project"], "target_project", 64)
+    if out["protection"] is not None:
+        out["protection"] = protection(out["protection"])
+    return out
+
+
+def protection(value):
+    """The policy a migration serves: {policy_id, name, rpo_minutes,
+    selector}, as a source sends it in the descriptor.
+    """
+    if not isinstance(value, dict) or set(value) - set(PROTECTION_KEYS):
+        raise _invalid("protection must be a mapping of %s"
+                       % ", ".join(PROTECTION_KEYS))
+    out = {"policy_id": uuid_hex(value.get("policy_id"), "policy_id"),
+           "name": _text(value.get("name"), "policy name")}
+    rpo = value.get("rpo_minutes")
+    if rpo is not None and (isinstance(rpo, bool) or
+                            not isinstance(rpo, int) or rpo < 1):
+        raise _invalid("protection rpo_minutes must be a positive integer")
+    out["rpo_minutes"] = rpo
+    selector = value.get("selector")
+    if selector is not None and (not isinstance(selector, dict) or
+                                 len(repr(selector)) > 16384):
+        raise _invalid("protection selector must be a small mapping")
+    out["selector"] = selector
     return out
 
 

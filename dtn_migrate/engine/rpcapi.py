@@ -17,7 +17,7 @@ class EngineAPI:
     API version history: see ``engine.manager.EngineManager``.
     """
 
-    VERSION = '1.3'
+    VERSION = '1.4'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version='1.0')
@@ -104,6 +104,39 @@ class EngineAPI:
         self.client.prepare(version='1.3').cast(
             ctxt, 'transfer_event', kind=kind, transfer_id=transfer_id,
             name=name, info=info, origin=origin)
+
+    # Protection policies (1.4).  ``values``: the fields of a policy
+    # (see engine.protection.policies.check); replies are policy
+    # records with ISO 8601 times.
+
+    def create_policy(self, ctxt, values):
+        """Create a protection policy owned by ``ctxt``'s project (or by
+        ``values['project_id']`` for an admin).
+        """
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'create_policy', values=values)
+
+    def update_policy(self, ctxt, policy_id, values):
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'update_policy', policy_id=policy_id, values=values)
+
+    def delete_policy(self, ctxt, policy_id):
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'delete_policy', policy_id=policy_id)
+
+    def sync_policy(self, ctxt, policy_id):
+        """Replicate now what the policy selects and the peer lacks:
+        {"policy": record, "migrations": [records started or reused]}.
+        """
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'sync_policy', policy_id=policy_id)
+
+    def start_drill(self, ctxt, policy_id, clone=False):
+        """Start a drill of the replicas this cloud holds for policy
+        ``policy_id``; answers the drill record (state ``running``).
+        """
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'start_drill', policy_id=policy_id, clone=clone)
 
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

@@ -11,6 +11,9 @@ from dtn_migrate.engine import lock
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
+from dtn_migrate.engine.protection import drills
+from dtn_migrate.engine.protection import listener as listener_mod
+from dtn_migrate.engine.protection import sync as protection
 from dtn_migrate.engine import resources
 from dtn_migrate.engine import rpcapi
 from dtn_migrate import exception
@@ -55,8 +58,14 @@ class EngineService(service.Service):
             notifier = messaging.Notifier(transport, publisher_id=publisher)
         self.migrations = migrations.Migrations(conf, self.store,
                                                 self.resources, notifier)
-        self.manager = manager.EngineManager(self.host, self.migrations)
+        self.protection = protection.Protection(
+            conf, self.store.db, self.migrations, notifier)
+        self.drills = drills.Drills(conf, self.store.db, self.resources,
+                                    notifier)
+        self.manager = manager.EngineManager(self.host, self.migrations,
+                                             self.protection, self.drills)
         self.rpcserver = None
+        self.listener = None
         self._stopped = threading.Event()
 
     def start(self):
@@ -81,6 +90,34 @@ class EngineService(service.Service):
         interval = self.conf.engine.database_check_interval
         self.tg.add_timer_args(interval, self.check_database,
                                initial_delay=interval,
+                               stop_on_exception=False)
+        self.start_protection()
+
+    def start_protection(self):
+        """Glance's notifications, the reconciliation scan (now, then
+        every scan_interval) and the recovery points.
+        """
+        group = self.conf.protection
+        try:
+            self.drills.recover()
+        except exception.DtnMigrateException as exc:
+            LOG.warning("drills left running not recovered: %s", exc)
+        self.protection.start()
+        if group.listen:
+            transport = self.transport or rpc.NOTIFICATION_TRANSPORT
+            self.listener = listener_mod.get_listener(
+                self.conf, transport, self.protection)
+            self.listener.start()
+            LOG.info("following Glance's notifications (exchange %s, "
+                     "topics %s, pool %s)", group.glance_exchange,
+                     ", ".join(group.notification_topics),
+                     group.listener_pool)
+        self.tg.add_timer_args(group.scan_interval,
+                               self.protection.request_scan,
+                               initial_delay=1.0, stop_on_exception=False)
+        self.tg.add_timer_args(group.rpo_interval,
+                               self.protection.check_rpo,
+                               initial_delay=group.rpo_interval,
                                stop_on_exception=False)
 
     def check_database(self):
@@ -107,9 +144,11 @@ class EngineService(service.Service):
         self._stopped.set()
         # A timer's run may wait for the agent (rpc_timeout): not joined.
         self.tg.stop_timers()
-        if self.rpcserver is not None:
-            self.rpcserver.stop()
-            self.rpcserver.wait()
+        for server in (self.listener, self.rpcserver):
+            if server is not None:
+                server.stop()
+                server.wait()
+        self.protection.stop()
         super().stop(graceful)
         self.resources.close()
         self.store.close()

@@ -389,6 +389,18 @@ class ImageService:
                 raise exception.InvalidInput(reason=str(e)) from e
         return dict(image)
 
+    def remove_properties(self, image_id, names):
+        """Remove the properties NAMES of an image; absent ones are no
+        error.  Returns the image as a dict.
+        """
+        image = self.get(image_id)
+        present = [name for name in names if name in image]
+        if not present:
+            return image
+        with self._errors(image_id):
+            return dict(self.client.images.update(_quote(image_id),
+                                                  remove_props=present))
+
     def delete(self, image_id, unprotect=False):
         """Delete an image; a missing one is not an error.  UNPROTECT
         clears ``protected`` first (an image this engine created).

@@ -19,6 +19,7 @@
   post-config, also on a Horizon-only node, and ``clean`` removes them.
 """
 
+import configparser
 import os
 import pathlib
 import re
@@ -431,6 +432,18 @@ class TestPluginPhases(PluginPhasesBase):
                       started["dtn-api"])
         self.assertEqual("60 %s" % url, args["wait_for_service"])
         self.assertNotIn("die", names)
+
+    def test_notifications_of_the_engine_and_glance(self):
+        # Continuous protection policies need Glance's notifications on
+        # the bus; the engine's own (RPO breaches) go there too.
+        glance_conf = self.tmp / "glance-api.conf"
+        self.run_phases(["stack install", "stack post-config"],
+                        GLANCE_API_CONF=str(glance_conf))
+        for path in (glance_conf, self.conf_dir / "dtn-migrate.conf"):
+            parser = configparser.ConfigParser()
+            parser.read(path)
+            self.assertEqual("messagingv2", parser.get(
+                "oslo_messaging_notifications", "driver"), path)
 
     def test_controller_without_agent(self):
         calls = self.run_phases(

@@ -1,5 +1,6 @@
 """Helpers of the handlers."""
 
+import urllib.parse
 import uuid
 
 from dtn_migrate.api import middleware
@@ -41,3 +42,46 @@ def engine_call(method, *args, **kwargs):
         text = str(exc).splitlines()[0] if str(exc) else \
             exc.__class__.__name__
         raise exception.EngineUnavailable(reason=text)
+
+
+def page_size(api, params):
+    """A listing's ``limit``, or [api] default_limit."""
+    conf = api.conf.api
+    return params.get('limit', min(conf.default_limit, conf.max_limit))
+
+
+def next_href(req, marker):
+    """The URL of the page after ``marker``, with the same query."""
+    params = [(k, v) for k, v in req.GET.items() if k != 'marker']
+    params.append(('marker', marker))
+    return req.path_url + '?' + urllib.parse.urlencode(params)
+
+
+def listing(req, key, rows, limit, view, marker_key='id'):
+    """The 200 answer of a listing: the first ``limit`` of ``rows`` (read
+    with ``limit + 1``) through ``view``, and a ``next`` link when there
+    are more.
+    """
+    body = {key: [view(row) for row in rows[:limit]]}
+    if len(rows) > limit:
+        body['links'] = [{'rel': 'next', 'href': next_href(
+            req, rows[limit - 1][marker_key])}]
+    return middleware.json_response(200, body)
+
+
+def owned(api, ctxt, action, record_id, fetch, not_found):
+    """The row ``fetch(id)`` gives for ``record_id`` (a UUID, hex or
+    dashed), if the caller may ``action`` it; else ``not_found(id)``
+    raised, as for a missing one (or 403 when the caller's role may not
+    do ``action`` at all).  Another project's record is answered as
+    missing, so that a member learns nothing about it.
+    """
+    authorize(api, ctxt, action)
+    try:
+        key = uuid_hex(record_id)
+    except ValueError:
+        raise not_found(record_id[:64])
+    row = fetch(key)
+    if not may(api, ctxt, action, row.get('project_id')):
+        raise not_found(record_id[:64])
+    return row

@@ -6,7 +6,6 @@ member learns nothing about them; a role that may not do something at
 all is answered 403.
 """
 
-import urllib.parse
 import uuid
 
 from dtn_migrate.api.handlers import common
@@ -78,7 +77,7 @@ def index(api, req):
     if 'changes-since' in params:
         filters['changes_since'] = validation.parse_time(
             params['changes-since'])
-    limit = params.get('limit', min(conf.default_limit, conf.max_limit))
+    limit = common.page_size(api, params)
     marker = common.uuid_hex(params['marker']) if 'marker' in params \
         else None
     sort_keys = sort_dirs = None
@@ -88,32 +87,16 @@ def index(api, req):
     rows = api.db.migration_get_all(
         filters=filters, marker=marker, limit=limit + 1,
         sort_keys=sort_keys, sort_dirs=sort_dirs, project_id=project_id)
-    body = {'migrations': [views.migration(row) for row in rows[:limit]]}
-    if len(rows) > limit:
-        body['links'] = [{'rel': 'next',
-                          'href': _next_href(req, rows[limit - 1]['id'])}]
-    return middleware.json_response(200, body)
-
-
-def _next_href(req, marker):
-    params = [(k, v) for k, v in req.GET.items() if k != 'marker']
-    params.append(('marker', marker))
-    return req.path_url + '?' + urllib.parse.urlencode(params)
+    return common.listing(req, 'migrations', rows, limit, views.migration)
 
 
 def _get(api, ctxt, migration_id, action):
     """The record, if the caller may ``action`` it; else 404 (or 403
     when the caller's role may not do ``action`` at all).
     """
-    common.authorize(api, ctxt, action)
-    try:
-        key = common.uuid_hex(migration_id)
-    except ValueError:
-        raise exception.MigrationNotFound(migration_id=migration_id[:64])
-    row = api.db.migration_get(key)
-    if not common.may(api, ctxt, action, row.get('project_id')):
-        raise exception.MigrationNotFound(migration_id=migration_id)
-    return row
+    return common.owned(
+        api, ctxt, action, migration_id, api.db.migration_get,
+        lambda key: exception.MigrationNotFound(migration_id=key))
 
 
 def show(api, req, migration_id):

@@ -1,5 +1,7 @@
 """Schema pieces shared by the resources."""
 
+import copy
+
 #: Printable text: no control characters (NUL included).
 PRINTABLE = '^[^\\u0000-\\u001f\\u007f]+$'
 
@@ -77,3 +79,17 @@ VERSION_RESPONSE = {
     'required': ['version'],
     'properties': {'version': VERSION},
 }
+
+
+#: The query of a resource that takes no parameters.
+NO_QUERY = {'type': 'object', 'properties': {},
+            'additionalProperties': False}
+
+
+def limited(query, max_limit):
+    """A listing's ``query`` schema whose ``limit`` is at most
+    ``max_limit`` ([api] max_limit).
+    """
+    query = copy.deepcopy(query)
+    query['properties']['limit']['maximum'] = max_limit
+    return query

@@ -107,13 +107,10 @@ _LIST_QUERY = {
 
 
 def list_query(max_limit=1000):
-    schema = copy.deepcopy(_LIST_QUERY)
-    schema['properties']['limit']['maximum'] = max_limit
-    return schema
+    return common.limited(_LIST_QUERY, max_limit)
 
 
-SHOW_QUERY = {'type': 'object', 'properties': {},
-              'additionalProperties': False}
+SHOW_QUERY = common.NO_QUERY
 
 _BYTES = {'type': 'integer', 'minimum': 0}
 

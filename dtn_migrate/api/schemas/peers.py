@@ -2,8 +2,7 @@
 
 from dtn_migrate.api.schemas import common
 
-LIST_QUERY = {'type': 'object', 'properties': {},
-              'additionalProperties': False}
+LIST_QUERY = common.NO_QUERY
 
 PEER = {
     'type': 'object',

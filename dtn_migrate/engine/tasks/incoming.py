@@ -16,6 +16,7 @@ import tenacity
 
 from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.engine import events
+from dtn_migrate.engine import requests
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
@@ -81,6 +82,8 @@ def _validate(payload, transfer_id):
         raise exception.InvalidInput(reason="descriptor has no options")
     if not isinstance(payload.get("attempt"), int):
         raise exception.InvalidInput(reason="descriptor has no attempt")
+    if payload.get("protection") is not None:
+        payload["protection"] = requests.protection(payload["protection"])
     return payload
 
 

@@ -52,11 +52,15 @@ class CheckPeer(base.MigrationTask):
 
 
 def descriptor_payload(transfer_id, descriptor, options, attempt):
-    return {"version": DESCRIPTOR_VERSION, "transfer_id": transfer_id,
-            "attempt": attempt, "image": descriptor,
-            "options": {k: options.get(k) for k in (
-                "keep_id", "visibility", "target_project", "verify",
-                "mode")}}
+    payload = {"version": DESCRIPTOR_VERSION, "transfer_id": transfer_id,
+               "attempt": attempt, "image": descriptor,
+               "options": {k: options.get(k) for k in (
+                   "keep_id", "visibility", "target_project", "verify",
+                   "mode")}}
+    if options.get("protection"):
+        # The policy it serves: the peer keeps it with the replica.
+        payload["protection"] = options["protection"]
+    return payload
 
 
 class WriteDescriptor(base.MigrationTask):

@@ -32,6 +32,7 @@ from tests.functional import base
 from tests.functional import dbserver
 from tests.functional import migration
 from tests.functional.migration import scope as class_scope
+from tests import relay as relay_mod
 
 MiB = 1 << 20
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
@@ -46,9 +47,40 @@ class ApiCloud(migration.Cloud):
     ``[database]`` and dtn-migrate-api.
     """
 
-    def __init__(self, case, name, peer_name, database, **kwargs):
+    def __init__(self, case, name, peer_name, database, notifications=False,
+                 relay=False, extra=None, **kwargs):
+        """NOTIFICATIONS: Glance publishes its notifications on the
+        cloud's bus.  RELAY: the agent reaches its peer through a
+        tests/relay.py ``Relay`` (``self.relay``) that can cut the DTN
+        link.  EXTRA: more engine configuration.
+        """
         super().__init__(case, name, peer_name, **kwargs)
         self.database = database
+        self.notifications = notifications
+        self.use_relay = relay
+        self.relay = None
+        self.extra = extra or {}
+
+    def start_glance(self):
+        if not self.notifications:
+            return super().start_glance()
+        self.glance = self.case.glance(name=self.name,
+                                       keystone=self.keystone,
+                                       notifications_url=self.broker.url())
+        self.glance_endpoint = self.glance.endpoint
+        self.proxy = None
+
+    def start_agent(self, peer):
+        if not self.use_relay:
+            return super().start_agent(peer)
+        self.relay = relay_mod.Relay(("127.0.0.1", peer.port))
+        self.case.addCleanup(self.relay.close)
+        self.agent = self.case.agent(
+            self.agent_name, {peer.agent_name: ("127.0.0.1",
+                                                self.relay.port)},
+            port=self.port, transport_url=self.broker.url(),
+            staging=self.staging_dir, transfer=self.transfer or {})
+        self.agent.start()
 
     def glance_auth(self):
         # The engine reads and writes every project's images: the
@@ -66,7 +98,7 @@ class ApiCloud(migration.Cloud):
                 "cloud_name": self.name, "retry_max_delay": 5}
 
     def engine_extra(self):
-        return {"database": {"connection": self.database}}
+        return dict(self.extra, database={"connection": self.database})
 
     def start_engine(self):
         self.engine = migration.Engine(
@@ -92,19 +124,22 @@ class ApiCloud(migration.Cloud):
         return self.api.openstack_env(self.users[persona], **kwargs)
 
 
-def start_pair(scope, database_a=None, rate=RATE, api_threads=4):
+def start_pair(scope, database_a=None, rate=RATE, api_threads=4,
+               **cloud_kwargs):
     """Start clouds A and B of SCOPE (a :class:`ClassScope`); A's
-    database is DATABASE_A (default SQLite), its agent sends at RATE.
-    Returns (a, b).
+    database is DATABASE_A (default SQLite), its agent sends at RATE;
+    CLOUD_KWARGS go to both clouds (see :class:`ApiCloud`).  Returns
+    (a, b).
     """
     brokers = scope.brokers(2)
     ks = {n: scope.keystone(name="ks-%s" % n, region="Region%s"
                             % n.upper()) for n in ("a", "b")}
     a = ApiCloud(scope, "a", "b", database_a or "sqlite:///%s/a.sqlite"
                  % scope.workdir, keystone=ks["a"], broker=brokers[0],
-                 transfer={"rate_limit": rate})
+                 transfer={"rate_limit": rate}, **cloud_kwargs)
     b = ApiCloud(scope, "b", "a", "sqlite:///%s/b.sqlite"
-                 % scope.workdir, keystone=ks["b"], broker=brokers[1])
+                 % scope.workdir, keystone=ks["b"], broker=brokers[1],
+                 **cloud_kwargs)
     for c in (a, b):
         scope.addCleanup(c.bus.close)
         c.users = devcloud_api.personas(c.keystone)

@@ -21,6 +21,23 @@ MIGRATE = INDEX + "migrate/"
 PEERS = "/project/dtn_peers/"
 IMAGES = "/project/images/"
 ADMIN_INDEX = "/admin/dtn_migrations/"
+POLICIES = "/project/dtn_policies/"
+#: Every action button of the policies panel (ids end with these).
+POLICY_ACTION_IDS = ("__action_create", "__action_sync", "__action_drill",
+                     "__action_delete")
+#: The cells' texts of one row of a table, by column name (the header's
+#: texts are the keys), and the window's marker.
+ROW_CELLS_JS = """(rowId) => {
+  const row = document.getElementById(rowId);
+  if (!row) { return null; }
+  const heads = Array.from(row.closest("table").querySelectorAll(
+    "tr.table_column_header th")).map(th => th.innerText.trim());
+  const cells = {};
+  Array.from(row.cells).forEach((c, i) => {
+    cells[heads[i] || String(i)] = c.innerText.trim(); });
+  return {cells: cells, pending: row.classList.contains("warning"),
+          marker: window.dtnmMarker || null};
+}"""
 #: Every action button of the panel's tables (ids end with these).
 ACTION_IDS = ("__action_migrate", "__action_cancel", "__action_retry",
               "__action_dtn_migrate")
@@ -409,6 +426,130 @@ class TestDashboard(dashboard.DashboardTestCase):
         page.locator("#" + row_id(bobs["id"])).wait_for()
         self.assertEqual(0, page.locator("#" + row_id(mine["id"])).count())
         self.assertReadable(page)
+
+    def test_protection_policy_sync_now(self):
+        # A manual policy for a tag of this test: the form, Sync Now, the
+        # row turning replicated with its RPO state ok by itself.
+        tag = "dash-dr-%s" % uuid.uuid4().hex[:8]
+        name = "dash-gold-%s" % tag[-4:]
+        source = self.upload(1 * MiB, name="dash-protected", tags=[tag])
+        page = self.goto("alice", POLICIES)
+        page.locator("table#policies").wait_for()
+        page.click("#policies__action_create")
+        form = page.locator("form:has(#id_rpo_minutes)")
+        form.wait_for()
+        page.fill("#id_name", name)
+        page.select_option("#id_peer", self.b.agent_name, force=True)
+        page.fill("#id_tags", tag)
+        page.fill("#id_properties", "")
+        page.select_option("#id_mode", "manual", force=True)
+        page.fill("#id_rpo_minutes", "30")
+        self.shot(page, "19-policy-create-form")
+        with page.expect_navigation():
+            form.locator(".modal-footer .btn-primary, "
+                         "[type=submit].btn-primary").first.click()
+        self.assertTrue(page.url.endswith(POLICIES), page.url)
+        page.wait_for_selector(".messages .alert-success")
+        self.assertIn(name, " ".join(self.messages(page, "success")))
+        resp = self.http("alice", "GET", "/v1/policies",
+                         params={"name": name})
+        self.assertEqual(200, resp.status_code, resp.text)
+        [created] = resp.json()["policies"]
+        pid = created["id"]
+        self.assertEqual("manual", created["mode"])
+        self.assertEqual([tag], created["selector"]["tags"])
+        self.assertEqual(30, created["rpo"]["target_minutes"])
+        row = "policies__row__%s" % pid
+        page.locator("#" + row).wait_for()
+
+        # Sync Now: one migration, then the row (AJAX, no reload) shows
+        # the image replicated and the recovery point ok.
+        self.click_row_action(page, "policies", pid, "sync")
+        page.wait_for_selector(".messages .alert-success")
+        self.assertIn("dash-protected",
+                      " ".join(self.messages(page, "info")))
+        self.assertReadable(page)
+        page.evaluate("() => { window.dtnmMarker = 'kept'; }")
+        deadline = time.monotonic() + 240
+        seen = []
+        while True:
+            found = page.evaluate(ROW_CELLS_JS, row)
+            self.assertIsNotNone(found, "row %s vanished" % pid)
+            self.assertEqual("kept", found["marker"],
+                             "the page was reloaded")
+            cells = found["cells"]
+            if not seen or seen[-1] != cells:
+                seen.append(cells)
+            if cells.get("Replicated") == "1" and \
+                    cells.get("RPO State") == "OK" and \
+                    not found["pending"]:
+                break
+            if time.monotonic() > deadline:
+                self.fail("policy %s never showed replicated and OK: %r"
+                          % (pid, seen))
+            time.sleep(0.5)
+        self.addDetail("policy-rows-seen", content.text_content(
+            "\n".join(repr(c) for c in seen)))
+        self.assertEqual("0", cells["Pending"])
+        self.assertEqual("0", cells["Failed"])
+        self.assertEqual("Manual", cells["Mode"])
+        self.assertEqual("30", cells["RPO Target (min)"])
+        self.shot(page, "20-policies-synced")
+        [image] = self.http("alice", "GET", "/v1/policies/%s/images"
+                            % pid).json()["images"]
+        self.assertEqual((source["id"], "replicated"),
+                         (image["image_id"], image["state"]))
+        migration = self.rest_show(image["migration_id"])
+        self.assertEqual("complete", migration["state"])
+        self.assertEqual(source["os_hash_value"], self.peer_image(
+            migration["peer_image_id"])["os_hash_value"])
+
+        # The detail page: the policy, its image with its migration, and
+        # no drill action (cloud A holds the sources: role primary).
+        page.locator("#%s a[href*='%s']" % (row, pid)).first.click()
+        page.wait_for_url(lambda url: url.endswith("%s%s/" % (POLICIES,
+                                                              pid)))
+        page.locator("table#images").wait_for()
+        self.shot(page, "21-policy-detail")
+
+        def field(key):
+            return page.locator("dd[data-field='%s']" % key).inner_text(
+            ).strip()
+
+        self.assertEqual("OK", field("rpo_state"))
+        self.assertEqual("Primary", field("role"))
+        self.assertEqual(self.b.agent_name, field("peer"))
+        image_row = page.locator("#images__row__%s" % source["id"])
+        self.assertIn("Replicated", image_row.inner_text())
+        self.assertEqual(1, image_row.locator(
+            "a[href$='/dtn_migrations/%s/']" % image["migration_id"]).count())
+        self.assertEqual(1, page.locator(
+            "#policies__row_%s__action_sync" % pid).count())
+        self.assertEqual(0, page.locator("[id$='__action_drill']").count())
+        self.assertReadable(page)
+
+        # rita, a reader: the same table and page, and nothing to press.
+        page = self.goto("rita", POLICIES)
+        page.locator("#" + row).wait_for()
+        for suffix in POLICY_ACTION_IDS:
+            self.assertEqual(0, page.locator("[id$='%s']" % suffix).count(),
+                             suffix)
+        self.shot(page, "22-reader-policies")
+        page = self.goto("rita", "%s%s/" % (POLICIES, pid))
+        page.locator("table#images").wait_for()
+        self.assertEqual(0, page.locator("[id*='__action_']").count())
+        self.assertReadable(page)
+
+        # alice deletes it (after the confirmation); the replica stays.
+        page = self.goto("alice", POLICIES)
+        self.click_row_action(page, "policies", pid, "delete")
+        self.confirm(page)
+        page.wait_for_selector(".messages .alert-success")
+        self.assertEqual(0, page.locator("#" + row).count())
+        self.assertEqual(404, self.http("alice", "GET", "/v1/policies/%s"
+                                        % pid).status_code)
+        self.assertEqual("active", self.peer_image(
+            migration["peer_image_id"])["status"])
 
     def test_panel_hidden_without_service(self):
         # The catalog without dtn-migration (for the tokens issued from

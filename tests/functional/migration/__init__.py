@@ -116,6 +116,10 @@ class Bus:
                       metadata):
                 bus.notifications.append((event_type, payload))
 
+            def warn(self, ctxt, publisher_id, event_type, payload,
+                     metadata):
+                bus.notifications.append((event_type, payload))
+
         ntransport = messaging.get_notification_transport(
             self.conf, url=self.url)
         self._listener = messaging.get_notification_listener(

@@ -9,6 +9,7 @@ import uuid
 
 import fixtures
 from oslo_config import cfg
+from oslo_utils import timeutils
 import testtools
 import webob
 
@@ -44,7 +45,83 @@ def rpc_row(row):
     return {k: iso(v) for k, v in row.items()}
 
 
-class FakeEngine:
+POLICY_OPTIONS = {'keep_id': False, 'target_project': None,
+                  'deletion': 'keep', 'deletion_grace_minutes': 60}
+
+
+#: An image of a drill's report, as the engine writes it.
+DRILL_IMAGE = {
+    'source_image_id': IMAGE, 'replica_image_id': IMAGE2,
+    'image_name': 'cirros', 'status': 'intact',
+    'checks': {'present': True, 'size': True, 'hash': True,
+               'qemu_img': True, 'clone': None},
+    'error': None, 'seconds': 2.5}
+
+
+class FakePolicyEngine:
+    """The engine's protection policy calls (1.4), on the database: the
+    defaults and scoping of the real engine, none of its replication.
+    """
+
+    def _record(self, row):
+        counts = self.db.policy_image_counts([row['id']]).get(row['id'])
+        return dict(rpc_row(row), images=counts or {})
+
+    def _policy(self, ctxt, policy_id):
+        return self.db.policy_get(
+            policy_id, project_id=None if ctxt.get('is_admin')
+            else ctxt['project_id'])
+
+    def create_policy(self, ctxt, values):
+        self._called('create_policy', ctxt, values=values)
+        if values['peer'] not in PEERS:
+            raise exception.PeerNotFound(peer=values['peer'],
+                                         known=', '.join(PEERS))
+        row = dict(mode='continuous', rpo_minutes=60, enabled=True,
+                   role='primary', user_id=ctxt['user'],
+                   project_id=ctxt['project_id'])
+        row.update(values)
+        row['options'] = dict(POLICY_OPTIONS, **values.get('options', {}))
+        return self._record(self.db.policy_create(row))
+
+    def update_policy(self, ctxt, policy_id, values):
+        self._called('update_policy', ctxt, policy_id=policy_id,
+                     values=values)
+        self._policy(ctxt, policy_id)
+        return self._record(self.db.policy_update(policy_id, values))
+
+    def delete_policy(self, ctxt, policy_id):
+        self._called('delete_policy', ctxt, policy_id=policy_id)
+        self._policy(ctxt, policy_id)
+        self.db.policy_delete(policy_id)
+
+    def sync_policy(self, ctxt, policy_id):
+        self._called('sync_policy', ctxt, policy_id=policy_id)
+        row = self._policy(ctxt, policy_id)
+        migration = self.db.migration_create({
+            'image_id': IMAGE, 'image_name': 'cirros', 'peer': row['peer'],
+            'direction': 'outgoing', 'state': 'queued', 'attempt': 1,
+            'project_id': row['project_id'], 'user_id': ctxt['user']})
+        self.db.policy_image_upsert(policy_id, IMAGE, {
+            'state': 'syncing', 'image_name': 'cirros',
+            'project_id': row['project_id'],
+            'migration_id': migration['id']})
+        return {'policy': self._record(self.db.policy_get(policy_id)),
+                'migrations': [rpc_row(migration)]}
+
+    def start_drill(self, ctxt, policy_id, clone=False):
+        """A drill of the policy, ``running`` (the real engine then
+        checks the replicas in the background).
+        """
+        self._called('start_drill', ctxt, policy_id=policy_id, clone=clone)
+        row = self._policy(ctxt, policy_id)
+        return rpc_row(self.db.drill_create({
+            'policy_id': policy_id, 'policy_name': row['name'],
+            'project_id': row['project_id'], 'state': 'running',
+            'clone': clone, 'started_at': timeutils.utcnow()}))
+
+
+class FakeEngine(FakePolicyEngine):
     """The engine's RPC calls of the API, on the same database.
 
     Records carry the caller's project and user, as the real engine's
@@ -202,6 +279,28 @@ class ApiTestCase(testtools.TestCase):
                'project_id': project, 'user_id': 'user-member'}
         row.update(values)
         return self.db.migration_create(row)
+
+    def add_policy(self, project=PROJECT, **values):
+        """A protection policy in the database, as the engine writes
+        it.
+        """
+        row = {'name': 'gold', 'peer': 'b', 'mode': 'continuous',
+               'rpo_minutes': 60, 'selector': {'tags': ['gold']},
+               'options': dict(POLICY_OPTIONS), 'project_id': project,
+               'user_id': 'user-member'}
+        row.update(values)
+        return self.db.policy_create(row)
+
+    def add_drill(self, project=PROJECT, **values):
+        """A drill in the database, finished, as the engine writes it."""
+        row = {'policy_id': 'c' * 32, 'policy_name': 'gold',
+               'project_id': project, 'state': 'passed', 'clone': False,
+               'images_total': 1, 'images_intact': 1, 'images_bad': 0,
+               'rto_seconds': 2.5, 'report': {'images': [DRILL_IMAGE]},
+               'started_at': datetime.datetime(2026, 11, 24, 10, 0),
+               'finished_at': datetime.datetime(2026, 11, 24, 10, 1)}
+        row.update(values)
+        return self.db.drill_create(row)
 
     def assertError(self, code, resp, contains=None):
         self.assertEqual(code, resp.status_int, resp.body)

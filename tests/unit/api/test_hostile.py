@@ -40,6 +40,35 @@ JSON_BODIES = (
     {'peer': 'b\x00', 'tag': 't'}, {'peer': 'b', 'tag': 't\n'},
     {'cancel': None}, {'retry': None},
 )
+POLICY_BODIES = (
+    {'name': 'p', 'peer': 'b'}, {'name': 'p', 'peer': 'b', 'selector': []},
+    {'name': 'p', 'peer': 'b', 'selector': {}},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': 'gold'}},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': [None]}},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x'] * 51}},
+    {'name': 'p', 'peer': 'b', 'selector': {'name_pattern': ''}},
+    {'name': 'p', 'peer': 'b', 'selector': {'visibility': 'public'}},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x']},
+     'rpo_minutes': 10 ** 40},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x']},
+     'rpo_minutes': '5'},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x']},
+     'enabled': 'yes'},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x']},
+     'schedule': 'x' * 256, 'mode': 'scheduled'},
+    {'name': 'p', 'peer': 'b', 'selector': {'tags': ['x']},
+     'options': {'deletion_grace_minutes': 1e400}},
+    {'name': ['p'], 'peer': 'b', 'selector': {'tags': ['x']}},
+    {'name': 'p\x00', 'peer': 'b', 'selector': {'tags': ['x']}},
+)
+DRILL_BODIES = (
+    {'policy_id': 7}, {'policy_id': None}, {'policy_id': 'x'},
+    {'policy_id': 'g' * 32}, {'policy_id': [base.IMAGE]},
+    {'policy_id': base.IMAGE, 'clone': 'yes'},
+    {'policy_id': base.IMAGE, 'clone': None},
+    {'policy_id': base.IMAGE, 'wait': True}, {'clone': True},
+    {'policy_id': base.IMAGE + '\x00'},
+)
 ACTION_BODIES = (
     {}, {'cancel': None, 'retry': None}, {'cancel': 0}, {'retry': []},
     {'retry': 'now'}, {'delete': None}, {'cancel': None, 'x': 1},
@@ -55,6 +84,8 @@ class TestHostileInput(base.ApiTestCase):
     def setUp(self):
         super().setUp()
         self.row = self.add()
+        self.policy = self.add_policy()
+        self.drill = self.add_drill()
         self.bad = []
 
     def expect_4xx(self, resp, what):
@@ -103,6 +134,8 @@ class TestHostileInput(base.ApiTestCase):
 
     def test_hostile_query_values_on_every_get(self):
         gets = [p.replace('{migration_id}', self.row['id'])
+                 .replace('{policy_id}', self.policy['id'])
+                 .replace('{drill_id}', self.drill['id'])
                  .replace('{name}', 'b')
                 for p, m in router.ROUTES if 'GET' in m and
                 p not in ('/', '/v1', '/v1/')]
@@ -127,13 +160,16 @@ class TestHostileInput(base.ApiTestCase):
 
     def test_hostile_bodies_on_every_post(self):
         posts = [p.replace('{migration_id}', self.row['id'])
+                 .replace('{policy_id}', self.policy['id'])
                  for p, m in router.ROUTES if 'POST' in m]
         for path in posts:
             for raw in BODIES:
                 self.expect_4xx(self.request('POST', path, raw=raw),
                                 (path, raw[:30]))
             bodies = JSON_BODIES if path == '/v1/migrations' else \
-                ACTION_BODIES
+                POLICY_BODIES + ACTION_BODIES if path == '/v1/policies' \
+                else DRILL_BODIES + ACTION_BODIES if path == '/v1/drills' \
+                else ACTION_BODIES
             for body in bodies:
                 self.expect_4xx(self.request('POST', path, body),
                                 (path, json.dumps(body)[:60]))
@@ -147,6 +183,19 @@ class TestHostileInput(base.ApiTestCase):
         self.assertEqual([], self.bad)
         self.assertEqual([], [c for c in self.engine.calls
                               if c[0] != 'migrate'])
+
+    def test_hostile_policy_updates(self):
+        path = '/v1/policies/' + self.policy['id']
+        for raw in BODIES:
+            self.expect_4xx(self.request('PUT', path, raw=raw),
+                            (path, raw[:30]))
+        for body in POLICY_BODIES[1:] + ACTION_BODIES + (
+                {'project_id': 'p'}, {'name': None}, {'selector': None},
+                {'options': {'keep_id': None}}):
+            self.expect_4xx(self.request('PUT', path, body),
+                            (path, json.dumps(body)[:60]))
+        self.assertEqual([], self.bad)
+        self.assertEqual([], self.engine.calls)
 
     def test_hostile_headers(self):
         for headers in ({'X-Project-Id': '\x00'},

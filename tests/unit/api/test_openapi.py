@@ -73,6 +73,13 @@ class TestConformance(base.ApiTestCase):
         # Records to list and act on, in the member's project.
         for state in ('running', 'failed', 'complete'):
             self.add(state=state, progress=0.5, bytes_export=10)
+        policy = self.add_policy()
+        self.db.policy_image_upsert(policy['id'], base.IMAGE,
+                                    {'state': 'replicated', 'size': 5})
+        self.db.replica_upsert('outgoing', 'b', base.IMAGE,
+                               {'project_id': base.PROJECT,
+                                'policy_id': policy['id']})
+        self.add_drill(policy_id=policy['id'])
         schema = schemathesis.openapi.from_dict(_document())
         headers = self.headers('member')
         failures = []
@@ -101,5 +108,5 @@ class TestConformance(base.ApiTestCase):
             except Exception as exc:  # noqa: B902 - collected, then failed
                 failures.append('%s %s: %s' % (
                     operation.method.upper(), operation.path, exc))
-        self.assertEqual(9, operations)
+        self.assertEqual(20, operations)
         self.assertEqual([], failures)

@@ -106,6 +106,89 @@ class TestPolicyMatrix(base.ApiTestCase):
         self.check(expected, lambda p: self.request('GET', '/v1/peers/b',
                                                     persona=p))
 
+    def test_policy_create(self):
+        names = iter(range(100))
+        self.check(
+            {'admin': 201, 'member': 201, 'reader': 403, 'other': 201,
+             'nobody': 403},
+            lambda p: self.request('POST', '/v1/policies', {
+                'name': 'p%d' % next(names), 'peer': 'b',
+                'selector': {'tags': ['gold']}}, persona=p))
+        self.check(
+            {'admin': 201, 'member': 403, 'reader': 403, 'other': 403,
+             'nobody': 403},
+            lambda p: self.request('POST', '/v1/policies', {
+                'name': 'q%d' % next(names), 'peer': 'b',
+                'selector': {'tags': ['gold'], 'projects': ['x']}},
+                persona=p))
+
+    def test_policy_read(self):
+        row = self.add_policy()
+        self.check({'admin': 200, 'member': 200, 'reader': 200,
+                    'other': 200, 'nobody': 403},
+                   lambda p: self.request('GET', '/v1/policies',
+                                          persona=p))
+        self.check({'admin': 200, 'member': 403, 'reader': 403,
+                    'other': 403, 'nobody': 403},
+                   lambda p: self.request(
+                       'GET', '/v1/policies?all_projects=true', persona=p))
+        for path in ('/v1/policies/%s', '/v1/policies/%s/images'):
+            self.check({'admin': 200, 'member': 200, 'reader': 200,
+                        'other': 404, 'nobody': 403},
+                       lambda p: self.request('GET', path % row['id'],
+                                              persona=p))
+
+    def test_policy_write(self):
+        expected = {'admin': 200, 'member': 200, 'reader': 403,
+                    'other': 404, 'nobody': 403}
+        row = self.add_policy()
+        self.check(expected, lambda p: self.request(
+            'PUT', '/v1/policies/' + row['id'], {'enabled': False},
+            persona=p))
+        self.check(dict(expected, admin=202, member=202),
+                   lambda p: self.request(
+                       'POST', '/v1/policies/%s/action' % row['id'],
+                       {'sync': None}, persona=p))
+        names = iter(range(100))
+
+        def delete(persona):
+            row = self.add_policy(name='d%d' % next(names))
+            return self.request('DELETE', '/v1/policies/' + row['id'],
+                                persona=persona)
+        self.check(dict(expected, admin=204, member=204), delete)
+
+    def test_replicas(self):
+        self.check({'admin': 200, 'member': 200, 'reader': 200,
+                    'other': 200, 'nobody': 403},
+                   lambda p: self.request('GET', '/v1/replicas',
+                                          persona=p))
+        self.check({'admin': 200, 'member': 403, 'reader': 403,
+                    'other': 403, 'nobody': 403},
+                   lambda p: self.request(
+                       'GET', '/v1/replicas?all_projects=true', persona=p))
+
+    def test_drills(self):
+        # Each persona drills its own project's policy (another
+        # project's answers 404, from the engine).
+        mine = self.add_policy()
+        self.check({'admin': 202, 'member': 202, 'reader': 403,
+                    'other': 404, 'nobody': 403},
+                   lambda p: self.request('POST', '/v1/drills',
+                                          {'policy_id': mine['id']},
+                                          persona=p))
+        row = self.add_drill()
+        self.check({'admin': 200, 'member': 200, 'reader': 200,
+                    'other': 200, 'nobody': 403},
+                   lambda p: self.request('GET', '/v1/drills', persona=p))
+        self.check({'admin': 200, 'member': 403, 'reader': 403,
+                    'other': 403, 'nobody': 403},
+                   lambda p: self.request(
+                       'GET', '/v1/drills?all_projects=true', persona=p))
+        self.check({'admin': 200, 'member': 200, 'reader': 200,
+                    'other': 404, 'nobody': 403},
+                   lambda p: self.request('GET', '/v1/drills/' + row['id'],
+                                          persona=p))
+
     def test_operator_policy_file_overrides(self):
         path = os.path.join(self.useFixture(
             fixtures.TempDir()).path, 'policy.yaml')

@@ -32,7 +32,8 @@ class TestOpts(testtools.TestCase):
                 self.assertTrue(opt.help, "%s.%s has no help" % (name,
                                                                  opt.name))
         self.assertEqual({"DEFAULT", "agent", "transfer", "tls", "rdma",
-                          "staging", "engine", "database", "api", "glance",
+                          "staging", "engine", "protection", "database", "api",
+                          "glance",
                           peer.SAMPLE_GROUP},
                          set(groups))
 

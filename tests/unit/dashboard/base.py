@@ -79,6 +79,79 @@ PEERS = [
      "error": "connection refused"},
 ]
 
+SELECTOR = {"tags": ["dr-gold"], "properties": {}, "visibility": [],
+            "name_pattern": None, "projects": []}
+OPTIONS = {"keep_id": False, "target_project": None, "deletion": "keep",
+           "deletion_grace_minutes": 60}
+POLICIES = [
+    {"id": "p-ok", "name": "gold", "description": "the gold images",
+     "project_id": "1", "user_id": "1", "peer": "cloud-b",
+     "mode": "manual", "schedule": None, "enabled": True,
+     "role": "primary", "selector": SELECTOR, "options": OPTIONS,
+     "rpo": {"target_minutes": 30, "state": "ok", "seconds": 0.0,
+             "checked_at": "2026-11-25T06:00:00.000000Z"},
+     "images": {"pending": 0, "syncing": 0, "replicated": 2, "failed": 0,
+                "removed": 0},
+     "last_sync_at": "2026-11-25T05:59:00.000000Z", "last_error": None,
+     "created_at": "2026-11-25T05:00:00.000000Z",
+     "updated_at": "2026-11-25T06:00:00.000000Z"},
+    {"id": "p-bad", "name": "silver", "description": None,
+     "project_id": "1", "user_id": "1", "peer": "cloud-c",
+     "mode": "continuous", "schedule": None, "enabled": True,
+     "role": "primary",
+     "selector": dict(SELECTOR, tags=[], properties={"tier": "silver"}),
+     "options": OPTIONS,
+     "rpo": {"target_minutes": 60, "state": "breached", "seconds": 5400.0,
+             "checked_at": "2026-11-25T06:00:00.000000Z"},
+     "images": {"pending": 1, "syncing": 0, "replicated": 0, "failed": 1,
+                "removed": 0},
+     "last_sync_at": None, "last_error": "peer unreachable",
+     "created_at": "2026-11-25T04:00:00.000000Z",
+     "updated_at": "2026-11-25T06:00:00.000000Z"},
+    {"id": "p-rep", "name": "gold", "description": None,
+     "project_id": "1", "user_id": None, "peer": "cloud-a",
+     "mode": "manual", "schedule": None, "enabled": False,
+     "role": "replica", "selector": SELECTOR, "options": OPTIONS,
+     "rpo": {"target_minutes": 60, "state": None, "seconds": None,
+             "checked_at": None},
+     "images": {"pending": 0, "syncing": 0, "replicated": 0, "failed": 0,
+                "removed": 0},
+     "last_sync_at": None, "last_error": None,
+     "created_at": "2026-11-25T03:00:00.000000Z",
+     "updated_at": "2026-11-25T03:00:00.000000Z"},
+]
+
+POLICY_IMAGES = [
+    {"image_id": "img-1", "image_name": "cirros", "project_id": "1",
+     "state": "replicated", "os_hash_value": "abc", "size": 2048,
+     "changed_at": None, "replicated_at": "2026-11-25T05:59:30.000000Z",
+     "migration_id": "m-done", "error": None,
+     "updated_at": "2026-11-25T05:59:30.000000Z"},
+    {"image_id": "img-3", "image_name": None, "project_id": "1",
+     "state": "failed", "os_hash_value": None, "size": None,
+     "changed_at": "2026-11-25T04:30:00.000000Z", "replicated_at": None,
+     "migration_id": None, "error": "peer unreachable",
+     "updated_at": "2026-11-25T05:00:00.000000Z"},
+]
+
+DRILLS = [
+    {"id": "d-run", "policy_id": "p-rep", "policy_name": "gold",
+     "project_id": "1", "state": "running", "clone": False,
+     "images_total": None, "images_intact": None, "images_bad": None,
+     "rto_seconds": None, "error": None,
+     "started_at": "2026-11-25T06:10:00.000000Z", "finished_at": None,
+     "created_at": "2026-11-25T06:10:00.000000Z",
+     "updated_at": "2026-11-25T06:10:00.000000Z"},
+    {"id": "d-pass", "policy_id": "p-rep", "policy_name": "gold",
+     "project_id": "1", "state": "passed", "clone": True,
+     "images_total": 2, "images_intact": 2, "images_bad": 0,
+     "rto_seconds": 75.0, "error": None,
+     "started_at": "2026-11-25T06:00:00.000000Z",
+     "finished_at": "2026-11-25T06:01:15.000000Z",
+     "created_at": "2026-11-25T06:00:00.000000Z",
+     "updated_at": "2026-11-25T06:01:15.000000Z"},
+]
+
 
 def migrations(*ids):
     """Migration wrappers of the test data (all, or those ``ids``)."""
@@ -97,6 +170,27 @@ def migration(mid, **changes):
 
 def peers():
     return [api.Peer(copy.deepcopy(p)) for p in PEERS]
+
+
+def policies(*ids):
+    """Policy wrappers of the test data (all, or those ``ids``)."""
+    found = [p for p in POLICIES if not ids or p["id"] in ids]
+    return [api.Policy(copy.deepcopy(p)) for p in found]
+
+
+def policy(pid, **changes):
+    data = copy.deepcopy(next(p for p in POLICIES if p["id"] == pid))
+    data.update(changes)
+    return api.Policy(data)
+
+
+def policy_images():
+    return [api.PolicyImage(copy.deepcopy(i)) for i in POLICY_IMAGES]
+
+
+def drills(*ids):
+    found = [d for d in DRILLS if not ids or d["id"] in ids]
+    return [api.Drill(copy.deepcopy(d)) for d in found]
 
 
 class DashboardMixin(object):

@@ -133,3 +133,83 @@ class WrapperTest(base.TestCase):
         with self.assertRaises(dtn_exc.HttpNotFound) as ctx:
             api.migration_get(self.req, "x")
         self.assertIn("could not be found", str(ctx.exception))
+
+    def test_policy_list_and_get(self):
+        self.http.return_value = FakeResponse(
+            200, {"policies": base.POLICIES, "links": []})
+        found = api.policy_list(self.req, all_projects=True, peer="",
+                                mode="manual")
+        self.assertEqual(["p-ok", "p-bad", "p-rep"], [p.id for p in found])
+        self.assertIsInstance(found[0], api.Policy)
+        self.assertEqual("ok", found[0].rpo_state)
+        self.assertEqual(30, found[0].rpo_target)
+        self.assertEqual(5400.0, found[1].rpo_seconds)
+        self.assertEqual((2, 0, 0), (found[0].replicated, found[0].pending,
+                                     found[0].failed))
+        self.assertEqual((1, 1), (found[1].pending, found[1].failed))
+        method, url, params, _body = self.calls()[0]
+        self.assertEqual(base.ENDPOINT + "/v1/policies", url)
+        self.assertEqual("true", params["all_projects"])
+        self.assertEqual("manual", params["mode"])
+        self.assertNotIn("peer", params)
+        self.http.return_value = FakeResponse(
+            200, {"policy": base.POLICIES[0]})
+        self.assertEqual("gold", api.policy_get(self.req, "p-ok").name)
+        self.assertEqual(base.ENDPOINT + "/v1/policies/p-ok",
+                         self.calls()[1][1])
+
+    def test_policy_wrapper_without_rpo_nor_images(self):
+        policy = api.Policy({"id": "x"})
+        self.assertIsNone(policy.rpo_state)
+        self.assertIsNone(policy.rpo_seconds)
+        self.assertEqual(0, policy.pending)
+
+    def test_policy_create_delete_sync(self):
+        self.http.return_value = FakeResponse(
+            201, {"policy": base.POLICIES[0]})
+        created = api.policy_create(self.req, name="gold", peer="cloud-b",
+                                    selector={"tags": ["dr-gold"]})
+        self.assertEqual("p-ok", created.id)
+        self.assertEqual({"name": "gold", "peer": "cloud-b",
+                          "selector": {"tags": ["dr-gold"]}},
+                         self.calls()[0][3])
+        self.http.return_value = FakeResponse(204)
+        api.policy_delete(self.req, "p-ok")
+        self.assertEqual(("DELETE", base.ENDPOINT + "/v1/policies/p-ok"),
+                         self.calls()[1][:2])
+        self.http.return_value = FakeResponse(
+            202, {"policy": base.POLICIES[0],
+                  "migrations": base.MIGRATIONS[:1]})
+        policy, started = api.policy_sync(self.req, "p-ok")
+        self.assertEqual("p-ok", policy.id)
+        self.assertEqual(["m-run"], [m.id for m in started])
+        self.assertIsInstance(started[0], api.Migration)
+        _m, url, _p, body = self.calls()[2]
+        self.assertEqual(base.ENDPOINT + "/v1/policies/p-ok/action", url)
+        self.assertEqual({"sync": None}, body)
+
+    def test_policy_images(self):
+        self.http.return_value = FakeResponse(
+            200, {"images": base.POLICY_IMAGES})
+        images = api.policy_images(self.req, "p-ok", state="")
+        self.assertEqual(["img-1", "img-3"], [i.id for i in images])
+        self.assertEqual(["cirros", "img-3"], [i.name for i in images])
+        self.assertEqual(base.ENDPOINT + "/v1/policies/p-ok/images",
+                         self.calls()[0][1])
+
+    def test_drills(self):
+        self.http.return_value = FakeResponse(200, {"drills": base.DRILLS})
+        drills = api.drill_list(self.req, policy_id="p-rep")
+        self.assertEqual(["d-run", "d-pass"], [d.id for d in drills])
+        _m, url, params, _b = self.calls()[0]
+        self.assertEqual(base.ENDPOINT + "/v1/drills", url)
+        self.assertEqual("p-rep", params["policy_id"])
+        self.assertNotIn("all_projects", params)
+        self.http.return_value = FakeResponse(
+            202, {"drill": base.DRILLS[0]})
+        drill = api.drill_start(self.req, "p-rep")
+        self.assertEqual("running", drill.state)
+        self.assertEqual({"policy_id": "p-rep"}, self.calls()[1][3])
+        self.http.return_value = FakeResponse(
+            200, {"drill": base.DRILLS[1]})
+        self.assertEqual(75.0, api.drill_get(self.req, "d-pass").rto_seconds)

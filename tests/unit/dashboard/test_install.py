@@ -16,9 +16,11 @@ ENABLED = [
     "_1800_dtn_migrate_project_panel_group.py",
     "_1810_dtn_migrate_project_migrations_panel.py",
     "_1820_dtn_migrate_project_peers_panel.py",
+    "_1830_dtn_migrate_project_policies_panel.py",
     "_2800_dtn_migrate_admin_panel_group.py",
     "_2810_dtn_migrate_admin_migrations_panel.py",
     "_2820_dtn_migrate_admin_peers_panel.py",
+    "_2830_dtn_migrate_admin_policies_panel.py",
 ]
 SNIPPET = "_1800_dtn_migrate_settings.py"
 
@@ -108,5 +110,7 @@ class EnabledTest(testtools.TestCase):
                   for c in settings.HORIZON_CONFIG["panel_customization"]
                   if c.get("PANEL")}
         for item in (("project", "dtn_migrations"), ("project", "dtn_peers"),
-                     ("admin", "dtn_migrations"), ("admin", "dtn_peers")):
+                     ("project", "dtn_policies"),
+                     ("admin", "dtn_migrations"), ("admin", "dtn_peers"),
+                     ("admin", "dtn_policies")):
             self.assertIn(item, panels)

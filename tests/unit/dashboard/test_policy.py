@@ -14,6 +14,7 @@ from dtn_migrate import policies
 from tests.unit.dashboard import base
 
 INDEX = reverse("horizon:project:dtn_migrations:index")
+POLICIES = reverse("horizon:project:dtn_policies:index")
 CHECK = "openstack_auth.policy.check"
 READER = [{"id": "3", "name": "reader"}]
 MEMBER = [{"id": "2", "name": "member"}, {"id": "3", "name": "reader"}]
@@ -45,7 +46,12 @@ class DefaultPolicyFileTest(base.TestCase):
         for rules in (policy.MIGRATION_CREATE, policy.MIGRATION_LIST,
                       policy.MIGRATION_LIST_ALL, policy.MIGRATION_SHOW,
                       policy.MIGRATION_CANCEL, policy.MIGRATION_RETRY,
-                      policy.PEER_LIST, policy.PEER_SHOW):
+                      policy.PEER_LIST, policy.PEER_SHOW,
+                      policy.POLICY_CREATE, policy.POLICY_LIST,
+                      policy.POLICY_LIST_ALL, policy.POLICY_SHOW,
+                      policy.POLICY_UPDATE, policy.POLICY_DELETE,
+                      policy.POLICY_SYNC, policy.DRILL_START,
+                      policy.DRILL_LIST, policy.DRILL_SHOW):
             for service, name in rules:
                 self.assertEqual("dtn-migration", service)
                 self.assertIn(name, names)
@@ -87,6 +93,39 @@ class ReaderTest(_PolicyCase):
         self.assertEqual(200, res.status_code)
         self.assertNotContains(res, "__action_cancel")
 
+    @mock.patch.object(api, "policy_list")
+    def test_reader_sees_policies_without_actions(self, plist):
+        plist.return_value = base.policies()
+        res = self.client.get(POLICIES)
+        self.assertEqual(200, res.status_code)
+        self.assertContains(res, 'id="policies__row__p-ok"')
+        self.assertContains(res, 'id="policies__row__p-rep"')
+        self.assertNotContains(res, "policies__action_")
+        self.assertNotContains(res, "__action_sync")
+        self.assertNotContains(res, "__action_drill")
+        self.assertNotContains(res, "__action_delete")
+
+    @mock.patch.object(api, "drill_list")
+    @mock.patch.object(api, "policy_images")
+    @mock.patch.object(api, "policy_get")
+    def test_reader_policy_detail_without_actions(self, pget, images,
+                                                  drills):
+        pget.return_value = base.policy("p-rep")
+        images.return_value = base.policy_images()
+        drills.return_value = base.drills()
+        res = self.client.get(reverse("horizon:project:dtn_policies:"
+                                      "detail", args=("p-rep",)))
+        self.assertEqual(200, res.status_code)
+        self.assertContains(res, 'id="drills__row__d-pass"')
+        self.assertNotContains(res, "__action_")
+
+    @mock.patch.object(api, "policy_list")
+    @mock.patch.object(api, "policy_sync")
+    def test_reader_cannot_post_a_sync(self, sync, plist):
+        plist.return_value = base.policies()
+        self.client.post(POLICIES, {"action": "policies__sync__p-ok"})
+        sync.assert_not_called()
+
     def test_reader_cannot_open_the_form_action(self):
         req = self.factory.get("/")
         self.assertFalse(auth_policy.check(policy.MIGRATION_CREATE, req))
@@ -104,6 +143,19 @@ class MemberTest(_PolicyCase):
         self.assertContains(res, 'id="migrations__action_migrate"')
         self.assertContains(res, 'id="migrations__row_m-run__action_cancel"')
         self.assertContains(res, 'id="migrations__row_m-fail__action_retry"')
+
+    @mock.patch.object(api, "policy_list")
+    def test_member_sees_policy_actions(self, plist):
+        plist.return_value = base.policies()
+        res = self.client.get(POLICIES)
+        self.assertContains(res, 'id="policies__action_create"')
+        self.assertContains(res, 'id="policies__row_p-ok__action_sync"')
+        self.assertContains(res, 'id="policies__row_p-ok__action_delete"')
+        self.assertContains(res, 'id="policies__row_p-rep__action_drill"')
+
+    def test_member_has_no_admin_policies_panel(self):
+        res = self.client.get(reverse("horizon:admin:dtn_policies:index"))
+        self.assertNotEqual(200, res.status_code)
 
     def test_member_rules(self):
         req = self.factory.get("/")

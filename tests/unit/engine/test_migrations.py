@@ -160,6 +160,30 @@ class TestMigrations(EngineTestCase):
                          [m.get("reused") for m in again["migrations"]])
         self.assertEqual(6, len(self.a.list()))
 
+    def test_the_policy_served_reaches_the_peer(self):
+        # A protection policy's migration: its import's record (and what
+        # the finished callbacks get) carries the policy.
+        ended = []
+        self.b.finished.append(ended.append)
+        served = {"policy_id": uuid.uuid4().hex, "name": "gold",
+                  "rpo_minutes": 15, "selector": {"tags": ["gold"]}}
+        protected = self.image(size=70000)
+        plain = self.image(size=70001)
+        [m] = self.run_request([protected["id"]], protection=served)
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual(served, m["options"]["protection"])
+        [m] = self.run_request([plain["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        got = {r["source_image_id"]: r
+               for r in self.b.list(direction="incoming")}
+        self.assertEqual(served, got[protected["id"]]["protection"])
+        self.assertIsNone(got[plain["id"]]["protection"])
+        self.assertEqual({protected["id"]: served, plain["id"]: None},
+                         {r["source_image_id"]: r["protection"]
+                          for r in ended})
+        self.assertEqual(["complete", "complete"],
+                         [r["state"] for r in ended])
+
     def test_selector(self):
         tagged = self.image(tags=["dr"])
         self.image(tags=["other"])

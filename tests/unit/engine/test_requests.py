@@ -1,5 +1,7 @@
 """Validation of migration requests."""
 
+import uuid
+
 import testtools
 
 from dtn_migrate.engine import requests
@@ -28,7 +30,8 @@ class TestRequests(testtools.TestCase):
         self.assertEqual({"keep_id": False, "visibility": None,
                           "target_project": None, "verify": True,
                           "mode": "pipelined", "force": False,
-                          "transfer_options": None}, opts)
+                          "transfer_options": None, "protection": None},
+                         opts)
         self.assertEqual("serial",
                          requests.options({"mode": "serial"},
                                           "pipelined")["mode"])
@@ -48,3 +51,41 @@ class TestRequests(testtools.TestCase):
         self.assertEqual("0" * 32, requests.uuid_hex("0" * 32, "id"))
         self.assertRaises(exception.InvalidInput, requests.uuid_hex,
                           "../../etc", "id")
+
+    def test_protection(self):
+        pid = uuid.uuid4()
+        value = {"policy_id": str(pid), "name": "gold", "rpo_minutes": 15,
+                 "selector": {"tags": ["gold"], "properties": {}}}
+        # A dashed id comes out as the 32-hex id of policies.
+        self.assertEqual(dict(value, policy_id=pid.hex),
+                         requests.protection(value))
+        self.assertEqual({"policy_id": pid.hex, "name": "gold",
+                          "rpo_minutes": None, "selector": None},
+                         requests.protection({"policy_id": pid.hex,
+                                              "name": "gold"}))
+        self.assertEqual("n" * 255, requests.protection(
+            {"policy_id": pid.hex, "name": "n" * 255})["name"])
+        # Validated with the other options.
+        opts = requests.options({"protection": value}, "pipelined")
+        self.assertEqual(pid.hex, opts["protection"]["policy_id"])
+        self.assertIsNone(requests.options({"protection": None},
+                                           "pipelined")["protection"])
+
+    def test_bad_protection(self):
+        good = {"policy_id": uuid.uuid4().hex, "name": "gold"}
+        for bad in (None, [], "gold", {}, {"name": "gold"},
+                    dict(good, policy_id="../x"), dict(good, policy_id=5),
+                    dict(good, policy_id=None), dict(good, name=None),
+                    dict(good, name=""), dict(good, name="n" * 256),
+                    dict(good, name="a\nb"), dict(good, name=5),
+                    dict(good, rpo_minutes=0), dict(good, rpo_minutes=-1),
+                    dict(good, rpo_minutes=True), dict(good, rpo_minutes="5"),
+                    dict(good, rpo_minutes=1.5), dict(good, selector=[]),
+                    dict(good, selector="tags"),
+                    dict(good, selector={"tags": ["x" * 20000]}),
+                    dict(good, extra=1), dict(good, project_id="p1")):
+            self.assertRaises(exception.InvalidInput, requests.protection,
+                              bad)
+        for bad in ([], "x", {"policy_id": "x", "name": "gold"}):
+            self.assertRaises(exception.InvalidInput, requests.options,
+                              {"protection": bad}, "pipelined")

@@ -29,6 +29,7 @@ import oslo_messaging as messaging  # noqa: E402
 from oslo_messaging import conffixture  # noqa: E402
 
 from dtn_migrate.conf import default, engine, staging  # noqa: E402
+from dtn_migrate.conf import protection  # noqa: E402
 from dtn_migrate.engine import rpcapi, service  # noqa: E402
 from dtn_migrate.staging import localfs  # noqa: E402
 from tests.unit.engine import fakes  # noqa: E402
@@ -39,7 +40,7 @@ for root in roots.values():
     os.makedirs(root)
 conf = cfg.ConfigOpts()
 conffixture.ConfFixture(conf)
-for module in (default, engine, staging):
+for module in (default, engine, protection, staging):
     module.register_opts(conf)
 conf([], project="dtn-migrate-test")
 conf.set_override("host", "controller")

@@ -274,6 +274,51 @@ class TestWriteDescriptor(testtools.TestCase):
         self.assertFalse(outgoing._earlier_attempt(b"{x", json.dumps(later)))
 
 
+class TestDescriptorPayload(testtools.TestCase):
+    DESC = {"id": "img", "size": 3, "os_hash_value": HASH}
+    OPTIONS = {"keep_id": True, "visibility": "private",
+               "target_project": "p9", "verify": True, "mode": "serial",
+               "force": True, "transfer_options": {"streams": 4},
+               "protection": None}
+
+    def test_without_protection(self):
+        payload = outgoing.descriptor_payload(TID, self.DESC, self.OPTIONS,
+                                              2)
+        self.assertEqual(
+            {"version": outgoing.DESCRIPTOR_VERSION, "transfer_id": TID,
+             "attempt": 2, "image": self.DESC,
+             "options": {"keep_id": True, "visibility": "private",
+                         "target_project": "p9", "verify": True,
+                         "mode": "serial"}}, payload)
+        # An older request's options, without the key at all.
+        self.assertNotIn("protection", outgoing.descriptor_payload(
+            TID, self.DESC, {"mode": "serial"}, 1))
+
+    def test_with_protection(self):
+        served = {"policy_id": MID, "name": "gold", "rpo_minutes": 15,
+                  "selector": {"tags": ["gold"]}}
+        payload = outgoing.descriptor_payload(
+            TID, self.DESC, dict(self.OPTIONS, protection=served), 1)
+        self.assertEqual(served, payload["protection"])
+        # Beside the options the peer applies, not among them.
+        self.assertNotIn("protection", payload["options"])
+        # The peer reads it back as it was sent.
+        self.assertEqual(served, incoming._validate(
+            json.loads(json.dumps(payload)), TID)["protection"])
+
+    def test_written(self):
+        root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, root, True)
+        task = outgoing.WriteDescriptor(make_res(
+            backend=localfs.LocalBackend(root)))
+        served = {"policy_id": MID, "name": "gold", "rpo_minutes": None,
+                  "selector": None}
+        task.execute(TID, dict(self.DESC), {"mode": "serial",
+                                            "protection": served}, 1)
+        with open(os.path.join(root, TID, "image.json")) as f:
+            self.assertEqual(served, json.load(f)["protection"])
+
+
 class TestTransferImage(testtools.TestCase):
     def setUp(self):
         super().setUp()

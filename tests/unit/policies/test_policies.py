@@ -25,7 +25,12 @@ NAMES = {
     'dtn:migration:create', 'dtn:migration:list',
     'dtn:migration:list:all_projects', 'dtn:migration:show',
     'dtn:migration:cancel', 'dtn:migration:retry', 'dtn:peer:list',
-    'dtn:peer:show',
+    'dtn:peer:show', 'dtn:policy:create', 'dtn:policy:create:projects',
+    'dtn:policy:list', 'dtn:policy:list:all_projects', 'dtn:policy:show',
+    'dtn:policy:update', 'dtn:policy:delete', 'dtn:policy:sync',
+    'dtn:replica:list', 'dtn:replica:list:all_projects',
+    'dtn:drill:start', 'dtn:drill:list', 'dtn:drill:list:all_projects',
+    'dtn:drill:show',
 }
 #: rule -> the personas it allows on their own project's resources.
 ALLOWED = {
@@ -37,6 +42,20 @@ ALLOWED = {
     'dtn:migration:retry': {'admin', 'member'},
     'dtn:peer:list': {'admin', 'member', 'reader'},
     'dtn:peer:show': {'admin', 'member', 'reader'},
+    'dtn:policy:create': {'admin', 'member'},
+    'dtn:policy:create:projects': {'admin'},
+    'dtn:policy:list': {'admin', 'member', 'reader'},
+    'dtn:policy:list:all_projects': {'admin'},
+    'dtn:policy:show': {'admin', 'member', 'reader'},
+    'dtn:policy:update': {'admin', 'member'},
+    'dtn:policy:delete': {'admin', 'member'},
+    'dtn:policy:sync': {'admin', 'member'},
+    'dtn:replica:list': {'admin', 'member', 'reader'},
+    'dtn:replica:list:all_projects': {'admin'},
+    'dtn:drill:start': {'admin', 'member'},
+    'dtn:drill:list': {'admin', 'member', 'reader'},
+    'dtn:drill:list:all_projects': {'admin'},
+    'dtn:drill:show': {'admin', 'member', 'reader'},
 }
 PROJECT = 'p1'
 ROLES = {'admin': ['admin', 'member', 'reader'],

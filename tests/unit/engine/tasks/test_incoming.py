@@ -270,6 +270,45 @@ class TestTasks(RulesTestCase):
                          (self.images.get(image_id)["owner"],
                           self.images.get(image_id)["visibility"]))
 
+    def test_read_descriptor_keeps_the_policy_served(self):
+        payload = descriptor()
+        payload["protection"] = {"policy_id": MID.replace("1", "a"),
+                                 "name": "gold", "rpo_minutes": 15,
+                                 "selector": {"tags": ["gold"]}}
+        task = incoming.ReadDescriptor(self.res(payload))
+        got = task.execute(MID, TID, 1, "west")
+        self.assertEqual(payload["protection"], got["protection"])
+        # A descriptor of an older source has none.
+        task = incoming.ReadDescriptor(self.res(descriptor()))
+        self.assertIsNone(task.execute(MID, TID, 1, "west").get(
+            "protection"))
+
+    def test_read_descriptor_refuses_a_bad_policy(self):
+        for bad in ({"policy_id": "x", "name": "gold"},
+                    {"policy_id": MID, "name": ""},
+                    {"policy_id": MID, "name": "gold", "rpo_minutes": 0},
+                    {"policy_id": MID, "name": "gold", "owner": "p1"},
+                    ["gold"], "gold"):
+            payload = descriptor()
+            payload["protection"] = bad
+            task = incoming.ReadDescriptor(self.res(payload))
+            self.assertRaises(exception.InvalidInput, task.execute, MID,
+                              TID, 1, "west")
+            self.assertEqual({}, self.images.images)
+
+    def test_validate_normalises_the_policy_id(self):
+        payload = descriptor()
+        payload["protection"] = {"policy_id": "%s-%s-%s-%s-%s" % (
+            MID[:8], MID[8:12], MID[12:16], MID[16:20], MID[20:]),
+            "name": "gold"}
+        got = incoming._validate(payload, TID)
+        self.assertEqual({"policy_id": MID, "name": "gold",
+                          "rpo_minutes": None, "selector": None},
+                         got["protection"])
+        # Null: no policy.
+        payload = dict(descriptor(), protection=None)
+        self.assertIsNone(incoming._validate(payload, TID)["protection"])
+
 
 class TestUploadHashesOnce(testtools.TestCase):
     """A pipelined import leaves the sha512 to the sink (the last block

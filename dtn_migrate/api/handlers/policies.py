@@ -1,0 +1,170 @@
+"""/v1/policies: protection policies, which keep the images they select
+replicated to a peer cloud; create, list, show, update, delete, the
+sync action, and the images a policy protects.
+
+Reads come from the database; writes go to the engine, which owns the
+policies (it checks the schedule's cron syntax and the peer, and starts
+the replication).  As with migrations, a policy of another project
+answers 404 and a role that may not act at all 403.
+"""
+
+
+import webob
+
+from dtn_migrate.api.handlers import common
+from dtn_migrate.api import middleware
+from dtn_migrate.api.schemas import policies as schemas
+from dtn_migrate.api import validation
+from dtn_migrate.api import views
+from dtn_migrate import exception
+from dtn_migrate.i18n import _
+
+#: Allowed only with dtn:policy:create:projects (administrators).
+PROJECTS_RULE = 'dtn:policy:create:projects'
+
+
+def _check_selector(selector):
+    """A policy must select by something: never everything by accident
+    (a selector of projects alone would copy whole projects).
+    """
+    if not any(selector.get(key) for key in schemas.SELECTING_KEYS):
+        raise exception.InvalidInput(reason=_(
+            "body selector: give at least one of %s (a policy never "
+            "selects every image)") % ', '.join(schemas.SELECTING_KEYS))
+
+
+def _check_schedule(mode, schedule):
+    if mode == 'scheduled' and not schedule:
+        raise exception.InvalidInput(reason=_(
+            "body schedule is required when mode is scheduled (a cron "
+            "expression of 5 fields, e.g. '0 2 * * *')"))
+    if mode != 'scheduled' and schedule:
+        raise exception.InvalidInput(reason=_(
+            "body schedule is only for mode scheduled, not %s") % mode)
+
+
+def _check_projects(api, ctxt, body):
+    selector = body.get('selector') or {}
+    if selector.get('projects') or 'project_id' in body:
+        common.authorize(api, ctxt, PROJECTS_RULE)
+
+
+def create(api, req):
+    ctxt = common.context(req)
+    common.authorize(api, ctxt, 'dtn:policy:create')
+    body = validation.json_body(req, schemas.CREATE)
+    _check_selector(body['selector'])
+    _check_schedule(body.get('mode', 'continuous'), body.get('schedule'))
+    _check_projects(api, ctxt, body)
+    record = common.engine_call(api.engine.create_policy, ctxt.to_dict(),
+                                body)
+    return middleware.json_response(201, {'policy': views.policy(record)})
+
+
+def index(api, req):
+    ctxt = common.context(req)
+    common.authorize(api, ctxt, 'dtn:policy:list')
+    params = validation.query(req, schemas.list_query(api.conf.api.max_limit))
+    project_id = ctxt.project_id
+    if params.get('all_projects'):
+        common.authorize(api, ctxt, 'dtn:policy:list:all_projects')
+        project_id = None
+    filters = {}
+    for key in ('mode', 'rpo_state'):
+        if key in params:
+            filters[key] = sorted(set(params[key]))
+    for key in ('name', 'peer', 'enabled'):
+        if key in params:
+            filters[key] = params[key]
+    limit = common.page_size(api, params)
+    marker = common.uuid_hex(params['marker']) if 'marker' in params \
+        else None
+    sort_keys = sort_dirs = None
+    if 'sort_key' in params or 'sort_dir' in params:
+        sort_keys = [params.get('sort_key', 'created_at')]
+        sort_dirs = [params.get('sort_dir', 'desc')]
+    rows = api.db.policy_get_all(
+        filters=filters, marker=marker, limit=limit + 1,
+        sort_keys=sort_keys, sort_dirs=sort_dirs, project_id=project_id)
+    page = rows[:limit]
+    counts = api.db.policy_image_counts([r['id'] for r in page]) \
+        if page else {}
+    return common.listing(
+        req, 'policies', rows, limit,
+        lambda r: views.policy(r, counts.get(r['id']) or {}))
+
+
+def _get(api, ctxt, policy_id, action):
+    """The policy, if the caller may ``action`` it; else 404 (or 403
+    when the caller's role may not do ``action`` at all).
+    """
+    return common.owned(
+        api, ctxt, action, policy_id, api.db.policy_get,
+        lambda key: exception.ProtectionPolicyNotFound(policy_id=key))
+
+
+def show(api, req, policy_id):
+    ctxt = common.context(req)
+    validation.query(req, schemas.SHOW_QUERY)
+    row = _get(api, ctxt, policy_id, 'dtn:policy:show')
+    counts = api.db.policy_image_counts([row['id']]).get(row['id']) or {}
+    return middleware.json_response(
+        200, {'policy': views.policy(row, counts)})
+
+
+def update(api, req, policy_id):
+    ctxt = common.context(req)
+    body = validation.json_body(req, schemas.UPDATE)
+    row = _get(api, ctxt, policy_id, 'dtn:policy:update')
+    if 'selector' in body:
+        _check_selector(body['selector'])
+    if 'mode' in body or body.get('schedule'):
+        mode = body.get('mode', row.get('mode'))
+        schedule = body['schedule'] if 'schedule' in body \
+            else row.get('schedule')
+        _check_schedule(mode, schedule)
+    _check_projects(api, ctxt, body)
+    record = common.engine_call(api.engine.update_policy, ctxt.to_dict(),
+                                row['id'], body)
+    return middleware.json_response(200, {'policy': views.policy(record)})
+
+
+def delete(api, req, policy_id):
+    ctxt = common.context(req)
+    validation.query(req, schemas.SHOW_QUERY)
+    row = _get(api, ctxt, policy_id, 'dtn:policy:delete')
+    common.engine_call(api.engine.delete_policy, ctxt.to_dict(), row['id'])
+    return webob.Response(status=204)
+
+
+def action(api, req, policy_id):
+    ctxt = common.context(req)
+    body = validation.json_body(req, schemas.ACTION)
+    name = next(iter(body))
+    row = _get(api, ctxt, policy_id, 'dtn:policy:%s' % name)
+    result = common.engine_call(api.engine.sync_policy, ctxt.to_dict(),
+                                row['id']) or {}
+    return middleware.json_response(202, {
+        'policy': views.policy(result.get('policy') or row),
+        'migrations': [views.migration(m)
+                       for m in result.get('migrations') or []]})
+
+
+def images(api, req, policy_id):
+    """The images a policy protects, oldest first.  Pages are cut here:
+    a policy protects at most as many images as its project has.
+    """
+    ctxt = common.context(req)
+    params = validation.query(req,
+                              schemas.images_query(api.conf.api.max_limit))
+    row = _get(api, ctxt, policy_id, 'dtn:policy:show')
+    states = sorted(set(params['state'])) if 'state' in params else None
+    rows = api.db.policy_images_get(policy_id=row['id'], states=states)
+    if 'marker' in params:
+        marker = common.uuid_dashed(params['marker'])
+        ids = [r['image_id'] for r in rows]
+        if marker not in ids:
+            raise exception.MarkerNotFound(marker=marker)
+        rows = rows[ids.index(marker) + 1:]
+    return common.listing(req, 'images', rows, common.page_size(api, params),
+                          views.policy_image, marker_key='image_id')

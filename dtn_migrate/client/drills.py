@@ -1,0 +1,86 @@
+"""Drills of protection policies, in the cloud that holds the replicas:
+start, list, get, wait.
+
+A drill checks every replica of a policy and measures the time it took
+to make them usable (the RTO measured); it runs in the background, so
+``start`` answers at once and ``wait`` polls until it is done.
+"""
+
+import time
+import urllib.parse
+
+from dtn_migrate.client import exceptions
+from dtn_migrate.client import migrations
+from dtn_migrate.client import policies
+
+STATES = ("running", "passed", "failed", "error")
+FINAL_STATES = ("passed", "failed", "error")
+IMAGE_STATUSES = ("intact", "missing", "corrupt", "invalid")
+
+
+def _quote(value):
+    return urllib.parse.quote(str(value), safe="")
+
+
+def is_final(drill):
+    return drill is not None and drill.get("state") != "running"
+
+
+class DrillManager:
+
+    def __init__(self, client):
+        self.client = client
+
+    def start(self, policy_id, clone=False):
+        """Start a drill of the policy ``policy_id`` (its id: resolve a
+        name with ``client.policies.find``); returns the drill, running.
+        ``clone`` also clones every replica into a hidden image, and
+        removes the clone.
+        """
+        body = {"policy_id": policy_id}
+        if clone:
+            body["clone"] = True
+        return self.client.post("/drills", body)["drill"]
+
+    def list(self, policy_id=None, state=None, marker=None, limit=None,
+             all_projects=False):
+        """Drills, newest first (every page), without their reports."""
+        params = policies._params(
+            policy_id=policy_id, state=state, marker=marker,
+            all_projects=True if all_projects else None)
+        return policies.list_all(self.client, "/drills", "drills", params,
+                                 limit)
+
+    def get(self, drill_id):
+        """A drill, with its report (the check of every replica)."""
+        return self.client.get("/drills/%s" % _quote(drill_id))["drill"]
+
+    def wait(self, drill_id, timeout=None, interval=2, outage=120.0,
+             sleep=time.sleep):
+        """Poll the drill until its state is no longer ``running``;
+        returns it (failed or error too: the caller decides).  An API
+        that cannot be reached, or answers 502/503/504, is polled again
+        for up to ``outage`` seconds in a row.  Raises WaitTimeout after
+        ``timeout`` seconds (None: no limit).
+        """
+        start = time.monotonic()
+        away_since = None
+        while True:
+            try:
+                drill = self.get(drill_id)
+                away_since = None
+                if is_final(drill):
+                    return drill
+            except migrations.TRANSIENT:
+                now = time.monotonic()
+                away_since = away_since or now
+                if now - away_since > outage:
+                    raise
+            elapsed = time.monotonic() - start
+            if timeout is not None and elapsed >= timeout:
+                raise exceptions.WaitTimeout(
+                    "drill %s not finished after %d s" % (drill_id, timeout))
+            pause = interval
+            if timeout is not None:
+                pause = max(0.0, min(interval, timeout - elapsed))
+            sleep(pause)

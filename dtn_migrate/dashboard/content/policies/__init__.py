@@ -1,0 +1,1 @@
+"""The protection policies panel."""

@@ -1,0 +1,12 @@
+"""URLs of the project's protection policies panel."""
+
+from django.urls import re_path
+
+from dtn_migrate.dashboard.content.policies import views
+
+urlpatterns = [
+    re_path(r"^$", views.IndexView.as_view(), name="index"),
+    re_path(r"^create/$", views.CreateView.as_view(), name="create"),
+    re_path(r"^(?P<policy_id>[^/]+)/$", views.DetailView.as_view(),
+            name="detail"),
+]

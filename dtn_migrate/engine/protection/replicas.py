@@ -1,0 +1,74 @@
+"""The policies a cloud holds replicas for.
+
+A source tells its peer, in each migration's descriptor, which policy the
+migration serves.  The peer keeps a policy row of its own for it: the
+same id, role ``replica``, mode ``manual`` and disabled (it replicates
+nothing from here), its peer the source's DTN, its project the one that
+owns the replicas here.  Drills, and later failover, address the policy
+by that row on the cloud that holds the replicas.
+"""
+
+from oslo_log import log as logging
+
+from dtn_migrate import exception
+
+LOG = logging.getLogger(__name__)
+
+ROLE = "replica"
+
+
+def learn(db, served, peer, owner):
+    """The id of the replica policy for ``served`` (the descriptor's
+    ``protection``, or None) from source DTN ``peer``; made or updated
+    as needed.  None when the migration serves no policy.
+    """
+    if not served:
+        return None
+    policy_id = served["policy_id"]
+    values = {"rpo_minutes": served.get("rpo_minutes") or 60,
+              "selector": served.get("selector") or {},
+              "peer": peer}
+    try:
+        current = db.policy_get(policy_id)
+    except exception.ProtectionPolicyNotFound:
+        current = None
+    if current is not None:
+        if current.get("role") != ROLE:
+            # A policy of this cloud with that id: never taken over.
+            LOG.warning("policy %s from %s has the id of a policy of this "
+                        "cloud: its replicas are catalogued without it",
+                        policy_id, peer)
+            return None
+        changes = {k: v for k, v in values.items() if current.get(k) != v}
+        if changes:
+            db.policy_update(policy_id, changes)
+        return policy_id
+    row = dict(values, id=policy_id, project_id=owner, mode="manual",
+               enabled=False, role=ROLE, options={},
+               description="replicas of %s's policy %s" % (peer,
+                                                           served["name"]))
+    for name in (served["name"], _qualified(served["name"], peer)):
+        try:
+            db.policy_create(dict(row, name=name))
+            LOG.info("replica policy %s (%s) of %s learnt", policy_id, name,
+                     peer)
+            return policy_id
+        except exception.ProtectionPolicyExists:
+            continue
+    try:
+        db.policy_get(policy_id)
+        return policy_id            # another import learnt it meanwhile
+    except exception.ProtectionPolicyNotFound:
+        pass
+    LOG.warning("replica policy %s of %s: its names are taken in project "
+                "%s; its replicas are catalogued without it", policy_id,
+                peer, owner)
+    return None
+
+
+def _qualified(name, peer, limit=255):
+    """``name@peer`` within ``limit`` characters: the name is shortened,
+    never the suffix (which makes it differ from ``name``).
+    """
+    suffix = "@" + peer
+    return (name[:max(1, limit - len(suffix))] + suffix)[:limit]

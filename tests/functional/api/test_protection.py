@@ -1,0 +1,396 @@
+"""Protection policies between two real clouds, driven as an operator
+does: ``openstack dtn policy ...`` and the REST API.
+
+Cloud A's Glance publishes its notifications on A's bus; A's engine
+follows them (continuous policies), scans at start-up and when a failed
+replication is due again, and grades each policy's recovery point every
+second.  A's agent reaches B's through a relay that can cut the DTN
+link.  The periodic scan is an hour apart: what replicates within a
+test came from a notification, a start-up scan or a retry.
+"""
+
+import json
+import os
+import sys
+import time
+import uuid
+
+from dtn_migrate import devcloud
+from tests.functional import api
+from tests.functional import base
+from tests.functional.api import runbook
+
+MiB = 1 << 20
+RUNBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))), "doc", "source",
+    "runbooks")
+#: Engine options of both clouds.
+PROTECTION = {"protection": {"scan_interval": 3600, "rpo_interval": 1,
+                             "retry_interval": 5,
+                             "at_risk_fraction": 0.5},
+              "engine": {"stall_timeout": 300}}
+
+
+class TestProtection(api.ApiPairTestCase):
+
+    @classmethod
+    def _start_clouds(cls, scope):
+        cls.a, cls.b = api.start_pair(scope, notifications=True, relay=True,
+                                      extra=PROTECTION)
+        cls.a.bus.listen()
+
+    def tag(self):
+        return "prot-%s" % uuid.uuid4().hex[:6]
+
+    def create_policy(self, name, tag, *extra, persona="alice"):
+        return self.openstack_json(
+            persona, "dtn", "policy", "create", name, "--peer",
+            self.b.agent_name, "--tag", tag, *extra)
+
+    def policy(self, name_or_id, persona="alice"):
+        return self.openstack_json(persona, "dtn", "policy", "show",
+                                   name_or_id)
+
+    def rest_policy(self, policy_id, persona="alice", cloud=None):
+        resp = self.http(persona, "GET", "/v1/policies/%s" % policy_id,
+                         cloud=cloud)
+        self.assertEqual(200, resp.status_code, resp.text)
+        return resp.json()["policy"]
+
+    def policy_images(self, policy_id, persona="alice"):
+        resp = self.http(persona, "GET",
+                         "/v1/policies/%s/images" % policy_id)
+        self.assertEqual(200, resp.status_code, resp.text)
+        return {i["image_id"]: i for i in resp.json()["images"]}
+
+    def wait_replicated(self, policy_id, image_ids, timeout=240):
+        def done():
+            images = self.policy_images(policy_id)
+            states = {i: (images.get(i) or {}).get("state")
+                      for i in image_ids}
+            return images if all(s == "replicated"
+                                 for s in states.values()) else None
+        return self.wait_until(done, "images %s replicated" % image_ids,
+                               timeout=timeout, interval=0.2)
+
+    def replica(self, image_id, cloud=None, direction="outgoing"):
+        resp = self.http("admin", "GET", "/v1/replicas", cloud=cloud,
+                         params={"source_image_id": image_id,
+                                 "direction": direction,
+                                 "all_projects": "true"})
+        self.assertEqual(200, resp.status_code, resp.text)
+        found = resp.json()["replicas"]
+        self.assertEqual(1, len(found), found)
+        return found[0]
+
+    def engine_log(self, cloud=None):
+        with open((cloud or self.a).engine.log, errors="replace") as f:
+            return f.read()
+
+    def assertReplicaIntact(self, source):
+        """B holds ``source``'s data verified, and both catalogs say so."""
+        out = self.replica(source["id"])
+        self.assertEqual("current", out["state"])
+        self.assertEqual(source["os_hash_value"], out["hash_value"])
+        copy = self.peer_image(out["replica_image_id"])
+        self.assertEqual("active", copy["status"])
+        self.assertEqual(source["os_hash_value"], copy["os_hash_value"])
+        back = self.replica(source["id"], cloud=self.b,
+                            direction="incoming")
+        self.assertEqual(out["replica_image_id"], back["replica_image_id"])
+        self.assertEqual(source["os_hash_value"], back["hash_value"])
+        self.assertEqual(self.a.agent_name, back["peer"])
+
+    # Continuous sync.
+
+    def test_continuous_sync_once_per_change(self):
+        tag = self.tag()
+        policy = self.create_policy("gold-%s" % tag, tag, "--rpo", "30")
+        self.assertEqual("continuous", policy["mode"])
+        start = time.monotonic()
+        source = self.upload(2 * MiB + 17, tags=[tag])
+        uploaded = time.monotonic()
+        self.wait_replicated(policy["id"], [source["id"]])
+        delay = time.monotonic() - uploaded
+        sys.stderr.write("%s: image.activate to verified replica on B: "
+                         "%.1f s (upload %.1f s)\n" % (
+                             self.id(), delay, uploaded - start))
+        self.assertReplicaIntact(source)
+        [migration] = self.migrations_of(source["id"])
+        self.assertEqual("complete", migration["state"])
+        # Nothing asked for it: the notification did.
+        self.assertIn("image.activate of image %s" % source["id"],
+                      self.engine_log())
+
+        # The same tag again, a property change: events, no transfer.
+        client = self.a.glance.client(
+            session=self.a.users["alice"].session())
+        client.image_tags.update(source["id"], tag)
+        client.images.update(source["id"], x_note="changed metadata")
+        self.wait_until(lambda: self.engine_log().count(
+            "image.update of image %s" % source["id"]) >= 2,
+            "the engine to see both updates", timeout=60)
+        time.sleep(2)
+        self.assertEqual(1, len(self.migrations_of(source["id"])))
+        shown = self.policy(policy["id"])
+        self.assertEqual("ok", shown["rpo_state"])
+        self.assertEqual(1, shown["images_replicated"])
+
+        # B protecting its replicas back to A sends nothing: A holds
+        # those bytes (the catalog's incoming row says so).
+        back = self.replica(source["id"], cloud=self.b,
+                            direction="incoming")
+        reverse = self.openstack_json(
+            "admin", "dtn", "policy", "create", "back-%s" % tag, "--peer",
+            self.a.agent_name, "--tag", tag, "--project",
+            back["project_id"], "--mode", "manual", cloud=self.b)
+        self.assertEqual([], self.openstack_json(
+            "admin", "dtn", "policy", "sync", reverse["id"], cloud=self.b))
+        resp = self.http("admin", "GET", "/v1/policies/%s/images"
+                         % reverse["id"], cloud=self.b)
+        self.assertEqual(["replicated"], [
+            i["state"] for i in resp.json()["images"]])
+        resp = self.http("admin", "GET", "/v1/migrations", cloud=self.b,
+                         params={"direction": "outgoing",
+                                 "all_projects": "true"})
+        self.assertEqual([], resp.json()["migrations"])
+
+        # An image that leaves the policy no longer counts; its replica
+        # stays (deletion keep).
+        client.image_tags.delete(source["id"], tag)
+        self.wait_until(lambda: self.policy_images(policy["id"])[
+            source["id"]]["state"] == "removed", "the image to leave")
+        self.assertEqual("current", self.replica(source["id"])["state"])
+
+    def test_catch_up_after_engine_outage(self):
+        tag = self.tag()
+        policy = self.create_policy("outage-%s" % tag, tag)
+        self.a.engine.kill9()
+        try:
+            sources = [self.upload(MiB + i, tags=[tag]) for i in range(2)]
+            # Lost with the engine (as a broker restart loses them):
+            # Glance's notifications waiting in the engine's queue.
+            time.sleep(1)
+            self.a.broker._ctl("purge_queue", "-p", self.a.broker.vhost,
+                               "dtn-migrate-engine")
+        finally:
+            self.a.engine.start()
+            self.a.wait_ready()
+        self.wait_replicated(policy["id"], [s["id"] for s in sources])
+        log = self.engine_log()
+        for source in sources:
+            self.assertReplicaIntact(source)
+            self.assertEqual(1, len(self.migrations_of(source["id"])))
+            # The start-up scan found it, not a notification.
+            self.assertNotIn("image.activate of image %s" % source["id"],
+                             log)
+
+    def test_rpo_breach_and_recovery_on_link_cut(self):
+        tag = self.tag()
+        policy = self.create_policy("rpo-%s" % tag, tag, "--rpo", "1")
+        self.a.relay.cut(down_for=85)
+        cut = time.monotonic()
+        source = self.upload(MiB, tags=[tag])
+        seen = []
+
+        def state():
+            value = self.rest_policy(policy["id"])["rpo"]["state"]
+            if not seen or seen[-1] != value:
+                seen.append(value)
+            return value
+
+        self.wait_until(lambda: state() == "at-risk", "at-risk",
+                        timeout=60, interval=0.5)
+        self.wait_until(lambda: state() == "breached", "breached",
+                        timeout=90, interval=0.5)
+        self.assertGreaterEqual(time.monotonic() - cut, 55)
+        self.wait_until(lambda: "dtn_migrate.policy.rpo_breached" in [
+            e for e, p in self.a.bus.notifications
+            if p.get("policy_id") == policy["id"]],
+            "the rpo_breached notification", timeout=30)
+        # The link comes back by itself: so does the recovery point.
+        self.wait_replicated(policy["id"], [source["id"]], timeout=300)
+        self.wait_until(lambda: state() == "ok", "ok", timeout=60,
+                        interval=0.5)
+        sys.stderr.write("%s: RPO states %s over %.0f s\n"
+                         % (self.id(), seen, time.monotonic() - cut))
+        self.assertEqual("ok", seen[-1])
+        self.assertLess(seen.index("at-risk"), seen.index("breached"))
+        events = [e for e, p in self.a.bus.notifications
+                  if p.get("policy_id") == policy["id"]]
+        self.assertIn("dtn_migrate.policy.rpo_recovered", events)
+        self.assertReplicaIntact(source)
+
+    def upload_file(self, path, persona="alice", **fields):
+        client = self.a.glance.client(
+            session=self.a.users[persona].session())
+        fields.setdefault("container_format", "bare")
+        fields.setdefault("name", "api-%s" % uuid.uuid4().hex[:6])
+        image = client.images.create(**fields)
+        with open(path, "rb") as f:
+            client.images.upload(image["id"], f)
+        return dict(devcloud.wait_image(client, image["id"]))
+
+    # Drills.
+
+    def drill(self, policy_id, *extra):
+        """``openstack dtn drill start --wait`` on B as admin: the
+        finished drill (its exit status is 1 unless it passed).
+        """
+        proc = self.openstack("admin", "dtn", "drill", "start", policy_id,
+                              "--wait", "-f", "json", *extra,
+                              cloud=self.b, check=False)
+        drill = json.loads(proc.stdout)
+        self.assertEqual(0 if drill["state"] == "passed" else 1,
+                         proc.returncode, proc.stderr)
+        resp = self.http("admin", "GET", "/v1/drills/%s" % drill["id"],
+                         cloud=self.b)
+        self.assertEqual(200, resp.status_code, resp.text)
+        return resp.json()["drill"]
+
+    def test_drill_intact_then_corrupted_replica(self):
+        tag = self.tag()
+        policy = self.create_policy("drill-%s" % tag, tag)
+        raw = self.upload(MiB + 11, tags=[tag])
+        path = devcloud.make_qcow2(os.path.join(self.workdir, "d.qcow2"),
+                                   2 * MiB, virtual_size=64 * MiB)
+        qcow2 = self.upload_file(path, tags=[tag], disk_format="qcow2")
+        self.wait_replicated(policy["id"], [raw["id"], qcow2["id"]])
+        # B learnt the policy from the migrations that served it.
+        learnt = self.rest_policy(policy["id"], persona="admin",
+                                  cloud=self.b)
+        self.assertEqual("replica", learnt["role"])
+        self.assertEqual(policy["name"], learnt["name"])
+        self.assertEqual(self.a.agent_name, learnt["peer"])
+
+        drill = self.drill(policy["id"], "--clone")
+        self.assertEqual(("passed", 2, 2, 0), (
+            drill["state"], drill["images_total"], drill["images_intact"],
+            drill["images_bad"]))
+        self.assertGreater(drill["rto_seconds"], 0)
+        checks = {i["source_image_id"]: i for i in drill["report"]["images"]}
+        self.assertEqual({"present": True, "size": True, "hash": True,
+                          "qemu_img": True, "clone": True},
+                         checks[qcow2["id"]]["checks"])
+        self.assertIsNone(checks[raw["id"]]["checks"]["qemu_img"])
+        sys.stderr.write("%s: drill of 2 replicas with clones: RTO %.1f s\n"
+                         % (self.id(), drill["rto_seconds"]))
+        # The clones are gone again.
+        admin_b = self.b.glance.client(
+            session=self.b.users["admin"].session())
+        self.assertEqual([], [
+            i["id"] for i in admin_b.images.list(
+                filters={"os_hidden": True})
+            if i["name"].startswith("drill-")])
+
+        # A byte of B's stored replica changes: the next drill says so.
+        replica = self.replica(raw["id"])
+        stored = os.path.join(self.b.glance.images_dir,
+                              replica["replica_image_id"])
+        with open(stored, "r+b") as f:
+            f.seek(1000)
+            byte = f.read(1)
+            f.seek(1000)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        drill = self.drill(policy["id"])
+        self.assertEqual(("failed", 1, 1), (
+            drill["state"], drill["images_intact"], drill["images_bad"]))
+        checks = {i["source_image_id"]: i for i in drill["report"]["images"]}
+        self.assertEqual("corrupt", checks[raw["id"]]["status"])
+        self.assertIn("sha512", checks[raw["id"]]["error"])
+        self.assertEqual("intact", checks[qcow2["id"]]["status"])
+        # The source was not touched.
+        self.assertEqual(raw["os_hash_value"], self.a.glance.client(
+            session=self.a.users["alice"].session()).images.get(
+                raw["id"])["os_hash_value"])
+
+    # The runbooks of doc/source/runbooks, as written.
+
+    def test_runbooks_as_written(self):
+        tag = self.tag()
+        path = os.path.join(self.workdir, "web.raw")
+        base.make_file(path, MiB + 7)
+        values = {"peer": self.b.agent_name, "tag": tag,
+                  "policy": "rb-%s" % tag, "file": path}
+        for name in ("protect-a-project.rst", "run-a-drill.rst"):
+            outputs = runbook.run(self, os.path.join(RUNBOOKS, name),
+                                  values)
+            self.assertTrue(outputs, name)
+
+    # The operator's commands.
+
+    def test_policy_commands_and_scope(self):
+        tag = self.tag()
+        name = "manual-%s" % tag
+        policy = self.create_policy(name, tag, "--mode", "manual",
+                                    "--property", "x_tier=gold")
+        self.assertEqual("manual", policy["mode"])
+        source = self.upload(MiB + 3, tags=[tag], x_tier="gold")
+        other = self.upload(MiB + 5, tags=[tag], x_tier="silver")
+        time.sleep(3)                   # manual: nothing moves by itself
+        self.assertEqual([], self.migrations_of(source["id"]))
+        started = self.openstack_json("alice", "dtn", "policy", "sync",
+                                      name)
+        self.assertEqual([source["id"]],
+                         [m["Image ID"] for m in started])
+        self.wait_replicated(policy["id"], [source["id"]])
+        self.assertEqual([], self.migrations_of(other["id"]))
+        # A second sync sends nothing: the replica's hash matches.
+        again = self.openstack_json("alice", "dtn", "policy", "sync", name)
+        self.assertEqual([], again)
+        self.assertEqual(1, len(self.migrations_of(source["id"])))
+
+        self.openstack("alice", "dtn", "policy", "set", name, "--rpo",
+                       "15", "--mode", "scheduled", "--schedule",
+                       "*/5 * * * *")
+        shown = self.policy(name)
+        self.assertEqual("scheduled", shown["mode"])
+        self.assertEqual(15, shown["rpo_target_minutes"])
+        listed = self.openstack_json("alice", "dtn", "policy", "list")
+        self.assertIn(policy["id"], [p["ID"] for p in listed])
+
+        # Another project's member and a reader.
+        self.assertEqual(404, self.http(
+            "bob", "GET", "/v1/policies/%s" % policy["id"]).status_code)
+        proc = self.openstack("bob", "dtn", "policy", "delete",
+                              policy["id"], check=False)
+        self.assertNotEqual(0, proc.returncode)
+        proc = self.openstack("rita", "dtn", "policy", "create", "x",
+                              "--peer", self.b.agent_name, "--tag", tag,
+                              check=False)
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn("403", proc.stderr + proc.stdout)
+        admin = self.openstack_json("admin", "dtn", "policy", "list",
+                                    "--all-projects")
+        self.assertIn(policy["id"], [p["ID"] for p in admin])
+
+        # Bad input: a clear 4xx, nothing created.
+        for body in ({"name": "x", "peer": self.b.agent_name,
+                      "selector": {}},
+                     {"name": "x", "peer": self.b.agent_name,
+                      "selector": {"tags": [tag]}, "mode": "scheduled"},
+                     {"name": "x", "peer": self.b.agent_name,
+                      "selector": {"tags": [tag]}, "mode": "scheduled",
+                      "schedule": "every day"},
+                     {"name": "x", "peer": "no-such-dtn",
+                      "selector": {"tags": [tag]}},
+                     {"name": name, "peer": self.b.agent_name,
+                      "selector": {"tags": [tag]}},
+                     {"name": "x\u0000", "peer": self.b.agent_name,
+                      "selector": {"tags": [tag]}},
+                     {"name": "x", "peer": self.b.agent_name,
+                      "selector": {"tags": [tag], "projects": ["p"]}}):
+            resp = self.http("alice", "POST", "/v1/policies", json=body)
+            self.assertTrue(400 <= resp.status_code < 500,
+                            "%s -> %s %s" % (body, resp.status_code,
+                                             resp.text))
+            self.assertIn("message", resp.json()["error"])
+        names = [p["Name"] for p in self.openstack_json(
+            "alice", "dtn", "policy", "list")]
+        self.assertNotIn("x", names)
+
+        self.openstack("alice", "dtn", "policy", "delete", name)
+        self.assertEqual(404, self.http(
+            "alice", "GET", "/v1/policies/%s" % policy["id"]).status_code)
+        # Deleting the policy leaves the replica where it is.
+        self.assertEqual("current", self.replica(source["id"])["state"])
