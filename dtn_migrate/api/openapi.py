@@ -206,17 +206,35 @@ def _protection_paths(max_limit):
             'parameters': [policy_id],
             'post': {
                 'operationId': 'policyAction',
-                'summary': 'Sync a protection policy now.',
+                'summary': 'Sync, fail over or fail back a protection '
+                           'policy.',
                 'description': '{"sync": null} replicates now what the '
                                'policy selects and the peer lacks, '
-                               'whatever its mode.  Policy '
-                               'dtn:policy:sync.',
+                               'whatever its mode (policy '
+                               'dtn:policy:sync); answers the policy and '
+                               'the migrations.  {"failover": null}, in '
+                               'the cloud holding the replicas of a '
+                               'replica policy: this cloud becomes '
+                               'primary for their images and a reverse '
+                               'policy towards the peer is prepared '
+                               '(policy dtn:policy:failover); answers '
+                               'the policy, the reverse policy and the '
+                               'count of promoted images.  {"failback": '
+                               'null} on a failed-over policy sends back '
+                               'what was created or changed since the '
+                               'failover (policy dtn:policy:failback); '
+                               'answers the policy, the reverse policy, '
+                               'the migrations and whether it is '
+                               'complete (repeat until it is).  Both '
+                               'are idempotent; a policy of the wrong '
+                               'role answers 409.',
                 'tags': ['policies'],
                 'requestBody': _body('PolicyAction', 'The action.'),
                 'responses': _responses(
                     202, to_openapi(policies.ACTION_RESPONSE),
-                    'The policy and the migrations started (or already '
-                    'running).', (400, 401, 403, 404, 409, 413, 415, 503)),
+                    "The action's result: PolicySyncResult, "
+                    "PolicyFailoverResult or PolicyFailbackResult.",
+                    (400, 401, 403, 404, 409, 413, 415, 503)),
             },
         },
         '/v1/policies/{policy_id}/images': {

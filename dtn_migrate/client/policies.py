@@ -1,5 +1,6 @@
 """Protection policies: keep the images a selector picks replicated to a
-peer cloud.  create, list, get, find, update, delete, sync, images.
+peer cloud.  create, list, get, find, update, delete, sync, failover,
+failback, images.
 """
 
 import urllib.parse
@@ -12,6 +13,7 @@ RPO_STATES = ("ok", "at-risk", "breached")
 IMAGE_STATES = ("pending", "syncing", "replicated", "failed", "removed")
 VISIBILITIES = migrations.VISIBILITIES
 DELETIONS = ("keep", "mirror")
+ROLES = ("primary", "replica", "failed-over", "failback")
 SORT_KEYS = ("created_at", "updated_at", "name", "rpo_seconds", "id")
 #: The fields of a policy a client may set.
 FIELDS = ("name", "description", "peer", "mode", "schedule",
@@ -132,6 +134,24 @@ class PolicyManager:
         """
         return self.client.post("/policies/%s/action" % _quote(policy_id),
                                 {"sync": None})
+
+    def failover(self, policy_id):
+        """In the cloud holding the replicas of the policy (learnt from
+        its peer): make this cloud primary for their images and prepare
+        the reverse policy.  ``{"policy": ..., "reverse_policy": ...,
+        "promoted": n}``; run it again after an interruption.
+        """
+        return self.client.post("/policies/%s/action" % _quote(policy_id),
+                                {"failover": None})
+
+    def failback(self, policy_id):
+        """Send back to the peer what was created or changed since the
+        failover: ``{"policy": ..., "reverse_policy": ..., "migrations":
+        [...], "complete": bool}``; call again (once the migrations
+        finish) until ``complete``.
+        """
+        return self.client.post("/policies/%s/action" % _quote(policy_id),
+                                {"failback": None})
 
     def images(self, policy_id, state=None, marker=None, limit=None):
         """The images the policy protects, oldest first (every page)."""

@@ -37,16 +37,19 @@ class EngineManager:
     * 1.3 - transfer_event: this cloud's DTN agent pushes watermarks,
       transfer status and peer reports (a cast).
     * 1.4 - Protection policies: create_policy, update_policy,
-      delete_policy, sync_policy and start_drill.
+      delete_policy, sync_policy, start_drill, failover_policy and
+      failback_policy.
     """
 
     target = messaging.Target(version='1.4')
 
-    def __init__(self, host, migrations, protection=None, drills=None):
+    def __init__(self, host, migrations, protection=None, drills=None,
+                 failovers=None):
         self.host = host
         self.migrations = migrations
         self.protection = protection
         self.drills = drills
+        self.failovers = failovers
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def migrate(self, ctxt, peer=None, images=None, selector=None,
@@ -170,6 +173,22 @@ class EngineManager:
     def sync_policy(self, ctxt, policy_id=None):
         return self._protection().sync(context_mod.from_rpc(ctxt),
                                        policy_id)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def failover_policy(self, ctxt, policy_id=None):
+        return self._failover().failover(context_mod.from_rpc(ctxt),
+                                         policy_id)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def failback_policy(self, ctxt, policy_id=None):
+        return self._failover().failback(context_mod.from_rpc(ctxt),
+                                         policy_id)
+
+    def _failover(self):
+        if self.failovers is None:
+            raise exception.ConfigError(
+                reason="this engine runs no protection policies")
+        return self.failovers
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_drill(self, ctxt, policy_id=None, clone=False):

@@ -138,5 +138,19 @@ class EngineAPI:
         return self.client.prepare(version='1.4').call(
             ctxt, 'start_drill', policy_id=policy_id, clone=clone)
 
+    def failover_policy(self, ctxt, policy_id):
+        """On the cloud holding the replicas of ``policy_id``: become
+        primary for its images and prepare the reverse policy.
+        """
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'failover_policy', policy_id=policy_id)
+
+    def failback_policy(self, ctxt, policy_id):
+        """Send back what changed since the failover; ``complete`` once
+        nothing waits (then the policy is a replica again).
+        """
+        return self.client.prepare(version='1.4').call(
+            ctxt, 'failback_policy', policy_id=policy_id)
+
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

@@ -12,6 +12,7 @@ from dtn_migrate.engine import manager
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine.protection import drills
+from dtn_migrate.engine.protection import failover
 from dtn_migrate.engine.protection import listener as listener_mod
 from dtn_migrate.engine.protection import sync as protection
 from dtn_migrate.engine import resources
@@ -62,8 +63,9 @@ class EngineService(service.Service):
             conf, self.store.db, self.migrations, notifier)
         self.drills = drills.Drills(conf, self.store.db, self.resources,
                                     notifier)
-        self.manager = manager.EngineManager(self.host, self.migrations,
-                                             self.protection, self.drills)
+        self.manager = manager.EngineManager(
+            self.host, self.migrations, self.protection, self.drills,
+            failover.Failover(self.protection))
         self.rpcserver = None
         self.listener = None
         self._stopped = threading.Event()

@@ -4,7 +4,10 @@ replica catalog).
 A protection policy keeps the images it selects replicated to a peer
 cloud; managing one is a member's business, like migrating.  Selecting
 the images of other projects (``selector.projects``) or creating a
-policy for another project (``project_id``) is an administrator's.
+policy for another project (``project_id``) is an administrator's, and
+so are failover and failback: an operator's decisions, taken in the
+cloud that holds the replicas, on policies of whatever project the
+replicas were imported into.
 """
 
 from oslo_policy import policy
@@ -77,6 +80,24 @@ rules = [
         description='Replicate now what a protection policy selects and '
                     'the peer lacks.',
         operations=[{'method': 'POST', 'path': ACTION + ' (sync)'}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=POLICY % 'failover',
+        check_str=base.ADMIN,
+        description='Fail over a protection policy in the cloud that '
+                    'holds its replicas: make that cloud primary for '
+                    'their images and prepare the reverse policy that '
+                    'will send back what changes there.',
+        operations=[{'method': 'POST', 'path': ACTION + ' (failover)'}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=POLICY % 'failback',
+        check_str=base.ADMIN,
+        description='Fail back a failed-over protection policy: send '
+                    'back to the peer what was created or changed since '
+                    'the failover; once complete, the policy is a '
+                    'replica again.',
+        operations=[{'method': 'POST', 'path': ACTION + ' (failback)'}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(
         name=REPLICA % 'list',

@@ -93,7 +93,7 @@ class TestRunbookFiles(testtools.TestCase):
     def test_runbooks_exist(self):
         names = {p.name for p in _runbooks()}
         for name in ("index.rst", "protect-a-project.rst",
-                     "run-a-drill.rst"):
+                     "run-a-drill.rst", "fail-over.rst", "fail-back.rst"):
             self.assertIn(name, names)
         for name in names - {"index.rst"}:
             self.assertTrue(runbook.parse(RUNBOOKS / name),

@@ -1,6 +1,6 @@
 """/v1/policies: protection policies, which keep the images they select
 replicated to a peer cloud; create, list, show, update, delete, the
-sync action, and the images a policy protects.
+sync, failover and failback actions, and the images a policy protects.
 
 Reads come from the database; writes go to the engine, which owns the
 policies (it checks the schedule's cron syntax and the peer, and starts
@@ -137,17 +137,47 @@ def delete(api, req, policy_id):
     return webob.Response(status=204)
 
 
+def _sync(api, ctxt, row):
+    result = common.engine_call(api.engine.sync_policy, ctxt.to_dict(),
+                                row['id']) or {}
+    return {'policy': views.policy(result.get('policy') or row),
+            'migrations': [views.migration(m)
+                           for m in result.get('migrations') or []]}
+
+
+def _failover(api, ctxt, row):
+    result = common.engine_call(api.engine.failover_policy,
+                                ctxt.to_dict(), row['id']) or {}
+    return {'policy': views.policy(result.get('policy') or row),
+            'reverse_policy': views.policy(result.get('reverse_policy')
+                                           or {}),
+            'promoted': max(int(result.get('promoted') or 0), 0)}
+
+
+def _failback(api, ctxt, row):
+    result = common.engine_call(api.engine.failback_policy,
+                                ctxt.to_dict(), row['id']) or {}
+    reverse = result.get('reverse_policy')
+    return {'policy': views.policy(result.get('policy') or row),
+            'reverse_policy': views.policy(reverse) if reverse else None,
+            'migrations': [views.migration(m)
+                           for m in result.get('migrations') or []],
+            'complete': bool(result.get('complete'))}
+
+
+#: The actions of POST /v1/policies/{id}/action; each checks the rule
+#: dtn:policy:<action>.  failover and failback are an operator's: they
+#: run in the cloud holding the replicas, on the policy learnt from the
+#: peer (whose project is rarely the operator's).
+ACTIONS = {'sync': _sync, 'failover': _failover, 'failback': _failback}
+
+
 def action(api, req, policy_id):
     ctxt = common.context(req)
     body = validation.json_body(req, schemas.ACTION)
     name = next(iter(body))
     row = _get(api, ctxt, policy_id, 'dtn:policy:%s' % name)
-    result = common.engine_call(api.engine.sync_policy, ctxt.to_dict(),
-                                row['id']) or {}
-    return middleware.json_response(202, {
-        'policy': views.policy(result.get('policy') or row),
-        'migrations': [views.migration(m)
-                       for m in result.get('migrations') or []]})
+    return middleware.json_response(202, ACTIONS[name](api, ctxt, row))
 
 
 def images(api, req, policy_id):

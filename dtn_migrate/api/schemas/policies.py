@@ -15,7 +15,13 @@ from dtn_migrate.api.schemas import migrations
 MODES = ['continuous', 'scheduled', 'manual']
 RPO_STATES = ['ok', 'at-risk', 'breached']
 IMAGE_STATES = ['pending', 'syncing', 'replicated', 'failed', 'removed']
-ROLES = ['primary', 'secondary']
+#: primary: this cloud holds the images, the peer the replicas;
+#: replica: the policy this cloud learnt from the peer whose replicas it
+#: holds; failed-over: such a policy after a failover (this cloud is
+#: primary for its images); failback: the reverse policy a failover
+#: prepares, which sends back what changed since.
+ROLES = ['primary', 'replica', 'failed-over', 'failback']
+ACTIONS = ['sync', 'failover', 'failback']
 VISIBILITIES = migrations.VISIBILITIES
 DELETIONS = ['keep', 'mirror']
 SORT_KEYS = ['created_at', 'updated_at', 'name', 'rpo_seconds', 'id']
@@ -113,9 +119,14 @@ ACTION = {
     'type': 'object',
     'title': 'PolicyAction',
     'description': 'One action: {"sync": null} replicates now what the '
-                   'policy selects and the peer lacks.',
-    'properties': {'sync': {'type': 'null'}},
-    'required': ['sync'],
+                   'policy selects and the peer lacks; {"failover": '
+                   'null}, in the cloud holding the replicas, makes it '
+                   'primary for their images and prepares the reverse '
+                   'policy; {"failback": null} sends back what changed '
+                   'since the failover (repeat until complete).',
+    'properties': {name: {'type': 'null'} for name in ACTIONS},
+    'minProperties': 1,
+    'maxProperties': 1,
     'additionalProperties': False,
 }
 
@@ -292,14 +303,45 @@ SHOW_RESPONSE = {
     'properties': {'policy': POLICY},
 }
 
-ACTION_RESPONSE = {
+SYNC_RESPONSE = {
     'type': 'object',
+    'title': 'PolicySyncResult',
     'required': ['policy', 'migrations'],
     'properties': {
         'policy': POLICY,
         'migrations': {'type': 'array', 'items': migrations.MIGRATION},
     },
 }
+
+FAILOVER_RESPONSE = {
+    'type': 'object',
+    'title': 'PolicyFailoverResult',
+    'required': ['policy', 'reverse_policy', 'promoted'],
+    'properties': {
+        'policy': POLICY,
+        'reverse_policy': POLICY,
+        'promoted': _COUNT,
+    },
+}
+
+FAILBACK_RESPONSE = {
+    'type': 'object',
+    'title': 'PolicyFailbackResult',
+    'required': ['policy', 'reverse_policy', 'migrations', 'complete'],
+    'properties': {
+        'policy': POLICY,
+        'reverse_policy': common.nullable(POLICY),
+        'migrations': {'type': 'array', 'items': migrations.MIGRATION},
+        'complete': {'type': 'boolean'},
+    },
+}
+
+#: The answer of each action.
+ACTION_RESPONSES = {'sync': SYNC_RESPONSE, 'failover': FAILOVER_RESPONSE,
+                    'failback': FAILBACK_RESPONSE}
+
+ACTION_RESPONSE = {'anyOf': [SYNC_RESPONSE, FAILOVER_RESPONSE,
+                             FAILBACK_RESPONSE]}
 
 IMAGES_RESPONSE = {
     'type': 'object',

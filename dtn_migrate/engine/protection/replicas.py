@@ -15,6 +15,8 @@ from dtn_migrate import exception
 LOG = logging.getLogger(__name__)
 
 ROLE = "replica"
+#: The role of a replica policy whose cloud failed over (failover.py).
+FAILED_OVER = "failed-over"
 
 
 def learn(db, served, peer, owner):
@@ -33,7 +35,7 @@ def learn(db, served, peer, owner):
     except exception.ProtectionPolicyNotFound:
         current = None
     if current is not None:
-        if current.get("role") != ROLE:
+        if current.get("role") not in (ROLE, FAILED_OVER):
             # A policy of this cloud with that id: never taken over.
             LOG.warning("policy %s from %s has the id of a policy of this "
                         "cloud: its replicas are catalogued without it",

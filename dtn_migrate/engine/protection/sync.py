@@ -19,6 +19,7 @@ Each policy image (``policy_images``) remembers the oldest change the
 peer does not hold verified: the policy's recovery point.
 """
 
+import datetime
 import queue
 import threading
 
@@ -49,6 +50,15 @@ _TIMES = ("created_at", "updated_at", "rpo_checked_at", "last_sync_at")
 def _iso(value):
     return value.isoformat(timespec="microseconds") \
         if hasattr(value, "isoformat") else value
+
+
+def _created_at(image):
+    """When ``image`` was created (naive UTC); long ago when unknown."""
+    try:
+        return timeutils.normalize_time(
+            timeutils.parse_isotime(image["created_at"]))
+    except (KeyError, TypeError, ValueError):
+        return datetime.datetime.min
 
 
 def _changed_at(image, now):
@@ -125,7 +135,7 @@ class Protection:
 
     def update(self, ctx, policy_id, values):
         current = self.get(ctx, policy_id)
-        if current.get("role") == replicas.ROLE:
+        if current.get("role") in (replicas.ROLE, replicas.FAILED_OVER):
             raise exception.ProtectionPolicyConflict(
                 policy_id=current["id"], state="the replica of %s's policy"
                 % current["peer"], action="change")
@@ -136,6 +146,12 @@ class Protection:
                 action="dtn:policy:create:projects")
         if "peer" in changes and changes["peer"] != current["peer"]:
             self.res.check_peer(changes["peer"])
+        if "options" in changes:
+            # Given options replace the operator's; the engine's own
+            # (a failback's reverse_of) stay.
+            kept = {k: v for k, v in (current.get("options") or {}).items()
+                    if k not in policies_mod.DEFAULT_OPTIONS}
+            changes["options"] = dict(kept, **changes["options"])
         row = self.db.policy_update(current["id"], changes)
         if "peer" in changes and changes["peer"] != current["peer"]:
             # Nothing of it is on the new peer yet.
@@ -222,10 +238,12 @@ class Protection:
                 LOG.warning("protection policy %s: scan failed: %s",
                             policy["id"], exc)
 
-    def scan_policy(self, policy):
+    def scan_policy(self, policy, since=None):
         """Protect every image ``policy`` selects in Glance now; mark
         those it no longer selects.  Returns the migrations started or
-        found running.
+        found running.  ``since`` (a failback): only the images created
+        since then count, and the replicas of the peer's images (sent
+        back if their bytes changed).
         """
         selector = policy["selector"]
         tags, properties = selectors.glance_query(selector)
@@ -236,7 +254,9 @@ class Protection:
             self.db.policy_update(policy["id"], {"last_error": str(exc)})
             raise
         selected = [image for image in found if selectors.matches(
-            selector, policy["project_id"], image)]
+            selector, policy["project_id"], image) and
+            (since is None or _created_at(image) >= since or
+             self._replica_of(policy["peer"], image))]
         started = []
         for image in selected:
             record = self.protect(policy, image)
@@ -249,6 +269,12 @@ class Protection:
         self.db.policy_update(policy["id"], {
             "last_sync_at": timeutils.utcnow(), "last_error": None})
         return started
+
+    def _replica_of(self, peer, image):
+        """Whether ``image`` is the replica of an image of ``peer``."""
+        return bool(self.db.replica_get_all(filters={
+            "direction": catalog.INCOMING, "peer": peer,
+            "replica_image_id": image["id"]}, limit=1))
 
     def _recheck(self, policy, row):
         """An image the scan did not list: gone, out of the policy, or

@@ -141,6 +141,34 @@ def call(func, *args, **kwargs):
         raise exceptions.CommandError(str(exc))
 
 
+def _find_policy(client, name_or_id):
+    try:
+        return client.policies.find(name_or_id)
+    except client_exc.HttpNotFound as exc:
+        not_found = exc
+    try:
+        found = client.policies.list(name=name_or_id, all_projects=True)
+    except (client_exc.HttpForbidden, client_exc.HttpBadRequest):
+        found = []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise exceptions.CommandError(
+            "%d protection policies of several projects are named %s; "
+            "give an ID" % (len(found), name_or_id))
+    raise exceptions.CommandError(str(not_found))
+
+
+def find_policy(client, name_or_id):
+    """The protection policy of this ID or name.  In the replicas' cloud
+    the policy belongs to the project the replicas were imported into,
+    often not the caller's: an administrator's name that matches none of
+    its own project's policies is looked up in every project (drills,
+    failover, failback).
+    """
+    return call(_find_policy, client, name_or_id)
+
+
 def progress_record(migration):
     """The record shape dtn-migrate-manage's progress lines read, from a
     REST Migration object.

@@ -9,7 +9,6 @@ from osc_lib import exceptions
 from osc_lib import utils
 
 from dtn_migrate.client import drills as client_drills
-from dtn_migrate.client import exceptions as client_exc
 from dtn_migrate.cmd import _progress
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import migrations as osc_migrations
@@ -85,31 +84,11 @@ def failure(drill):
     return exceptions.CommandError(text)
 
 
-def _find(client, name_or_id):
-    """The policy of this ID or name.  In the replicas' cloud the policy
-    belongs to the project the replicas were imported into, often not
-    the caller's: an administrator's name that matches none of its own
-    project's policies is looked up in every project.
-    """
-    try:
-        return client.policies.find(name_or_id)
-    except client_exc.HttpNotFound as exc:
-        not_found = exc
-    try:
-        found = client.policies.list(name=name_or_id, all_projects=True)
-    except (client_exc.HttpForbidden, client_exc.HttpBadRequest):
-        found = []
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise exceptions.CommandError(
-            "%d protection policies of several projects are named %s; "
-            "give an ID" % (len(found), name_or_id))
-    raise exceptions.CommandError(str(not_found))
-
-
 def find(client, name_or_id):
-    return common.call(_find, client, name_or_id)
+    """The policy of this ID or name, in every project for an
+    administrator (see common.find_policy).
+    """
+    return common.find_policy(client, name_or_id)
 
 
 class StartDrill(command.ShowOne):

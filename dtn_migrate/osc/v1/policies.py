@@ -1,8 +1,12 @@
 """``openstack dtn policy ...``: protection policies, which keep the
-images they select replicated to a peer cloud.
+images they select replicated to a peer cloud; ``openstack dtn
+failover`` and ``openstack dtn failback``, run in the cloud that holds a
+policy's replicas.
 """
 
 import json
+import sys
+import time
 
 from cliff import columns
 from osc_lib.cli import parseractions
@@ -411,3 +415,153 @@ class ListPolicyImage(command.Lister):
         found = common.call(client.policies.images, policy["id"],
                             state=parsed_args.state)
         return _rows(found, IMAGE_COLUMNS)
+
+
+# Failover and failback, in the cloud that holds a policy's replicas.
+
+#: Fields of ``failover``: the policy's, then the reverse policy and
+#: the count of promoted images after its role.
+FAILOVER_EXTRA = ("reverse_policy_id", "reverse_policy_name", "promoted")
+#: Fields of ``failback``.
+FAILBACK_FIELDS = ("policy_id", "name", "role", "reverse_policy_id",
+                   "reverse_policy_name", "complete", "migrations",
+                   "migration_ids")
+
+
+class ListColumn(columns.FormattableColumn):
+    """IDs one a line in tables; the list in json/yaml."""
+
+    def human_readable(self):
+        return "\n".join(str(v) for v in self._value or ())
+
+    def machine_readable(self):
+        return list(self._value or ())
+
+
+class Failover(command.ShowOne):
+    """Fail over a protection policy: make this cloud (the one holding
+    its replicas) primary for their images.
+
+    Run in the surviving cloud, on the policy learnt from the peer
+    (same ID and name as there; an administrator's name is looked up in
+    every project).  Each replica becomes a first-class image and a
+    reverse policy towards the peer is prepared, to send back later
+    ('openstack dtn failback') what changes here.  Safe to run again.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("policy", metavar="<policy>",
+                            help="Policy (name or ID)")
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.dtn
+        policy = common.find_policy(client, parsed_args.policy)
+        result = common.call(client.policies.failover, policy["id"]) or {}
+        flat = flatten(result.get("policy") or policy)
+        reverse = result.get("reverse_policy") or {}
+        flat.update(reverse_policy_id=reverse.get("id"),
+                    reverse_policy_name=reverse.get("name"),
+                    promoted=result.get("promoted"))
+        order = []
+        for field in SHOW_FIELDS:
+            order.append(field)
+            if field == "role":
+                order.extend(FAILOVER_EXTRA)
+        fields = [f for f in order if f in flat]
+        fields += sorted(set(flat) - set(fields))
+        return fields, utils.get_dict_properties(flat, fields,
+                                                 formatters=FORMATTERS)
+
+
+class Failback(command.ShowOne):
+    """Fail back a failed-over protection policy: send back to the peer
+    what was created or changed here since the failover.
+
+    Images whose bytes the peer already holds are not sent.  The
+    failback is complete when nothing waits any more: the policy is
+    then a replica again and the reverse policy is disabled.  Without
+    --wait, run it again until complete is True; with --wait, wait for
+    the migrations and fail back again until complete (exit 1 on a
+    timeout or a failed migration).
+    """
+
+    failed = None
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("policy", metavar="<policy>",
+                            help="Policy (name or ID)")
+        parser.add_argument(
+            "--wait", action="store_true",
+            help="Wait for the migrations and fail back again until "
+                 "complete; exit 1 on a timeout or a failed migration")
+        osc_migrations._add_wait_options(parser)
+        return parser
+
+    def _until_complete(self, client, policy_id, parsed_args, result,
+                        seen):
+        """Wait for each round's migrations and fail back again, until
+        complete; the last answer.
+        """
+        deadline = None if parsed_args.timeout is None else \
+            time.monotonic() + parsed_args.timeout
+        while not result.get("complete"):
+            left = None if deadline is None else \
+                deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise exceptions.CommandError(
+                    "Failback of policy %s not complete after %d s; run "
+                    "'openstack dtn failback %s' again"
+                    % (policy_id, parsed_args.timeout, policy_id))
+            ids = [m["id"] for m in result.get("migrations") or ()
+                   if m.get("id")]
+            if ids:
+                waiter = common.Waiter(client,
+                                       self.app.stderr or sys.stderr,
+                                       interval=parsed_args.interval,
+                                       timeout=left)
+                self.failed = common.failures(waiter.wait(ids))
+                if self.failed is not None:
+                    return result
+            else:
+                # Nothing started, but not complete (the engine is
+                # between two steps): ask again shortly.
+                time.sleep(parsed_args.interval if left is None
+                           else min(parsed_args.interval, left))
+            result = common.call(client.policies.failback, policy_id) \
+                or {}
+            seen.update(dict.fromkeys(
+                m["id"] for m in result.get("migrations") or ()
+                if m.get("id")))
+        return result
+
+    def take_action(self, parsed_args):
+        osc_migrations._check_wait_options(parsed_args)
+        client = self.app.client_manager.dtn
+        policy = common.find_policy(client, parsed_args.policy)
+        result = common.call(client.policies.failback, policy["id"]) or {}
+        seen = dict.fromkeys(m["id"] for m in result.get("migrations")
+                             or () if m.get("id"))
+        if parsed_args.wait:
+            result = self._until_complete(client, policy["id"],
+                                          parsed_args, result, seen)
+        current = result.get("policy") or policy
+        reverse = result.get("reverse_policy") or {}
+        flat = {"policy_id": current.get("id"), "name": current.get("name"),
+                "role": current.get("role"),
+                "reverse_policy_id": reverse.get("id"),
+                "reverse_policy_name": reverse.get("name"),
+                "complete": bool(result.get("complete")),
+                "migrations": len(seen), "migration_ids": list(seen)}
+        return FAILBACK_FIELDS, utils.get_dict_properties(
+            flat, FAILBACK_FIELDS, formatters={"migration_ids": ListColumn})
+
+    def run(self, parsed_args):
+        status = super().run(parsed_args)
+        if self.failed is not None:
+            raise exceptions.CommandError(
+                "%s\nRun 'openstack dtn failback %s' again to retry."
+                % (self.failed, parsed_args.policy))
+        return status

@@ -304,6 +304,64 @@ class TestProtection(api.ApiPairTestCase):
             session=self.a.users["alice"].session()).images.get(
                 raw["id"])["os_hash_value"])
 
+    # Failover and failback.
+
+    def test_failover_and_failback_round_trip(self):
+        tag = self.tag()
+        policy = self.create_policy("dr-%s" % tag, tag, "--keep-id")
+        kept = self.upload(MiB + 1, tags=[tag])
+        self.wait_replicated(policy["id"], [kept["id"]])
+        replica = self.replica(kept["id"])
+
+        # Cloud B takes over: its replica becomes a first-class image.
+        over = self.openstack_json("admin", "dtn", "failover", policy["id"],
+                                   cloud=self.b)
+        self.assertEqual(("failed-over", 1), (over["role"], over["promoted"]))
+        again = self.openstack_json("admin", "dtn", "failover",
+                                    policy["id"], cloud=self.b)
+        self.assertEqual(over["reverse_policy_id"],
+                         again["reverse_policy_id"])
+        admin_b = self.b.glance.client(
+            session=self.b.users["admin"].session())
+        promoted = dict(admin_b.images.get(replica["replica_image_id"]))
+        self.assertNotIn("dtn_migrate_transfer_id", promoted)
+
+        # Work goes on at B: a new image in the replicas' project.
+        project = self.rest_policy(policy["id"], persona="admin",
+                                   cloud=self.b)["project_id"]
+        new = admin_b.images.create(
+            name="made-at-b-%s" % tag, disk_format="raw",
+            container_format="bare", tags=[tag], owner=project)
+        path = os.path.join(self.workdir, "new.raw")
+        base.make_file(path, MiB + 2, seed=7)
+        with open(path, "rb") as f:
+            admin_b.images.upload(new["id"], f)
+        new = dict(devcloud.wait_image(admin_b, new["id"]))
+
+        # Failback sends only that one back, and completes.
+        back = self.openstack_json("admin", "dtn", "failback", policy["id"],
+                                   "--wait", "--timeout", "300",
+                                   cloud=self.b, timeout=400)
+        self.assertTrue(back["complete"], back)
+        self.assertEqual("replica", back["role"])
+        resp = self.http("admin", "GET", "/v1/migrations", cloud=self.b,
+                         params={"direction": "outgoing",
+                                 "all_projects": "true"})
+        sent = [m for m in resp.json()["migrations"]
+                if m["peer"] == self.a.agent_name]
+        self.assertEqual([new["id"]], [m["image_id"] for m in sent])
+        self.assertEqual("complete", sent[0]["state"])
+        # A holds it, verified, with its id (keep id).
+        admin_a = self.a.glance.client(
+            session=self.a.users["admin"].session())
+        at_a = dict(admin_a.images.get(new["id"]))
+        self.assertEqual(("active", new["os_hash_value"]),
+                         (at_a["status"], at_a["os_hash_value"]))
+        # Done: again, nothing moves.
+        done = self.openstack_json("admin", "dtn", "failback", policy["id"],
+                                   cloud=self.b)
+        self.assertEqual((True, 0), (done["complete"], done["migrations"]))
+
     # The runbooks of doc/source/runbooks, as written.
 
     def test_runbooks_as_written(self):
@@ -312,7 +370,8 @@ class TestProtection(api.ApiPairTestCase):
         base.make_file(path, MiB + 7)
         values = {"peer": self.b.agent_name, "tag": tag,
                   "policy": "rb-%s" % tag, "file": path}
-        for name in ("protect-a-project.rst", "run-a-drill.rst"):
+        for name in ("protect-a-project.rst", "run-a-drill.rst",
+                     "fail-over.rst", "fail-back.rst"):
             outputs = runbook.run(self, os.path.join(RUNBOOKS, name),
                                   values)
             self.assertTrue(outputs, name)

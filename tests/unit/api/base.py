@@ -109,6 +109,87 @@ class FakePolicyEngine:
         return {'policy': self._record(self.db.policy_get(policy_id)),
                 'migrations': [rpc_row(migration)]}
 
+    def failover_policy(self, ctxt, policy_id):
+        """The real engine's answer and records, without touching Glance:
+        ``promoted`` counts the policy's current incoming replicas.
+        """
+        self._called('failover_policy', ctxt, policy_id=policy_id)
+        row = self._policy(ctxt, policy_id)
+        if row['role'] not in ('replica', 'failed-over'):
+            raise exception.ProtectionPolicyConflict(
+                policy_id=policy_id, state='a %s policy' % row['role'],
+                action='fail over')
+        failover = dict(row['options'].get('failover') or {})
+        reverse = self._reverse(failover)
+        if reverse is None:
+            selector = dict(row['selector'], projects=[row['project_id']])
+            reverse = self.db.policy_create({
+                'name': row['name'] + '-failback', 'peer': row['peer'],
+                'mode': 'manual', 'rpo_minutes': row['rpo_minutes'],
+                'role': 'failback', 'enabled': True,
+                'selector': selector, 'project_id': row['project_id'],
+                'options': dict(POLICY_OPTIONS, keep_id=True)})
+        promoted = len(self.db.replica_get_all(filters={
+            'direction': 'incoming', 'policy_id': policy_id,
+            'state': 'current'}))
+        if failover.get('done'):
+            failover = {}
+        failover.setdefault('at', timeutils.utcnow().isoformat())
+        failover.update(reverse_policy_id=reverse['id'], done=False)
+        row = self.db.policy_update(policy_id, {
+            'role': 'failed-over',
+            'options': dict(row['options'], failover=failover)})
+        return {'policy': self._record(row),
+                'reverse_policy': self._record(reverse),
+                'promoted': promoted}
+
+    def _reverse(self, failover):
+        try:
+            return self.db.policy_get(failover.get('reverse_policy_id')
+                                      or 'f' * 32)
+        except exception.ProtectionPolicyNotFound:
+            return None
+
+    def failback_policy(self, ctxt, policy_id):
+        """A migration for each pending image of the reverse policy
+        (then syncing); complete when none is pending, syncing or
+        failed.
+        """
+        self._called('failback_policy', ctxt, policy_id=policy_id)
+        row = self._policy(ctxt, policy_id)
+        failover = row['options'].get('failover') or {}
+        reverse = self._reverse(failover)
+        if row['role'] == 'replica' and failover.get('done'):
+            return {'policy': self._record(row),
+                    'reverse_policy': reverse and self._record(reverse),
+                    'migrations': [], 'complete': True}
+        if row['role'] != 'failed-over' or reverse is None:
+            raise exception.ProtectionPolicyConflict(
+                policy_id=policy_id, state='a %s policy' % row['role'],
+                action='fail back')
+        started = []
+        for image in self.db.policy_images_get(policy_id=reverse['id'],
+                                               states=['pending']):
+            migration = self.db.migration_create({
+                'image_id': image['image_id'],
+                'image_name': image['image_name'], 'peer': row['peer'],
+                'direction': 'outgoing', 'state': 'queued', 'attempt': 1,
+                'project_id': row['project_id'], 'user_id': ctxt['user']})
+            self.db.policy_image_upsert(reverse['id'], image['image_id'], {
+                'state': 'syncing', 'migration_id': migration['id']})
+            started.append(rpc_row(migration))
+        complete = not self.db.policy_images_get(
+            policy_id=reverse['id'], states=['pending', 'syncing', 'failed'])
+        if complete:
+            row = self.db.policy_update(policy_id, {
+                'role': 'replica', 'options': dict(
+                    row['options'], failover=dict(failover, done=True))})
+            reverse = self.db.policy_update(reverse['id'],
+                                            {'enabled': False})
+        return {'policy': self._record(row),
+                'reverse_policy': self._record(reverse),
+                'migrations': started, 'complete': complete}
+
     def start_drill(self, ctxt, policy_id, clone=False):
         """A drill of the policy, ``running`` (the real engine then
         checks the replicas in the background).

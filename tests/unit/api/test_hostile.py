@@ -73,6 +73,9 @@ ACTION_BODIES = (
     {}, {'cancel': None, 'retry': None}, {'cancel': 0}, {'retry': []},
     {'retry': 'now'}, {'delete': None}, {'cancel': None, 'x': 1},
     {'peer': 'b', 'images': [base.IMAGE]},
+    {'failover': None, 'failback': None}, {'sync': None, 'failover': None},
+    {'failover': 0}, {'failback': 'now'}, {'failover': {}},
+    {'failback': [None]}, {'FAILOVER': None}, {'failover\x00': None},
 )
 LIST_PARAMS = ('state', 'image_id', 'peer', 'direction', 'request_id',
                'changes-since', 'marker', 'limit', 'sort_key', 'sort_dir',
@@ -196,6 +199,26 @@ class TestHostileInput(base.ApiTestCase):
                             (path, json.dumps(body)[:60]))
         self.assertEqual([], self.bad)
         self.assertEqual([], self.engine.calls)
+
+    def test_failover_failback_of_every_role_never_5xx(self):
+        # The admin may act: a policy of the wrong role is a 409, an
+        # unknown or malformed id a 404, never a 5xx.
+        for role in ('primary', 'failback', 'failed-over', 'replica',
+                     'secondary', ''):
+            row = self.add_policy(name='r-' + role, role=role)
+            for action in ('failover', 'failback', 'failback'):
+                resp = self.request(
+                    'POST', '/v1/policies/%s/action' % row['id'],
+                    {action: None}, persona='admin')
+                if resp.status_int != 202:
+                    self.expect_4xx(resp, (role, action))
+        for value in ('f' * 32, 'x', '\x00', 'f' * 33):
+            for action in ('failover', 'failback'):
+                self.expect_4xx(self.request(
+                    'POST', '/v1/policies/%s/action'
+                    % urllib.parse.quote(value), {action: None},
+                    persona='admin'), (value, action))
+        self.assertEqual([], self.bad)
 
     def test_hostile_headers(self):
         for headers in ({'X-Project-Id': '\x00'},

@@ -1,6 +1,6 @@
 """/v1/policies and /v1/replicas on a real database: create, list,
-show, update, delete, sync, the images of a policy, the replica
-catalog; tight bodies (4xx, never 5xx).
+show, update, delete, sync, failover and failback, the images of a
+policy, the replica catalog; tight bodies (4xx, never 5xx).
 """
 
 import uuid
@@ -245,6 +245,120 @@ class TestWrite(base.ApiTestCase):
                                            persona='other'))
         self.assertError(403, self.request('POST', path, {'sync': None},
                                            persona='reader'))
+
+    def replica_policy(self, project=base.PROJECT):
+        """The policy a replicas' cloud learnt from its peer, with one
+        incoming replica.
+        """
+        row = self.add_policy(project=project, role='replica',
+                              mode='manual', enabled=False)
+        self.db.replica_upsert('incoming', 'b', base.IMAGE, {
+            'replica_image_id': base.IMAGE2, 'project_id': project,
+            'policy_id': row['id']})
+        return row
+
+    def test_failover(self):
+        row = self.replica_policy()
+        path = '/v1/policies/%s/action' % row['id']
+        resp = self.request('POST', path, {'failover': None},
+                            persona='admin')
+        self.assertEqual(202, resp.status_int, resp.body)
+        validation.validate(schemas.FAILOVER_RESPONSE, resp.json,
+                            'response')
+        validation.validate(schemas.ACTION_RESPONSE, resp.json, 'response')
+        policy, reverse = resp.json['policy'], resp.json['reverse_policy']
+        self.assertEqual(('failed-over', 1),
+                         (policy['role'], resp.json['promoted']))
+        self.assertEqual(('gold-failback', 'failback', 'manual', 'b',
+                          base.PROJECT, [base.PROJECT], True),
+                         (reverse['name'], reverse['role'], reverse['mode'],
+                          reverse['peer'], reverse['project_id'],
+                          reverse['selector']['projects'],
+                          reverse['options']['keep_id']))
+        self.assertEqual(('failover_policy', row['id']),
+                         (self.engine.calls[-1][0],
+                          self.engine.calls[-1][2]['policy_id']))
+        # Again: the same reverse policy.
+        again = self.request('POST', path, {'failover': None},
+                             persona='admin')
+        self.assertEqual(202, again.status_int, again.body)
+        self.assertEqual(reverse['id'], again.json['reverse_policy']['id'])
+        # An operator's action: members and readers may not.
+        for persona in ('member', 'reader', 'other', 'nobody'):
+            self.assertError(403, self.request('POST', path,
+                                               {'failover': None},
+                                               persona=persona))
+        # The primary side answers 409.
+        primary = self.add_policy(name='primary')
+        self.assertError(409, self.request(
+            'POST', '/v1/policies/%s/action' % primary['id'],
+            {'failover': None}, persona='admin'), 'fail over')
+        self.assertError(404, self.request(
+            'POST', '/v1/policies/%s/action' % ('f' * 32),
+            {'failover': None}, persona='admin'))
+
+    def test_failback(self):
+        row = self.replica_policy()
+        path = '/v1/policies/%s/action' % row['id']
+        self.assertError(409, self.request('POST', path, {'failback': None},
+                                           persona='admin'), 'fail back')
+        reverse = self.request('POST', path, {'failover': None},
+                               persona='admin').json['reverse_policy']
+        self.db.policy_image_upsert(reverse['id'], base.IMAGE2, {
+            'state': 'pending', 'image_name': 'new',
+            'project_id': base.PROJECT})
+        resp = self.request('POST', path, {'failback': None},
+                            persona='admin')
+        self.assertEqual(202, resp.status_int, resp.body)
+        validation.validate(schemas.FAILBACK_RESPONSE, resp.json,
+                            'response')
+        validation.validate(schemas.ACTION_RESPONSE, resp.json, 'response')
+        self.assertFalse(resp.json['complete'])
+        self.assertEqual([base.IMAGE2], [m['image_id'] for m in
+                                         resp.json['migrations']])
+        self.assertEqual('failed-over', resp.json['policy']['role'])
+        self.db.policy_image_upsert(reverse['id'], base.IMAGE2,
+                                    {'state': 'replicated'})
+        resp = self.request('POST', path, {'failback': None},
+                            persona='admin')
+        self.assertEqual(202, resp.status_int, resp.body)
+        self.assertEqual((True, [], 'replica', False),
+                         (resp.json['complete'], resp.json['migrations'],
+                          resp.json['policy']['role'],
+                          resp.json['reverse_policy']['enabled']))
+        # Done: complete at once, again and again.
+        resp = self.request('POST', path, {'failback': None},
+                            persona='admin')
+        self.assertEqual((202, True), (resp.status_int,
+                                       resp.json['complete']))
+        for persona in ('member', 'reader', 'other', 'nobody'):
+            self.assertError(403, self.request('POST', path,
+                                               {'failback': None},
+                                               persona=persona))
+
+    def test_failback_without_reverse_policy_answers_null(self):
+        row = self.replica_policy()
+        self.db.policy_update(row['id'], {'options': dict(
+            base.POLICY_OPTIONS, failover={'done': True,
+                                           'reverse_policy_id': 'e' * 32})})
+        resp = self.request('POST', '/v1/policies/%s/action' % row['id'],
+                            {'failback': None}, persona='admin')
+        self.assertEqual(202, resp.status_int, resp.body)
+        validation.validate(schemas.FAILBACK_RESPONSE, resp.json,
+                            'response')
+        self.assertEqual((None, True), (resp.json['reverse_policy'],
+                                        resp.json['complete']))
+
+    def test_one_action_at_a_time(self):
+        row = self.replica_policy()
+        path = '/v1/policies/%s/action' % row['id']
+        for body in ({'failover': None, 'failback': None},
+                     {'sync': None, 'failover': None}, {'failover': 1},
+                     {'failback': {}}, {'failover': None, 'x': None},
+                     {'fail-over': None}, {'Failover': None}):
+            self.assertError(400, self.request('POST', path, body,
+                                               persona='admin'))
+        self.assertEqual([], self.engine.calls)
 
     def test_engine_away_503(self):
         import oslo_messaging as messaging

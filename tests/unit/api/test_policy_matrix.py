@@ -157,6 +157,19 @@ class TestPolicyMatrix(base.ApiTestCase):
                                 persona=persona)
         self.check(dict(expected, admin=204, member=204), delete)
 
+    def test_policy_failover_failback(self):
+        # An operator's actions, on the policy the replicas brought
+        # (of the project they were imported into, not the admin's).
+        row = self.add_policy(role='replica', mode='manual',
+                              enabled=False)
+        path = '/v1/policies/%s/action' % row['id']
+        expected = {'admin': 202, 'member': 403, 'reader': 403,
+                    'other': 403, 'nobody': 403}
+        self.check(expected, lambda p: self.request(
+            'POST', path, {'failover': None}, persona=p))
+        self.check(expected, lambda p: self.request(
+            'POST', path, {'failback': None}, persona=p))
+
     def test_replicas(self):
         self.check({'admin': 200, 'member': 200, 'reader': 200,
                     'other': 200, 'nobody': 403},

@@ -75,6 +75,37 @@ class TestPolicies(test_real_api.RealApiTestCase):
         self.assertEqual([], dtn.policies.images(policy["id"],
                                                  state=["failed"]))
 
+    def test_failover_and_failback(self):
+        policy = self.add_policy(role="replica", mode="manual",
+                                 enabled=False)
+        admin = self.dtn("admin")
+        result = admin.policies.failover(policy["id"])
+        self.assertEqual(("failed-over", "gold-failback", 0),
+                         (result["policy"]["role"],
+                          result["reverse_policy"]["name"],
+                          result["promoted"]))
+        reverse = result["reverse_policy"]["id"]
+        self.db.policy_image_upsert(reverse, api_base.IMAGE2, {
+            "state": "pending", "image_name": "new"})
+        result = admin.policies.failback(policy["id"])
+        self.assertFalse(result["complete"])
+        self.assertEqual([api_base.IMAGE2],
+                         [m["image_id"] for m in result["migrations"]])
+        self.db.policy_image_upsert(reverse, api_base.IMAGE2,
+                                    {"state": "replicated"})
+        result = admin.policies.failback(policy["id"])
+        self.assertEqual((True, "replica", reverse),
+                         (result["complete"], result["policy"]["role"],
+                          result["reverse_policy"]["id"]))
+        # An operator's actions; a primary policy is a conflict.
+        for call in (self.dtn().policies.failover,
+                     self.dtn().policies.failback):
+            self.assertRaises(exceptions.HttpForbidden, call, policy["id"])
+        primary = self.add_policy(name="primary")
+        exc = self.assertRaises(exceptions.HttpConflict,
+                                admin.policies.failover, primary["id"])
+        self.assertIn("fail over", str(exc))
+
     def test_find_is_scoped_to_the_project(self):
         for project in (api_base.PROJECT, api_base.OTHER):
             self.dtn("admin").policies.create(

@@ -137,6 +137,76 @@ class TestEndpoints(testtools.TestCase):
             self.assertIn("no protection policies", str(exc.exc_info[1]))
 
 
+class TestFailoverEndpoints(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.failovers = mock.Mock()
+        self.manager = manager.EngineManager("controller", mock.Mock(),
+                                             mock.Mock(), mock.Mock(),
+                                             self.failovers)
+
+    def test_failover(self):
+        self.assertIs(self.failovers.failover.return_value,
+                      self.manager.failover_policy(member().to_dict(),
+                                                   policy_id=PID))
+        ctx, policy_id = self.failovers.failover.call_args.args
+        self.assertIsInstance(ctx, context.RequestContext)
+        self.assertEqual(("p1", "u1", False),
+                         (ctx.project_id, ctx.user_id, ctx.is_admin))
+        self.assertEqual(PID, policy_id)
+        self.assertFalse(self.failovers.failback.called)
+
+    def test_failback(self):
+        self.assertIs(self.failovers.failback.return_value,
+                      self.manager.failback_policy(member().to_dict(),
+                                                   policy_id=PID))
+        ctx, policy_id = self.failovers.failback.call_args.args
+        self.assertEqual(("p1", PID), (ctx.project_id, policy_id))
+        self.assertFalse(self.failovers.failover.called)
+
+    def test_empty_context_and_missing_argument(self):
+        self.manager.failover_policy({})
+        ctx, policy_id = self.failovers.failover.call_args.args
+        self.assertTrue(ctx.is_admin)
+        self.assertIsNone(policy_id)
+
+    def test_errors_pass_through(self):
+        for call, method in ((self.manager.failover_policy, "failover"),
+                             (self.manager.failback_policy, "failback")):
+            error = exception.ProtectionPolicyConflict(
+                policy_id=PID, state="a primary policy",
+                action="fail over")
+            getattr(self.failovers, method).side_effect = error
+            exc = self.assertRaises(messaging.ExpectedException, call, {},
+                                    policy_id=PID)
+            self.assertIs(error, exc.exc_info[1])
+
+    def test_without_failovers(self):
+        for bare in (manager.EngineManager("controller", mock.Mock()),
+                     manager.EngineManager("controller", mock.Mock(),
+                                           mock.Mock(), mock.Mock())):
+            for call in (bare.failover_policy, bare.failback_policy):
+                exc = self.assertRaises(messaging.ExpectedException, call,
+                                        {}, policy_id=PID)
+                self.assertIsInstance(exc.exc_info[1],
+                                      exception.ConfigError)
+                self.assertIn("no protection policies",
+                              str(exc.exc_info[1]))
+
+    def test_rpcapi_needs_1_4(self):
+        api = rpcapi.EngineAPI(transport=mock.Mock())
+        api.client = mock.Mock()
+        for method in ("failover_policy", "failback_policy"):
+            api.client.reset_mock()
+            prepared = api.client.prepare.return_value
+            self.assertIs(prepared.call.return_value,
+                          getattr(api, method)({}, PID))
+            api.client.prepare.assert_called_once_with(version="1.4")
+            prepared.call.assert_called_once_with({}, method,
+                                                  policy_id=PID)
+        self.assertEqual("1.4", manager.EngineManager.target.version)
+
+
 class TestOverRPC(testtools.TestCase):
     """EngineAPI to EngineManager on oslo.messaging's fake transport."""
 
@@ -149,10 +219,12 @@ class TestOverRPC(testtools.TestCase):
         self.addCleanup(transport.cleanup)
         self.protection = mock.Mock()
         self.drills = mock.Mock()
+        self.failovers = mock.Mock()
         server = rpc.get_server(
             messaging.Target(topic=rpcapi.TOPIC, server="controller"),
             [manager.EngineManager("controller", mock.Mock(),
-                                   self.protection, self.drills)],
+                                   self.protection, self.drills,
+                                   self.failovers)],
             transport=transport)
         server.start()
         self.addCleanup(server.wait)
@@ -205,3 +277,37 @@ class TestOverRPC(testtools.TestCase):
         exc = self.assertRaises(exception.ProtectionPolicyConflict,
                                 self.api.start_drill, {}, PID)
         self.assertEqual(409, exc.code)
+
+    def test_failover_and_failback(self):
+        self.failovers.failover.return_value = {
+            "policy": {"id": PID, "role": "failed-over"},
+            "reverse_policy": {"id": "r" * 32}, "promoted": 2}
+        self.failovers.failback.return_value = {
+            "policy": {"id": PID, "role": "replica"},
+            "reverse_policy": {"id": "r" * 32, "enabled": False},
+            "migrations": [], "complete": True}
+        ctxt = member().to_dict()
+        self.assertEqual(self.failovers.failover.return_value,
+                         self.api.failover_policy(ctxt, PID))
+        ctx, policy_id = self.failovers.failover.call_args.args
+        self.assertEqual(("p1", "u1", PID),
+                         (ctx.project_id, ctx.user_id, policy_id))
+        self.assertEqual(self.failovers.failback.return_value,
+                         self.api.failback_policy(ctxt, PID))
+        ctx, policy_id = self.failovers.failback.call_args.args
+        self.assertEqual(("p1", PID), (ctx.project_id, policy_id))
+        self.assertFalse(self.protection.method_calls)
+
+    def test_failover_errors(self):
+        self.failovers.failover.side_effect = \
+            exception.ProtectionPolicyConflict(
+                policy_id=PID, state="a primary policy",
+                action="fail over")
+        exc = self.assertRaises(exception.ProtectionPolicyConflict,
+                                self.api.failover_policy, {}, PID)
+        self.assertEqual(409, exc.code)
+        self.failovers.failback.side_effect = \
+            exception.ProtectionPolicyNotFound(policy_id=PID)
+        exc = self.assertRaises(exception.ProtectionPolicyNotFound,
+                                self.api.failback_policy, {}, PID)
+        self.assertIn(PID, str(exc))

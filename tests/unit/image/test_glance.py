@@ -9,6 +9,7 @@ import time
 from unittest import mock
 
 import fixtures
+from glanceclient import exc as glance_exc
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 import requests
@@ -306,6 +307,65 @@ class TestDownload(ServiceTestCase):
         self.status = ['queued']
         self.assertRaises(exception.ImageNotActive, self.download, 0,
                           FakeResponse(204))
+
+
+class TestRemoveProperties(ServiceTestCase):
+    def setUp(self):
+        super().setUp()
+        self.svc.client = mock.Mock()
+        self.image = {'id': IMAGE_ID, 'status': 'active',
+                      'dtn_migrate_transfer_id': 'x', 'tier': '1'}
+        self.svc.get = mock.Mock(side_effect=lambda i: dict(self.image))
+        self.svc.client.images.update.return_value = {'id': IMAGE_ID,
+                                                      'status': 'active'}
+
+    def test_present_ones_removed(self):
+        out = self.svc.remove_properties(
+            IMAGE_ID, ['dtn_migrate_transfer_id', 'absent', 'tier'])
+        self.svc.client.images.update.assert_called_once_with(
+            IMAGE_ID, remove_props=['dtn_migrate_transfer_id', 'tier'])
+        self.assertEqual({'id': IMAGE_ID, 'status': 'active'}, out)
+        self.assertIsInstance(out, dict)
+
+    def test_none_present_asks_nothing(self):
+        out = self.svc.remove_properties(IMAGE_ID, ['absent'])
+        self.svc.client.images.update.assert_not_called()
+        self.assertEqual(self.image, out)
+        self.assertEqual(self.image, self.svc.remove_properties(IMAGE_ID,
+                                                                []))
+        self.svc.client.images.update.assert_not_called()
+
+    def test_id_quoted(self):
+        self.svc.remove_properties('a/b', ['tier'])
+        self.svc.get.assert_called_once_with('a/b')
+        self.svc.client.images.update.assert_called_once_with(
+            'a%2Fb', remove_props=['tier'])
+
+    def test_errors_map(self):
+        update = self.svc.client.images.update
+        for error, expected in (
+                (glance_exc.HTTPNotFound('gone'), exception.ImageNotFound),
+                (glance_exc.HTTPForbidden('no'),
+                 exception.ImageServiceAuthFailed),
+                (glance_exc.HTTPBadRequest('bad'), exception.InvalidInput),
+                (glance_exc.HTTPServiceUnavailable('down'),
+                 exception.ImageServiceUnavailable)):
+            update.side_effect = error
+            self.assertRaises(expected, self.svc.remove_properties,
+                              IMAGE_ID, ['tier'])
+        # A missing image, from get.
+        self.svc.get.side_effect = exception.ImageNotFound(
+            image_id=IMAGE_ID, cloud='east')
+        self.assertRaises(exception.ImageNotFound,
+                          self.svc.remove_properties, IMAGE_ID, ['tier'])
+
+    def test_real_get_through_glanceclient(self):
+        del self.svc.get            # ImageService.get itself
+        self.svc.client.images.get.return_value = dict(self.image)
+        self.svc.remove_properties(IMAGE_ID, ['tier'])
+        self.svc.client.images.get.assert_called_once_with(IMAGE_ID)
+        self.svc.client.images.update.assert_called_once_with(
+            IMAGE_ID, remove_props=['tier'])
 
 
 class TestFromConf(testtools.TestCase):

@@ -16,12 +16,13 @@ from tests.unit.client import fakeapi
 
 OPENSTACK = pathlib.Path(sys.executable).parent / "openstack"
 COMMANDS = ["dtn drill list", "dtn drill show", "dtn drill start",
-            "dtn migrate", "dtn migration cancel", "dtn migration list",
-            "dtn migration retry", "dtn migration show",
-            "dtn migration wait", "dtn peer list", "dtn peer show",
-            "dtn policy create", "dtn policy delete",
-            "dtn policy image list", "dtn policy list", "dtn policy set",
-            "dtn policy show", "dtn policy sync", "dtn replica list"]
+            "dtn failback", "dtn failover", "dtn migrate",
+            "dtn migration cancel", "dtn migration list",
+            "dtn migration retry", "dtn migration show", "dtn migration wait",
+            "dtn peer list", "dtn peer show", "dtn policy create",
+            "dtn policy delete", "dtn policy image list", "dtn policy list",
+            "dtn policy set", "dtn policy show", "dtn policy sync",
+            "dtn replica list"]
 TIMEOUT = 120
 
 
