@@ -118,10 +118,14 @@ class TestMigration(migration.MigrationTestCase):
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
         self.assertMigrated(rec, source)
         for cloud in (a, b):
-            found = re.findall(r"agent events so far: (\d+) pushed, (\d+) "
-                               r"asked for", cloud.engine.log_text())
-            self.assertTrue(found, "%s logged no event counts"
-                            % cloud.engine.name)
+            # B's import ends (and logs its counts) after it reported
+            # the image, which is what completed A's migration.
+            found = self.wait_until(
+                lambda c=cloud: re.findall(
+                    r"agent events so far: (\d+) pushed, (\d+) asked for",
+                    c.engine.log_text()),
+                "%s to log its event counts" % cloud.engine.name,
+                timeout=60)
             pushed, asked = map(int, found[-1])
             self.addDetail("events-%s" % cloud.engine.name,
                            content.text_content("%d pushed, %d asked for"
