@@ -162,13 +162,6 @@ def _sort(sort_keys, sort_dirs):
     return common.sort(sort_keys, sort_dirs, SORT_KEYS, DEFAULT_SORT)
 
 
-def _ordering(keys, dirs, marker):
-    """(ORDER BY clauses, keyset filter after ``marker`` or None): see
-    :func:`dtn_migrate.db.common.ordering`.
-    """
-    return common.ordering(models.Migration, keys, dirs, marker, _NOT_NULL)
-
-
 class Database(protection.ProtectionQueries, drills.DrillQueries):
     """dtn-migrate's tables on one database (an oslo.db enginefacade).
 
@@ -303,19 +296,10 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
                         reason='unknown filter %r; filters: %s'
                                % (key, ', '.join(FILTER_KEYS +
                                                  ('changes_since',))))
-            marker_obj = None
-            if marker is not None:
-                marker_obj = session.get(Migration, marker)
-                if marker_obj is None or (
-                        project_id is not None and
-                        marker_obj.project_id != project_id):
-                    raise exception.MarkerNotFound(marker=marker)
-            order, after = _ordering(keys, dirs, marker_obj)
-            if after is not None:
-                query = query.filter(after)
-            query = query.order_by(*order)
-            if limit is not None:
-                query = query.limit(limit)
+            marker_obj = None if marker is None else common.marker_row(
+                session, Migration, marker, project_id)
+            query = common.paged(query, models.Migration, keys, dirs,
+                                 marker_obj, _NOT_NULL, limit)
             return [_row(obj) for obj in query.all()]
 
     # Events.

@@ -158,3 +158,26 @@ def ordering(model, keys, dirs, marker, not_null=()):
         ands.append(expr > value if direction == 'asc' else expr < value)
         ors.append(sa.and_(*ands))
     return order, sa.or_(*ors) if ors else sa.false()
+
+
+def marker_row(session, model, marker, project_id=None, key=None):
+    """The row a listing's ``marker`` names (looked up by ``key``, the
+    marker itself by default), of ``project_id`` when given; else
+    MarkerNotFound.
+    """
+    obj = session.get(model, marker if key is None else key)
+    if obj is None or (project_id is not None and
+                       obj.project_id != project_id):
+        raise exception.MarkerNotFound(marker=marker)
+    return obj
+
+
+def paged(query, model, keys, dirs, marker, not_null=(), limit=None):
+    """``query`` sorted on ``keys``/``dirs``, after the row ``marker``
+    (or from the start), at most ``limit`` rows.
+    """
+    order, after = ordering(model, keys, dirs, marker, not_null)
+    if after is not None:
+        query = query.filter(after)
+    query = query.order_by(*order)
+    return query if limit is None else query.limit(limit)

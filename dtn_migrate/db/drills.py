@@ -81,21 +81,11 @@ class DrillQueries:
                         reason='unknown filter %r; filters: %s'
                                % (key, ', '.join(DRILL_FILTER_KEYS)))
                 query = common.filter_in(query, getattr(Drill, key), value)
-            marker_obj = None
-            if marker is not None:
-                marker_obj = session.get(Drill, marker)
-                if marker_obj is None or (
-                        project_id is not None and
-                        marker_obj.project_id != project_id):
-                    raise exception.MarkerNotFound(marker=marker)
-            order, after = common.ordering(
-                Drill, ['created_at', 'id'], ['desc', 'desc'], marker_obj,
-                _NOT_NULL)
-            if after is not None:
-                query = query.filter(after)
-            query = query.order_by(*order)
-            if limit is not None:
-                query = query.limit(limit)
+            marker_obj = None if marker is None else common.marker_row(
+                session, Drill, marker, project_id)
+            query = common.paged(
+                query, Drill, ['created_at', 'id'], ['desc', 'desc'],
+                marker_obj, _NOT_NULL, limit)
             return [_drill(obj) for obj in query.all()]
 
     @common.wrap

@@ -158,20 +158,11 @@ class ProtectionQueries:
             if project_id is not None:
                 query = query.filter(Policy.project_id == project_id)
             query = _filter(query, Policy, filters, POLICY_FILTER_KEYS)
-            marker_obj = None
-            if marker is not None:
-                marker_obj = session.get(Policy, marker)
-                if marker_obj is None or (
-                        project_id is not None and
-                        marker_obj.project_id != project_id):
-                    raise exception.MarkerNotFound(marker=marker)
-            order, after = common.ordering(Policy, keys, dirs, marker_obj,
-                                           _POLICY_NOT_NULL)
-            if after is not None:
-                query = query.filter(after)
-            query = query.order_by(*order)
-            if limit is not None:
-                query = query.limit(limit)
+            marker_obj = None if marker is None else common.marker_row(
+                session, Policy, marker, project_id)
+            query = common.paged(
+                query, Policy, keys, dirs, marker_obj, _POLICY_NOT_NULL,
+                limit)
             return [_policy(obj) for obj in query.all()]
 
     @common.wrap
@@ -286,14 +277,9 @@ class ProtectionQueries:
                     _policy_image(session, policy_id, marker)
                 if marker_obj is None:
                     raise exception.MarkerNotFound(marker=marker)
-            order, after = common.ordering(
-                PolicyImage, ['created_at', 'id'], ['asc', 'asc'],
-                marker_obj, _NOT_NULL)
-            if after is not None:
-                query = query.filter(after)
-            query = query.order_by(*order)
-            if limit is not None:
-                query = query.limit(limit)
+            query = common.paged(
+                query, PolicyImage, ['created_at', 'id'], ['asc', 'asc'],
+                marker_obj, _NOT_NULL, limit)
             return [_image(obj) for obj in query.all()]
 
     @common.wrap
@@ -386,19 +372,12 @@ class ProtectionQueries:
             marker_obj = None
             if marker is not None:
                 try:
-                    marker_obj = session.get(Replica, int(marker))
+                    key = int(marker)
                 except (TypeError, ValueError):
-                    marker_obj = None
-                if marker_obj is None or (
-                        project_id is not None and
-                        marker_obj.project_id != project_id):
                     raise exception.MarkerNotFound(marker=marker)
-            order, after = common.ordering(
-                Replica, ['created_at', 'id'], ['desc', 'desc'],
-                marker_obj, _NOT_NULL)
-            if after is not None:
-                query = query.filter(after)
-            query = query.order_by(*order)
-            if limit is not None:
-                query = query.limit(limit)
+                marker_obj = common.marker_row(session, Replica, marker,
+                                               project_id, key=key)
+            query = common.paged(
+                query, Replica, ['created_at', 'id'], ['desc', 'desc'],
+                marker_obj, _NOT_NULL, limit)
             return [_replica(obj) for obj in query.all()]

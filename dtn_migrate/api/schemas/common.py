@@ -93,3 +93,18 @@ def limited(query, max_limit):
     query = copy.deepcopy(query)
     query['properties']['limit']['maximum'] = max_limit
     return query
+
+
+def page_of(key, item):
+    """The answer of a listing: ``key``'s array of ``item`` and the
+    ``next`` link of a page that is not the last.
+    """
+    return {'type': 'object', 'required': [key],
+            'properties': {key: {'type': 'array', 'items': item},
+                           'links': {'type': 'array', 'items': LINK}}}
+
+
+def one(key, item):
+    """An answer holding one ``item`` under ``key``."""
+    return {'type': 'object', 'required': [key],
+            'properties': {key: item}}

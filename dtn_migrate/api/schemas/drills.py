@@ -118,23 +118,8 @@ DRILL_WITH_REPORT['properties']['report'] = {
     'properties': {'images': {'type': 'array', 'items': DRILL_IMAGE}},
 }
 
-START_RESPONSE = {
-    'type': 'object',
-    'required': ['drill'],
-    'properties': {'drill': DRILL},
-}
+START_RESPONSE = common.one('drill', DRILL)
 
-SHOW_RESPONSE = {
-    'type': 'object',
-    'required': ['drill'],
-    'properties': {'drill': DRILL_WITH_REPORT},
-}
+SHOW_RESPONSE = common.one('drill', DRILL_WITH_REPORT)
 
-LIST_RESPONSE = {
-    'type': 'object',
-    'required': ['drills'],
-    'properties': {
-        'drills': {'type': 'array', 'items': DRILL},
-        'links': {'type': 'array', 'items': common.LINK},
-    },
-}
+LIST_RESPONSE = common.page_of('drills', DRILL)

@@ -185,23 +185,8 @@ CREATE_RESPONSE = {
     },
 }
 
-LIST_RESPONSE = {
-    'type': 'object',
-    'required': ['migrations'],
-    'properties': {
-        'migrations': {'type': 'array', 'items': MIGRATION},
-        'links': {'type': 'array', 'items': common.LINK},
-    },
-}
+LIST_RESPONSE = common.page_of('migrations', MIGRATION)
 
-SHOW_RESPONSE = {
-    'type': 'object',
-    'required': ['migration'],
-    'properties': {'migration': MIGRATION_WITH_EVENTS},
-}
+SHOW_RESPONSE = common.one('migration', MIGRATION_WITH_EVENTS)
 
-ACTION_RESPONSE = {
-    'type': 'object',
-    'required': ['migration'],
-    'properties': {'migration': MIGRATION},
-}
+ACTION_RESPONSE = common.one('migration', MIGRATION)

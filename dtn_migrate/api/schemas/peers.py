@@ -30,8 +30,4 @@ LIST_RESPONSE = {
     'properties': {'peers': {'type': 'array', 'items': PEER}},
 }
 
-SHOW_RESPONSE = {
-    'type': 'object',
-    'required': ['peer'],
-    'properties': {'peer': PEER},
-}
+SHOW_RESPONSE = common.one('peer', PEER)

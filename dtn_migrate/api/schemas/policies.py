@@ -288,20 +288,9 @@ POLICY_IMAGE = {
     },
 }
 
-LIST_RESPONSE = {
-    'type': 'object',
-    'required': ['policies'],
-    'properties': {
-        'policies': {'type': 'array', 'items': POLICY},
-        'links': {'type': 'array', 'items': common.LINK},
-    },
-}
+LIST_RESPONSE = common.page_of('policies', POLICY)
 
-SHOW_RESPONSE = {
-    'type': 'object',
-    'required': ['policy'],
-    'properties': {'policy': POLICY},
-}
+SHOW_RESPONSE = common.one('policy', POLICY)
 
 SYNC_RESPONSE = {
     'type': 'object',
@@ -343,11 +332,4 @@ ACTION_RESPONSES = {'sync': SYNC_RESPONSE, 'failover': FAILOVER_RESPONSE,
 ACTION_RESPONSE = {'anyOf': [SYNC_RESPONSE, FAILOVER_RESPONSE,
                              FAILBACK_RESPONSE]}
 
-IMAGES_RESPONSE = {
-    'type': 'object',
-    'required': ['images'],
-    'properties': {
-        'images': {'type': 'array', 'items': POLICY_IMAGE},
-        'links': {'type': 'array', 'items': common.LINK},
-    },
-}
+IMAGES_RESPONSE = common.page_of('images', POLICY_IMAGE)

@@ -73,11 +73,4 @@ REPLICA = {
     },
 }
 
-LIST_RESPONSE = {
-    'type': 'object',
-    'required': ['replicas'],
-    'properties': {
-        'replicas': {'type': 'array', 'items': REPLICA},
-        'links': {'type': 'array', 'items': common.LINK},
-    },
-}
+LIST_RESPONSE = common.page_of('replicas', REPLICA)

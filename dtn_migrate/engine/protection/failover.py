@@ -103,12 +103,11 @@ class Failover:
                            "reverse_of": policy["id"]},
                "description": "failback of %s to %s" % (policy["name"],
                                                         policy["peer"])}
-        base = "%s-failback" % policy["name"]
-        for name in (base, replicas._qualified(base, policy["peer"])):
-            try:
-                return self.db.policy_create(dict(row, name=name[:255]))
-            except exception.ProtectionPolicyExists:
-                continue
+        made = replicas.create_named(self.db, row,
+                                     "%s-failback" % policy["name"],
+                                     policy["peer"])
+        if made is not None:
+            return made
         raise self._conflict(policy, "fail over",
                              "without a free name for its reverse policy")
 

@@ -49,14 +49,11 @@ def learn(db, served, peer, owner):
                enabled=False, role=ROLE, options={},
                description="replicas of %s's policy %s" % (peer,
                                                            served["name"]))
-    for name in (served["name"], _qualified(served["name"], peer)):
-        try:
-            db.policy_create(dict(row, name=name))
-            LOG.info("replica policy %s (%s) of %s learnt", policy_id, name,
-                     peer)
-            return policy_id
-        except exception.ProtectionPolicyExists:
-            continue
+    made = create_named(db, row, served["name"], peer)
+    if made is not None:
+        LOG.info("replica policy %s (%s) of %s learnt", policy_id,
+                 made["name"], peer)
+        return policy_id
     try:
         db.policy_get(policy_id)
         return policy_id            # another import learnt it meanwhile
@@ -65,6 +62,18 @@ def learn(db, served, peer, owner):
     LOG.warning("replica policy %s of %s: its names are taken in project "
                 "%s; its replicas are catalogued without it", policy_id,
                 peer, owner)
+    return None
+
+
+def create_named(db, row, name, peer):
+    """Create policy ``row`` named ``name``, or ``name@peer`` when
+    ``name`` is taken in its project; None when both are.
+    """
+    for candidate in (name[:255], _qualified(name, peer)):
+        try:
+            return db.policy_create(dict(row, name=candidate))
+        except exception.ProtectionPolicyExists:
+            continue
     return None
 
 

@@ -56,31 +56,19 @@ class ApiCloud(migration.Cloud):
         """
         super().__init__(case, name, peer_name, **kwargs)
         self.database = database
-        self.notifications = notifications
+        if notifications:
+            self.notifications_url = self.broker.url()
         self.use_relay = relay
         self.relay = None
         self.extra = extra or {}
 
-    def start_glance(self):
-        if not self.notifications:
-            return super().start_glance()
-        self.glance = self.case.glance(name=self.name,
-                                       keystone=self.keystone,
-                                       notifications_url=self.broker.url())
-        self.glance_endpoint = self.glance.endpoint
-        self.proxy = None
-
-    def start_agent(self, peer):
+    def peer_address(self, peer):
+        address = super().peer_address(peer)
         if not self.use_relay:
-            return super().start_agent(peer)
-        self.relay = relay_mod.Relay(("127.0.0.1", peer.port))
+            return address
+        self.relay = relay_mod.Relay(address)
         self.case.addCleanup(self.relay.close)
-        self.agent = self.case.agent(
-            self.agent_name, {peer.agent_name: ("127.0.0.1",
-                                                self.relay.port)},
-            port=self.port, transport_url=self.broker.url(),
-            staging=self.staging_dir, transfer=self.transfer or {})
-        self.agent.start()
+        return ("127.0.0.1", self.relay.port)
 
     def glance_auth(self):
         # The engine reads and writes every project's images: the

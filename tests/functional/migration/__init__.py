@@ -170,9 +170,13 @@ class Cloud:
         self.engine_name = "engine-%s-%s" % (name, uuid.uuid4().hex[:4])
         self.port = base.free_port()
 
+    #: Where Glance publishes its notifications (None: nowhere).
+    notifications_url = None
+
     def start_glance(self):
-        self.glance = self.case.glance(name=self.name,
-                                       keystone=self.keystone)
+        self.glance = self.case.glance(
+            name=self.name, keystone=self.keystone,
+            notifications_url=self.notifications_url)
         self.glance_endpoint = self.glance.endpoint
         self.proxy = None
         if self.glance_proxy:
@@ -230,9 +234,13 @@ class Cloud:
         auth.update(cloud_name=self.name, retry_max_delay=5)
         return auth
 
+    def peer_address(self, peer):
+        """Where this cloud's agent reaches ``peer``'s."""
+        return ("127.0.0.1", peer.port)
+
     def start_agent(self, peer):
         self.agent = self.case.agent(
-            self.agent_name, {peer.agent_name: ("127.0.0.1", peer.port)},
+            self.agent_name, {peer.agent_name: self.peer_address(peer)},
             port=self.port, transport_url=self.broker.url(),
             staging=self.staging_dir, transfer=self.transfer or {})
         self.agent.start()
