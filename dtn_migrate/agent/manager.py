@@ -5,9 +5,11 @@ from oslo_log import log as logging
 
 from dtn_migrate.agent import channels as report_channels
 from dtn_migrate.agent import ids
+from dtn_migrate.agent import requests as peer_requests
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import report
+from dtn_migrate.transfer import request as request_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -28,16 +30,19 @@ class AgentManager:
     * 1.4 - ping says which events this agent pushes to its engine
       (``pushes``); get_peer_report answers from a kept-open report
       channel to the peer.
+    * 1.5 - peer_request.
     """
 
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self, host, outgoing, sink, incoming=None, health=None,
-                 channels=None, pushes=(), on_report=None):
+                 channels=None, pushes=(), on_report=None,
+                 request_timeout=60.0):
         """``channels``: report channels to the peers (None: one
         connection per get_peer_report); ``pushes``: the kinds of events
         pushed to the engine; ``on_report(transfer_id)``: this cloud's
-        import report of a transfer changed.
+        import report of a transfer changed; ``request_timeout``:
+        seconds peer_request waits for the peer's answer.
         """
         self.host = host
         self.outgoing = outgoing
@@ -47,6 +52,7 @@ class AgentManager:
         self.channels = channels
         self.pushes = list(pushes)
         self.on_report = on_report
+        self.request_timeout = request_timeout
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_transfer(self, ctxt, peer, files, options=None,
@@ -142,6 +148,35 @@ class AgentManager:
         except (ConnectionError, OSError, errors.TransferError) as exc:
             raise exception.PeerUnreachable(peer=peer, reason=str(exc))
         return report_channels.decode(peer, tid, raw)
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def peer_request(self, ctxt, peer, request):
+        """Send ``request`` (a JSON mapping of at most 64 KiB, e.g. a
+        mirror deletion) to peer DTN ``peer``, whose agent asks its own
+        cloud's engine, and return that cloud's answer (a mapping).
+        Raises PeerNotFound for an unknown peer and PeerUnreachable if
+        the peer cannot be reached or authenticated, refuses the request
+        or its engine does not answer.
+        """
+        if not isinstance(peer, str) or not peer:
+            raise exception.InvalidInput(reason="peer must be a peer DTN "
+                                                "name")
+        try:
+            raw = peer_requests.encode(request)
+        except ValueError as exc:
+            raise exception.InvalidInput(reason=str(exc))
+        target = self.outgoing.peers.source_peer(peer)
+        try:
+            answer = request_mod.send_request(
+                target, raw, self.outgoing.local_name, self.outgoing.cfg,
+                timeout=self.request_timeout)
+        except (ConnectionError, OSError, errors.TransferError) as exc:
+            raise report_channels._unreachable(peer, exc)
+        try:
+            return peer_requests.decode(answer, "answer")
+        except ValueError:
+            raise exception.PeerUnreachable(
+                peer=peer, reason="its answer is not a JSON mapping")
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def list_incoming(self, ctxt):

@@ -13,7 +13,7 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.4'
+    VERSION = '1.5'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
@@ -21,8 +21,14 @@ class AgentAPI:
                                      timeout=timeout, retry=retry,
                                      transport=transport)
 
-    def _call(self, ctxt, host, method, version=None, **kwargs):
-        cctxt = self.client.prepare(server=host, version=version or '1.0')
+    def _call(self, ctxt, host, method, version=None, timeout=None,
+              **kwargs):
+        """Call ``method`` on ``host``; ``timeout``: seconds to wait for
+        its answer (None: the client's).
+        """
+        extra = {} if timeout is None else {"timeout": timeout}
+        cctxt = self.client.prepare(server=host, version=version or '1.0',
+                                    **extra)
         return cctxt.call(ctxt, method, **kwargs)
 
     def start_transfer(self, ctxt, host, peer, files, options=None,
@@ -80,3 +86,11 @@ class AgentAPI:
         """
         return self._call(ctxt, host, 'peer_health', version='1.3',
                           peer=peer)
+
+    def peer_request(self, ctxt, host, peer, request, timeout=None):
+        """Have ``host`` send ``request`` (a JSON mapping) to its peer
+        DTN ``peer``'s cloud and return that cloud's answer (a mapping).
+        ``timeout`` must exceed the agent's [agent] peer_request_timeout.
+        """
+        return self._call(ctxt, host, 'peer_request', version='1.5',
+                          timeout=timeout, peer=peer, request=request)

@@ -11,6 +11,7 @@ from dtn_migrate.agent import manager
 from dtn_migrate.agent import peers
 from dtn_migrate.agent import pusher
 from dtn_migrate.agent import reports
+from dtn_migrate.agent import requests
 from dtn_migrate.agent import rpcapi
 from dtn_migrate.agent import transfers
 from dtn_migrate.conf import transfer as transfer_conf
@@ -66,6 +67,11 @@ class AgentService(service.Service):
                                              conf.agent.event_interval)
             pushes = ("watermark", "transfer", "report")
             self.outgoing.on_status = self.on_transfer_status
+        # Requests of the peers' clouds go to this cloud's engine (none
+        # without one).
+        handler = requests.PeerRequests(
+            self._engine, conf.agent.peer_request_timeout) \
+            if conf.agent.notify_engine else None
         self.sink = sink.SinkServer(
             conf.agent.staging_root, self.cfg, self.host, self.peers.key,
             host=conf.agent.listen_address, port=conf.agent.listen_port,
@@ -73,7 +79,8 @@ class AgentService(service.Service):
             require_tls=self.peers.require_tls, rdma_device=self.rdma,
             reports=self.feed, on_incoming=self.on_incoming,
             owner=self.incoming.owner, on_session=self.on_session,
-            listener=self.on_file_event if self.pusher else None)
+            listener=self.on_file_event if self.pusher else None,
+            requests=handler)
         self.health = peers.PeerHealth.from_conf(
             conf, self.peers, self.host, self.cfg,
             last_transfer=self.outgoing.last_completed)
@@ -82,7 +89,8 @@ class AgentService(service.Service):
         self.manager = manager.AgentManager(
             self.host, self.outgoing, self.sink, self.incoming, self.health,
             channels=self.channels, pushes=pushes,
-            on_report=self.feed.changed)
+            on_report=self.feed.changed,
+            request_timeout=conf.agent.peer_request_timeout)
         self.engine = None
         self.rpcserver = None
         self._stopped = threading.Event()
@@ -133,12 +141,19 @@ class AgentService(service.Service):
         if self.pusher is not None:
             self.pusher.push("report", transfer_id, None, lambda: report)
 
-    def _push_event(self, kind, transfer_id, name, info, origin):
+    def _engine(self):
+        """This cloud's engine client, made on first use.  Bounded
+        retries: a down broker must not hold the notifications back for
+        ever.
+        """
         if self.engine is None:
             self.engine = engine_rpcapi.EngineAPI(
                 timeout=10, retry=2, transport=self.transport)
-        self.engine.transfer_event({}, kind, transfer_id, name=name,
-                                   info=info, origin=origin)
+        return self.engine
+
+    def _push_event(self, kind, transfer_id, name, info, origin):
+        self._engine().transfer_event({}, kind, transfer_id, name=name,
+                                      info=info, origin=origin)
 
     def on_session(self, transfer_id, peer, epoch):
         """A peer begins a session of ``transfer_id`` (called by the sink
@@ -175,12 +190,8 @@ class AgentService(service.Service):
         """Cast incoming_transfer to this cloud's engine.  Never raises."""
         kwargs = {} if attempt is None else {"attempt": attempt}
         try:
-            if self.engine is None:
-                # Bounded retries: a down broker must not hold the
-                # notifications back for ever.
-                self.engine = engine_rpcapi.EngineAPI(
-                    timeout=10, retry=2, transport=self.transport)
-            self.engine.incoming_transfer({}, transfer_id, peer, **kwargs)
+            self._engine().incoming_transfer({}, transfer_id, peer,
+                                             **kwargs)
             LOG.debug("engine told of incoming transfer %s from %s (%s)",
                       transfer_id, peer, why)
         except Exception as exc:  # noqa: B902 - the engine can ask later

@@ -88,7 +88,8 @@ def peer(health):
 
 # Protection policies and the replica catalog.
 
-IMAGE_STATES = ('pending', 'syncing', 'replicated', 'failed', 'removed')
+IMAGE_STATES = ('pending', 'syncing', 'replicated', 'failed', 'deleting',
+                'removed')
 SELECTOR_DEFAULTS = (('tags', list), ('properties', dict),
                      ('visibility', list), ('name_pattern', lambda: None),
                      ('projects', list))

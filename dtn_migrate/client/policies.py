@@ -10,7 +10,8 @@ from dtn_migrate.client import migrations
 
 MODES = ("continuous", "scheduled", "manual")
 RPO_STATES = ("ok", "at-risk", "breached")
-IMAGE_STATES = ("pending", "syncing", "replicated", "failed", "removed")
+IMAGE_STATES = ("pending", "syncing", "replicated", "failed", "deleting",
+                "removed")
 VISIBILITIES = migrations.VISIBILITIES
 DELETIONS = ("keep", "mirror")
 ROLES = ("primary", "replica", "failed-over", "failback")

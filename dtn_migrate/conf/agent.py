@@ -73,6 +73,11 @@ agent_opts = [
         'peer_health_cache', default=5.0, min=0.0, max=3600.0,
         help='Seconds the result of a peer health check is reused before '
              'the peer is probed again; 0 probes on every request.'),
+    cfg.FloatOpt(
+        'peer_request_timeout', default=60.0, min=1.0,
+        help='Seconds a request from a peer DTN (a mirror deletion) may '
+             'wait for this cloud\'s engine, and this agent for a peer\'s '
+             'answer.'),
 ]
 
 

@@ -64,6 +64,14 @@ import_opts = [
                      'default public and community) is refused before '
                      'any image is created. An import that asks for none '
                      'gets private when allowed, else the first of these.'),
+    cfg.BoolOpt('accept_deletions', default=True,
+                help='Receiving side: delete the replica of an image that '
+                     'this peer deleted, when its protection policy '
+                     'mirrors deletions and asks after its grace period. '
+                     'Only a replica this cloud catalogued for that peer '
+                     'and policy, unchanged since, is deleted; never one '
+                     'of a policy this cloud failed over. False: every '
+                     'such request is refused and the replicas stay.'),
 ]
 
 peer_opts = peer_opts + import_opts

@@ -39,9 +39,12 @@ class EngineManager:
     * 1.4 - Protection policies: create_policy, update_policy,
       delete_policy, sync_policy, start_drill, failover_policy and
       failback_policy.
+    * 1.5 - peer_request: a peer cloud's request that this cloud's DTN
+      agent received over the DTN link (a mirror deletion, the metadata
+      of a failback).
     """
 
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self, host, migrations, protection=None, drills=None,
                  failovers=None):
@@ -197,6 +200,19 @@ class EngineManager:
                 reason="this engine runs no drills")
         return self.drills.start(context_mod.from_rpc(ctxt), policy_id,
                                  clone)
+
+    # Requests of peer clouds (1.5).
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def peer_request(self, ctxt, peer=None, request=None):
+        """The answer to ``request`` (a mapping), which peer DTN
+        ``peer`` sent this cloud's agent, authenticated: the deletion
+        of a replica, the metadata of a failback (see
+        ``protection.peer_requests``).
+        """
+        if not isinstance(peer, str) or not peer:
+            raise exception.InvalidInput(reason="peer must be a peer DTN "
+                                                "name")
+        return self._protection().peer_request(peer, request)
 
     def ping(self, ctxt):
         return {"host": self.host}

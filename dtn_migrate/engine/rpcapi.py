@@ -17,7 +17,7 @@ class EngineAPI:
     API version history: see ``engine.manager.EngineManager``.
     """
 
-    VERSION = '1.4'
+    VERSION = '1.5'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version='1.0')
@@ -151,6 +151,16 @@ class EngineAPI:
         """
         return self.client.prepare(version='1.4').call(
             ctxt, 'failback_policy', policy_id=policy_id)
+
+    def peer_request(self, ctxt, peer, request, timeout=None):
+        """From this cloud's DTN agent: peer DTN ``peer`` asks this cloud
+        ``request`` (a mapping, e.g. a mirror deletion of a replica);
+        answers a mapping (1.5).  ``timeout``: seconds to wait for the
+        answer (default: the client's; None is not "for ever" here).
+        """
+        kwargs = {} if timeout is None else {"timeout": timeout}
+        return self.client.prepare(version='1.5', **kwargs).call(
+            ctxt, 'peer_request', peer=peer, request=request)
 
     def ping(self, ctxt):
         return self.client.call(ctxt, 'ping')

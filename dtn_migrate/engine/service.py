@@ -97,7 +97,7 @@ class EngineService(service.Service):
 
     def start_protection(self):
         """Glance's notifications, the reconciliation scan (now, then
-        every scan_interval) and the recovery points.
+        every scan_interval), the recovery points and mirror deletions.
         """
         group = self.conf.protection
         try:
@@ -119,6 +119,11 @@ class EngineService(service.Service):
                                initial_delay=1.0, stop_on_exception=False)
         self.tg.add_timer_args(group.rpo_interval,
                                self.protection.check_rpo,
+                               initial_delay=group.rpo_interval,
+                               stop_on_exception=False)
+        # Its own timer: a peer slow to answer never delays the grades.
+        self.tg.add_timer_args(group.rpo_interval,
+                               self.protection.send_deletions,
                                initial_delay=group.rpo_interval,
                                stop_on_exception=False)
 

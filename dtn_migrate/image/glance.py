@@ -389,6 +389,18 @@ class ImageService:
                 raise exception.InvalidInput(reason=str(e)) from e
         return dict(image)
 
+    def update(self, image_id, changes, remove=()):
+        """Set CHANGES (a dict of fields, tags and properties) and remove
+        the properties REMOVE of an image; returns it as a dict.
+        """
+        with self._errors(image_id):
+            try:
+                return dict(self.client.images.update(
+                    _quote(image_id), remove_props=list(remove) or None,
+                    **changes))
+            except TypeError as e:
+                raise exception.InvalidInput(reason=str(e)) from e
+
     def remove_properties(self, image_id, names):
         """Remove the properties NAMES of an image; absent ones are no
         error.  Returns the image as a dict.

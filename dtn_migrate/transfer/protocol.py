@@ -41,6 +41,12 @@ On a REPORT connection the CONNECT's ``epoch`` carries the attempt of the
 transfer the asker waits for a report of (0: unspecified, at most
 MAX_ATTEMPT): a retried migration keeps its transfer id, and this is how
 the sink's side learns that the source waits for a new attempt.
+
+A REQUEST connection (one stream, no RDMA, epoch 0; its ``transfer_id``
+is a random request id) carries one small request to the sink's cloud
+and its answer: after CONNECT_ACK the source sends a REPORT whose body
+is the request (1 to MAX_REPORT bytes) and the sink answers with a
+REPORT (the answer) or a fatal ERROR.  An older sink refuses the role.
 """
 
 import dataclasses
@@ -102,6 +108,7 @@ class Role(enum.IntEnum):
     CONTROL = 0
     DATA = 1
     REPORT = 2      # fetch the sink's import report of a transfer
+    REQUEST = 3     # one small request to the sink's cloud, its answer
 
 
 class Caps(enum.IntFlag):
@@ -276,7 +283,9 @@ class Connect(Message):
     source's RDMA endpoint for this stream (empty without RDMA).  A
     REPORT connection (one stream, no RDMA) only fetches the sink's
     REPORT for ``transfer_id``; its ``epoch`` is the attempt the asker
-    waits for (0: unspecified).
+    waits for (0: unspecified).  A REQUEST connection (one stream, no
+    RDMA, epoch 0) carries one request, its ``transfer_id`` a random
+    request id.
     """
 
     version_min: int
@@ -299,6 +308,10 @@ class Connect(Message):
                    "a REPORT connection has one stream and no RDMA")
             _check(self.epoch <= MAX_ATTEMPT,
                    "REPORT attempt beyond %d" % MAX_ATTEMPT)
+        elif self.role == Role.REQUEST:
+            _check(self.streams == 1 and not self.rdma,
+                   "a REQUEST connection has one stream and no RDMA")
+            _check(self.epoch == 0, "a REQUEST connection has epoch 0")
         _check(1 <= self.streams <= MAX_STREAMS, "stream count out of range")
         _check(self.stream < self.streams, "stream index out of range")
         _check(MIN_OBJECT_SIZE <= self.object_size <= MAX_OBJECT_SIZE,
@@ -543,7 +556,8 @@ class FileClose(Message):
 @_message(MsgType.REPORT, [("found", "u8"), ("body", "blob")])
 class Report(Message):
     """Sink's answer on a REPORT connection: the import report its side
-    stored for the transfer (opaque bytes), if any.
+    stored for the transfer (opaque bytes), if any.  On a REQUEST
+    connection: the request (source) and its answer (sink).
     """
 
     found: int

@@ -23,9 +23,11 @@ A transfer belongs to the peer that first sent it: ``owner`` looks up
 who that was across restarts, and any other peer is refused.  A REPORT
 connection only fetches the import report the sink's side stored for a
 transfer (``reports``), given only to that owner; it creates no session
-or record.  ``on_session`` records every control session before it is
-acknowledged; ``on_incoming`` hears of it afterwards, on a thread of its
-own so that it can never stall or break a transfer.
+or record.  A REQUEST connection carries one request to this sink's
+side (``requests``) and its answer (see ``request``); no session or
+record either.  ``on_session`` records every control session before it
+is acknowledged; ``on_incoming`` hears of it afterwards, on a thread of
+its own so that it can never stall or break a transfer.
 """
 
 
@@ -48,6 +50,7 @@ from dtn_migrate.transfer import mounts
 from dtn_migrate.transfer import paths
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report as report_mod
+from dtn_migrate.transfer import request as request_mod
 from dtn_migrate.transfer import sinkfile
 from dtn_migrate.transfer import sinkhash
 from dtn_migrate.transfer import sinkrecv
@@ -78,7 +81,7 @@ class SinkServer:
     def __init__(self, root, cfg, name, lookup_key, host="0.0.0.0", port=0,
                  tls_context=None, require_tls=None, rdma_device=None,
                  reports=None, on_incoming=None, owner=None,
-                 on_session=None, listener=None):
+                 on_session=None, listener=None, requests=None):
         """Callbacks, all optional:
 
         * ``owner(transfer_hex)``: the peer that sent the transfer, as
@@ -94,7 +97,13 @@ class SinkServer:
         * ``listener(transfer_hex, name)``: whenever what ``watermark``
           returns for that file may have changed (its durable prefix
           advanced, its state changed); called with no sink lock held,
-          it must not block.
+          it must not block;
+        * ``requests(peer, body)``: the answer (bytes of at most
+          MAX_REPORT) to a REQUEST connection's request (bytes), called
+          on the connection's thread; a ``request.RequestFailed`` or
+          ValueError is sent to the peer as an ERROR with its message,
+          any other exception with a generic one.  None: this sink takes
+          no requests.
         """
         self.root = paths.StagingRoot(root) if isinstance(root, str) else root
         self.cfg = cfg
@@ -132,6 +141,7 @@ class SinkServer:
         self.owner = owner
         self.on_session = on_session
         self.listener = listener
+        self.requests = requests
         # The optional capabilities this sink accepts (Caps).
         self.accept_caps = P.Caps.ZERO_EXTENTS | (
             P.Caps.ZSTD if sinkrecv.zstd_available() else P.Caps.NONE)
@@ -279,6 +289,9 @@ class SinkServer:
                     "peering requires" % (conn.peer, connect.peer))
             if connect.role == P.Role.REPORT:
                 self._report(conn, connect)
+                return
+            if connect.role == P.Role.REQUEST:
+                self._request(conn, connect)
                 return
             conn.settimeout(None)
             if connect.role == P.Role.CONTROL:
@@ -445,6 +458,56 @@ class SinkServer:
                           P.MAX_REPORT)
                 body = None
         return body
+
+    def _request(self, conn, connect):
+        """Answer a REQUEST connection: read its one request (within
+        ``handshake_timeout`` in all), hand it to ``requests`` and send
+        the answer, or a fatal ERROR.  No session or record is created.
+        """
+        conn.send(P.ConnectAck(0, connect.object_size, 1, 0,
+                               P.DataPlane.TCP, self.name))
+        msg = request_mod.recv_within(conn, (P.MsgType.REPORT,),
+                                      self.cfg.handshake_timeout)
+        try:
+            answer = self._answer(connect.peer, msg)
+        except request_mod.RequestFailed as exc:
+            conn.send(P.Error(exc.code, 1, P.NO_FILE, str(exc)[:1000]))
+            return
+        conn.send(P.Report(1, answer))
+
+    def _answer(self, peer, msg):
+        """The answer to ``peer``'s request ``msg`` (a Report), or
+        RequestFailed.
+        """
+        if self.requests is None:
+            raise request_mod.RequestFailed("this DTN takes no requests",
+                                            errors.Code.PROTOCOL)
+        if not msg.found or not msg.body:
+            raise request_mod.RequestFailed("a request has a body",
+                                            errors.Code.PROTOCOL)
+        try:
+            answer = self.requests(peer, msg.body)
+        except request_mod.RequestFailed as exc:
+            LOG.warning("sink %s: request from %s refused: %s", self.name,
+                        peer, exc)
+            raise
+        except ValueError as exc:
+            LOG.warning("sink %s: bad request from %s: %s", self.name,
+                        peer, exc)
+            raise request_mod.RequestFailed(str(exc), errors.Code.PROTOCOL)
+        except Exception:  # noqa: B902 - answered, never a traceback
+            LOG.exception("sink %s: request from %s failed", self.name,
+                          peer)
+            raise request_mod.RequestFailed(
+                "the request failed on %s" % self.name)
+        if not isinstance(answer, bytes) or len(answer) > P.MAX_REPORT:
+            LOG.error("sink %s: the answer to a request from %s is not "
+                      "bytes of at most %d", self.name, peer, P.MAX_REPORT)
+            raise request_mod.RequestFailed(
+                "the answer to the request is not bytes of at most %d"
+                % P.MAX_REPORT)
+        LOG.debug("sink %s: answered a request from %s", self.name, peer)
+        return answer
 
     def _data(self, conn, connect):
         key = (connect.peer, connect.transfer_id.hex())

@@ -123,6 +123,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rabbitmqctl(*args):
+    """Run ``rabbitmqctl -q ARGS``; its standard output."""
+    return subprocess.run(["rabbitmqctl", "-q"] + list(args), check=True,
+                          capture_output=True, text=True,
+                          timeout=120).stdout
+
+
 class Broker:
     """A private vhost on the machine's RabbitMQ."""
 

@@ -181,20 +181,16 @@ def action(api, req, policy_id):
 
 
 def images(api, req, policy_id):
-    """The images a policy protects, oldest first.  Pages are cut here:
-    a policy protects at most as many images as its project has.
-    """
+    """The images a policy protects, oldest first, a page at a time."""
     ctxt = common.context(req)
     params = validation.query(req,
                               schemas.images_query(api.conf.api.max_limit))
     row = _get(api, ctxt, policy_id, 'dtn:policy:show')
     states = sorted(set(params['state'])) if 'state' in params else None
-    rows = api.db.policy_images_get(policy_id=row['id'], states=states)
-    if 'marker' in params:
-        marker = common.uuid_dashed(params['marker'])
-        ids = [r['image_id'] for r in rows]
-        if marker not in ids:
-            raise exception.MarkerNotFound(marker=marker)
-        rows = rows[ids.index(marker) + 1:]
-    return common.listing(req, 'images', rows, common.page_size(api, params),
-                          views.policy_image, marker_key='image_id')
+    marker = common.uuid_dashed(params['marker']) if 'marker' in params \
+        else None
+    limit = common.page_size(api, params)
+    rows = api.db.policy_images_get(policy_id=row['id'], states=states,
+                                    marker=marker, limit=limit + 1)
+    return common.listing(req, 'images', rows, limit, views.policy_image,
+                          marker_key='image_id')

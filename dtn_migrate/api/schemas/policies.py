@@ -14,7 +14,8 @@ from dtn_migrate.api.schemas import migrations
 
 MODES = ['continuous', 'scheduled', 'manual']
 RPO_STATES = ['ok', 'at-risk', 'breached']
-IMAGE_STATES = ['pending', 'syncing', 'replicated', 'failed', 'removed']
+IMAGE_STATES = ['pending', 'syncing', 'replicated', 'failed', 'deleting',
+                'removed']
 #: primary: this cloud holds the images, the peer the replicas;
 #: replica: the policy this cloud learnt from the peer whose replicas it
 #: holds; failed-over: such a policy after a failover (this cloud is

@@ -6,9 +6,12 @@ becomes a first-class image (it loses the import marker), and a reverse
 policy (role ``failback``, manual, towards the peer) is prepared.
 ``failback`` sends back, through that reverse policy, only what was
 created or changed here since: an image whose bytes the peer already
-holds (the catalog's incoming row, same hash) is not sent.  When
-nothing of the reverse policy waits any more, the failback is complete:
-the policy is a ``replica`` again and the reverse policy is disabled.
+holds (the catalog's incoming row, same hash) is not sent, only its
+metadata (name, tags, properties, min_disk, min_ram: see
+``metadata_sync``), which the peer applies where it changed.  When
+nothing of the reverse policy waits any more and the peer answered
+every metadata update, the failback is complete: the policy is a
+``replica`` again and the reverse policy is disabled.
 
 Both are idempotent: an interrupted run is simply run again.
 """
@@ -148,13 +151,20 @@ class Failover:
             reverse, since=_parse(failover.get("at")))
         waiting = self.db.policy_images_get(
             policy_id=reverse["id"], states=list(rpo.UNREPLICATED))
-        complete = not waiting
+        # The peer's images that only changed metadata here.
+        errors = self.protection.metadata.send(policy)
+        if errors:
+            self.db.policy_update(policy["id"], {
+                "last_error": ("metadata not sent back: %s"
+                               % "; ".join(errors))[:2000]})
+        complete = not waiting and not errors
         if complete:
             options = dict(policy.get("options") or {})
             options["failover"] = dict(failover, done=True,
                                        back_at=timeutils.utcnow().isoformat())
             policy = self.db.policy_update(policy["id"], {
-                "role": replicas.ROLE, "options": options})
+                "role": replicas.ROLE, "options": options,
+                "last_error": None})
             reverse = self.db.policy_update(reverse["id"],
                                             {"enabled": False})
             LOG.warning("protection policy %s (%s) failed back to %s",

@@ -28,6 +28,9 @@ from oslo_utils import timeutils
 
 from dtn_migrate import context as context_mod
 from dtn_migrate.engine.protection import catalog
+from dtn_migrate.engine.protection import deletions as deletions_mod
+from dtn_migrate.engine.protection import metadata_sync
+from dtn_migrate.engine.protection import peer_requests
 from dtn_migrate.engine.protection import policies as policies_mod
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import rpo
@@ -42,6 +45,7 @@ SYNCING = "syncing"
 REPLICATED = "replicated"
 FAILED = "failed"
 REMOVED = "removed"
+DELETING = deletions_mod.DELETING
 #: Policy image states whose change needs no new migration.
 _SETTLED = (SYNCING, REPLICATED)
 _TIMES = ("created_at", "updated_at", "rpo_checked_at", "last_sync_at")
@@ -87,6 +91,8 @@ class Protection:
         self._queued = set()
         self._stopped = threading.Event()
         self._worker = None
+        self.deletions = deletions_mod.Deletions(conf, db, self.res)
+        self.metadata = metadata_sync.MetadataSync(conf, db, self.res)
         migrations.finished.append(self.migration_finished)
 
     # Records.
@@ -106,6 +112,14 @@ class Protection:
         return self.db.policy_get(policy_id, self._scope(ctx))
 
     # Requests (RPC).
+    def peer_request(self, peer, request):
+        """The answer to peer DTN ``peer``'s request (see
+        ``peer_requests``).
+        """
+        return peer_requests.dispatch(
+            {deletions_mod.ACTION: self.deletions.handle,
+             metadata_sync.ACTION: self.metadata.handle}, peer, request)
+
     def create(self, ctx, values):
         project = self._scope(ctx)
         row = policies_mod.check(
@@ -245,6 +259,10 @@ class Protection:
         since then count, and the replicas of the peer's images (sent
         back if their bytes changed).
         """
+        if since is not None:
+            # Glance's created_at has whole seconds: an image made within
+            # the second of ``since``, after it, reads as made before.
+            since = since.replace(microsecond=0)
         selector = policy["selector"]
         tags, properties = selectors.glance_query(selector)
         try:
@@ -264,7 +282,8 @@ class Protection:
                 started.append(record)
         ids = {image["id"] for image in selected}
         for row in self.db.policy_images_get(policy_id=policy["id"]):
-            if row["image_id"] not in ids and row["state"] != REMOVED:
+            if row["image_id"] not in ids and \
+                    row["state"] not in (REMOVED, DELETING):
                 self._recheck(policy, row)
         self.db.policy_update(policy["id"], {
             "last_sync_at": timeutils.utcnow(), "last_error": None})
@@ -283,8 +302,9 @@ class Protection:
         try:
             image = self.res.images.get(row["image_id"])
         except exception.ImageNotFound:
-            return self._removed(policy, row["image_id"],
-                                 "deleted from the source")
+            return self._source_deleted(policy, row["image_id"])
+        if image.get("status") in deletions_mod.GONE:
+            return self._source_deleted(policy, row["image_id"])
         if image.get("status") == "active" and selectors.matches(
                 policy["selector"], policy["project_id"], image):
             self.protect(policy, image)
@@ -316,12 +336,24 @@ class Protection:
     def image_deleted(self, image_id):
         """The source image is gone: its policy images stop counting
         against the recovery point.  The replicas stay on the peer
-        (deletion ``keep``).
+        (deletion ``keep``), or are deleted there after the grace period
+        (``mirror``, see ``deletions``).
         """
         for row in self.db.policy_images_get(image_id=image_id):
-            if row["state"] != REMOVED:
-                policy = {"id": row["policy_id"]}
-                self._removed(policy, image_id, "deleted from the source")
+            if row["state"] in (REMOVED, DELETING):
+                continue
+            try:
+                policy = self.db.policy_get(row["policy_id"])
+            except exception.ProtectionPolicyNotFound:
+                continue
+            self._source_deleted(policy, image_id)
+
+    def _source_deleted(self, policy, image_id):
+        with self.lock:
+            if deletions_mod.mark(self.db, policy, image_id,
+                                  timeutils.utcnow()):
+                return
+        self._removed(policy, image_id, "deleted from the source")
 
     def _removed(self, policy, image_id, why):
         with self.lock:
@@ -500,6 +532,15 @@ class Protection:
                 self.request_scan(policy["id"])
             elif self._retry_due(rows, now):
                 self.request_scan(policy["id"])
+
+    def send_deletions(self):
+        """Ask the peers to delete the replicas of deleted images whose
+        grace period is over (policies that mirror deletions).
+        """
+        try:
+            self.deletions.send_due()
+        except Exception as exc:  # noqa: B902 - the next run retries
+            LOG.warning("mirror deletions: %s", exc)
 
     def _retry_due(self, rows, now):
         """A failed replication waited ``retry_interval``: a scan asks

@@ -15,6 +15,8 @@ import sys
 import time
 import uuid
 
+from glanceclient import exc as glance_exc
+
 from dtn_migrate import devcloud
 from tests.functional import api
 from tests.functional import base
@@ -24,6 +26,8 @@ MiB = 1 << 20
 RUNBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))), "doc", "source",
     "runbooks")
+#: The notification pool of A's engine ([protection] listener_pool).
+LISTENER_POOL = "dtn-migrate-engine"
 #: Engine options of both clouds.
 PROTECTION = {"protection": {"scan_interval": 3600, "rpo_interval": 1,
                              "retry_interval": 5,
@@ -73,15 +77,21 @@ class TestProtection(api.ApiPairTestCase):
         return self.wait_until(done, "images %s replicated" % image_ids,
                                timeout=timeout, interval=0.2)
 
-    def replica(self, image_id, cloud=None, direction="outgoing"):
+    def replica_or_none(self, image_id, cloud=None, direction="outgoing"):
         resp = self.http("admin", "GET", "/v1/replicas", cloud=cloud,
                          params={"source_image_id": image_id,
                                  "direction": direction,
                                  "all_projects": "true"})
         self.assertEqual(200, resp.status_code, resp.text)
         found = resp.json()["replicas"]
-        self.assertEqual(1, len(found), found)
-        return found[0]
+        self.assertLessEqual(len(found), 1, found)
+        return found[0] if found else None
+
+    def replica(self, image_id, cloud=None, direction="outgoing"):
+        found = self.replica_or_none(image_id, cloud, direction)
+        self.assertIsNotNone(
+            found, "no %s replica of %s" % (direction, image_id))
+        return found
 
     def engine_log(self, cloud=None):
         with open((cloud or self.a).engine.log, errors="replace") as f:
@@ -95,8 +105,11 @@ class TestProtection(api.ApiPairTestCase):
         copy = self.peer_image(out["replica_image_id"])
         self.assertEqual("active", copy["status"])
         self.assertEqual(source["os_hash_value"], copy["os_hash_value"])
-        back = self.replica(source["id"], cloud=self.b,
-                            direction="incoming")
+        # B catalogs it once its import's flow ends, which may be just
+        # after A heard its report.
+        back = self.wait_until(lambda: self.replica_or_none(
+            source["id"], cloud=self.b, direction="incoming"),
+            "B's catalog of %s" % source["id"], timeout=30, interval=0.2)
         self.assertEqual(out["replica_image_id"], back["replica_image_id"])
         self.assertEqual(source["os_hash_value"], back["hash_value"])
         self.assertEqual(self.a.agent_name, back["peer"])
@@ -172,7 +185,7 @@ class TestProtection(api.ApiPairTestCase):
             # Glance's notifications waiting in the engine's queue.
             time.sleep(1)
             self.a.broker._ctl("purge_queue", "-p", self.a.broker.vhost,
-                               "dtn-migrate-engine")
+                               LISTENER_POOL)
         finally:
             self.a.engine.start()
             self.a.wait_ready()
@@ -184,6 +197,36 @@ class TestProtection(api.ApiPairTestCase):
             # The start-up scan found it, not a notification.
             self.assertNotIn("image.activate of image %s" % source["id"],
                              log)
+
+    def listener_consumers(self):
+        """Consumers of A's engine's notification pool queue."""
+        out = base.rabbitmqctl("list_queues", "-p", self.a.broker.vhost,
+                               "name", "consumers")
+        return sum(int(line.split()[-1]) for line in out.splitlines()
+                   if line.split() and line.split()[0] == LISTENER_POOL)
+
+    def test_listener_follows_glance_after_broker_restart(self):
+        tag = self.tag()
+        policy = self.create_policy("bus-%s" % tag, tag)
+        self.assertGreaterEqual(self.listener_consumers(), 1)
+        # Whatever happens below, the broker is running afterwards.
+        self.addCleanup(base.rabbitmqctl, "await_startup")
+        self.addCleanup(base.rabbitmqctl, "start_app")
+        base.rabbitmqctl("stop_app")
+        time.sleep(3.0)             # the outage
+        base.rabbitmqctl("start_app")
+        base.rabbitmqctl("await_startup")
+        # The listener declares its queue again and consumes from it (a
+        # notification published before that would have no queue).
+        self.wait_until(lambda: self.listener_consumers() >= 1,
+                        "the engine's listener back on the bus",
+                        timeout=120, interval=1)
+        source = self.upload(MiB + 9, tags=[tag])
+        self.wait_replicated(policy["id"], [source["id"]], timeout=240)
+        # The notification did it: the periodic scan is an hour apart.
+        self.assertIn("image.activate of image %s" % source["id"],
+                      self.engine_log())
+        self.assertReplicaIntact(source)
 
     def test_rpo_breach_and_recovery_on_link_cut(self):
         tag = self.tag()
@@ -306,6 +349,65 @@ class TestProtection(api.ApiPairTestCase):
 
     # Failover and failback.
 
+    def made_at_b(self, policy, tag, size):
+        """A new image on B, in the project of ``policy``'s replicas."""
+        admin_b = self.b.glance.client(
+            session=self.b.users["admin"].session())
+        project = self.rest_policy(policy["id"], persona="admin",
+                                   cloud=self.b)["project_id"]
+        new = admin_b.images.create(
+            name="made-at-b-%s" % tag, disk_format="raw",
+            container_format="bare", tags=[tag], owner=project)
+        path = os.path.join(self.workdir, "new-%s.raw" % tag)
+        base.make_file(path, size, seed=7)
+        with open(path, "rb") as f:
+            admin_b.images.upload(new["id"], f)
+        return dict(devcloud.wait_image(admin_b, new["id"]))
+
+    def outgoing_of_b(self):
+        resp = self.http("admin", "GET", "/v1/migrations", cloud=self.b,
+                         params={"direction": "outgoing",
+                                 "all_projects": "true"})
+        self.assertEqual(200, resp.status_code, resp.text)
+        return [m for m in resp.json()["migrations"]
+                if m["peer"] == self.a.agent_name]
+
+    def test_failback_resumes_after_kill9_of_the_dr_engine(self):
+        tag = self.tag()
+        policy = self.create_policy("k9-%s" % tag, tag, "--keep-id")
+        kept = self.upload(MiB + 11, tags=[tag])
+        self.wait_replicated(policy["id"], [kept["id"]])
+        self.openstack_json("admin", "dtn", "failover", policy["id"],
+                            cloud=self.b)
+        new = self.made_at_b(policy, tag, 48 * MiB + 3)
+        before = {m["id"] for m in self.outgoing_of_b()}
+        first = self.openstack_json("admin", "dtn", "failback",
+                                    policy["id"], cloud=self.b)
+        self.assertFalse(first["complete"])
+        # B's engine dies while its migration back to A runs.
+        states = [m["state"] for m in self.outgoing_of_b()
+                  if m["id"] not in before]
+        self.b.engine.kill9()
+        sys.stderr.write("%s: B's migrations back to A at the kill: %s\n"
+                         % (self.id(), states))
+        self.b.engine.start()
+        self.b.wait_ready()
+        back = self.openstack_json("admin", "dtn", "failback", policy["id"],
+                                   "--wait", "--timeout", "300",
+                                   cloud=self.b, timeout=400)
+        self.assertTrue(back["complete"], back)
+        sent = [m for m in self.outgoing_of_b()
+                if m["id"] not in before]
+        # One migration, resumed: not asked again after the restart.
+        self.assertEqual([new["id"]], [m["image_id"] for m in sent])
+        self.assertEqual("complete", sent[0]["state"])
+        admin_a = self.a.glance.client(
+            session=self.a.users["admin"].session())
+        at_a = dict(admin_a.images.get(new["id"]))
+        self.assertEqual(("active", new["os_hash_value"]),
+                         (at_a["status"], at_a["os_hash_value"]))
+        self.assertEqual(1, len(self.migrations_of(kept["id"])))
+
     def test_failover_and_failback_round_trip(self):
         tag = self.tag()
         policy = self.create_policy("dr-%s" % tag, tag, "--keep-id")
@@ -325,18 +427,14 @@ class TestProtection(api.ApiPairTestCase):
             session=self.b.users["admin"].session())
         promoted = dict(admin_b.images.get(replica["replica_image_id"]))
         self.assertNotIn("dtn_migrate_transfer_id", promoted)
+        # At B, the promoted replica's metadata changes, not its bytes.
+        admin_b.images.update(promoted["id"], x_note="changed at b",
+                              min_ram=256)
+        admin_b.image_tags.update(promoted["id"], "tier1")
 
         # Work goes on at B: a new image in the replicas' project.
-        project = self.rest_policy(policy["id"], persona="admin",
-                                   cloud=self.b)["project_id"]
-        new = admin_b.images.create(
-            name="made-at-b-%s" % tag, disk_format="raw",
-            container_format="bare", tags=[tag], owner=project)
-        path = os.path.join(self.workdir, "new.raw")
-        base.make_file(path, MiB + 2, seed=7)
-        with open(path, "rb") as f:
-            admin_b.images.upload(new["id"], f)
-        new = dict(devcloud.wait_image(admin_b, new["id"]))
+        new = self.made_at_b(policy, tag, MiB + 2)
+        before = {m["id"] for m in self.outgoing_of_b()}
 
         # Failback sends only that one back, and completes.
         back = self.openstack_json("admin", "dtn", "failback", policy["id"],
@@ -344,11 +442,8 @@ class TestProtection(api.ApiPairTestCase):
                                    cloud=self.b, timeout=400)
         self.assertTrue(back["complete"], back)
         self.assertEqual("replica", back["role"])
-        resp = self.http("admin", "GET", "/v1/migrations", cloud=self.b,
-                         params={"direction": "outgoing",
-                                 "all_projects": "true"})
-        sent = [m for m in resp.json()["migrations"]
-                if m["peer"] == self.a.agent_name]
+        sent = [m for m in self.outgoing_of_b()
+                if m["id"] not in before]
         self.assertEqual([new["id"]], [m["image_id"] for m in sent])
         self.assertEqual("complete", sent[0]["state"])
         # A holds it, verified, with its id (keep id).
@@ -357,10 +452,83 @@ class TestProtection(api.ApiPairTestCase):
         at_a = dict(admin_a.images.get(new["id"]))
         self.assertEqual(("active", new["os_hash_value"]),
                          (at_a["status"], at_a["os_hash_value"]))
+        # The changed replica's metadata came back, its bytes did not.
+        source = dict(admin_a.images.get(kept["id"]))
+        self.assertEqual(("changed at b", 256),
+                         (source.get("x_note"), source["min_ram"]))
+        self.assertEqual(sorted([tag, "tier1"]), sorted(source["tags"]))
+        self.assertEqual(kept["os_hash_value"], source["os_hash_value"])
+        self.assertEqual(1, len(self.migrations_of(kept["id"])))
         # Done: again, nothing moves.
         done = self.openstack_json("admin", "dtn", "failback", policy["id"],
                                    cloud=self.b)
         self.assertEqual((True, 0), (done["complete"], done["migrations"]))
+
+    # Deletion handling.
+
+    def catalog_state(self, image_id, cloud=None, direction="outgoing"):
+        return self.replica(image_id, cloud=cloud,
+                            direction=direction)["state"]
+
+    def test_deletion_mirror_after_grace_keep_never(self):
+        tag = self.tag()
+        mirror = self.create_policy("mirror-%s" % tag, tag, "--deletion",
+                                    "mirror", "--deletion-grace", "60")
+        keep = self.create_policy("keep-%s" % tag, tag + "k")
+        gone = self.upload(MiB + 3, tags=[tag])
+        kept = self.upload(MiB + 5, tags=[tag + "k"])
+        self.wait_replicated(mirror["id"], [gone["id"]])
+        self.wait_replicated(keep["id"], [kept["id"]])
+        gone_copy = self.replica(gone["id"])["replica_image_id"]
+        kept_copy = self.replica(kept["id"])["replica_image_id"]
+        client = self.a.glance.client(
+            session=self.a.users["alice"].session())
+        client.images.delete(gone["id"])
+        client.images.delete(kept["id"])
+
+        def state(policy, image):
+            return self.policy_images(policy["id"])[image["id"]]["state"]
+
+        # Glance's image.delete: the mirror waits out its grace period,
+        # the keep policy is done with it.
+        self.wait_until(lambda: state(mirror, gone) == "deleting",
+                        "the mirror deletion to wait", timeout=60)
+        self.wait_until(lambda: state(keep, kept) == "removed",
+                        "the kept image removed", timeout=60)
+        time.sleep(3)               # three runs of the deletions
+        self.assertEqual("deleting", state(mirror, gone))
+        self.assertEqual("active", self.peer_image(gone_copy)["status"])
+
+        # Grace over, DTN link cut: asked again until it answers.
+        self.a.relay.cut(down_for=6)
+        self.openstack("alice", "dtn", "policy", "set", mirror["id"],
+                       "--deletion-grace", "0")
+        self.wait_until(
+            lambda: "deleting its replica" in (self.policy_images(
+                mirror["id"])[gone["id"]]["error"] or ""),
+            "the cut link to show", timeout=30, interval=0.3)
+        self.assertEqual("active", self.peer_image(gone_copy)["status"])
+        self.wait_until(lambda: state(mirror, gone) == "removed",
+                        "the replica deleted", timeout=90)
+        self.assertIn("replica deleted", self.policy_images(
+            mirror["id"])[gone["id"]]["error"])
+        self.assertRaises(glance_exc.HTTPNotFound, self.peer_image,
+                          gone_copy)
+        self.assertEqual("deleted", self.catalog_state(gone["id"]))
+        self.assertEqual("deleted", self.catalog_state(
+            gone["id"], cloud=self.b, direction="incoming"))
+        # B's engine decided, on what A's agent sent over the DTN link.
+        self.assertIn("image %s, the replica of %s's image %s, deleted"
+                      % (gone_copy, self.a.agent_name, gone["id"]),
+                      self.engine_log(self.b))
+
+        # keep: never, whatever the time.
+        self.openstack("alice", "dtn", "policy", "set", keep["id"],
+                       "--deletion-grace", "0")
+        time.sleep(3)
+        self.assertEqual("removed", state(keep, kept))
+        self.assertEqual("active", self.peer_image(kept_copy)["status"])
+        self.assertEqual("current", self.catalog_state(kept["id"]))
 
     # The runbooks of doc/source/runbooks, as written.
 

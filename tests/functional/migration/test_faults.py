@@ -12,11 +12,11 @@ must hold, so that the migration is provably where each step wants it
 
 import os
 import re
-import subprocess
 import time
 
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
+from tests.functional import base
 from tests.functional import migration
 
 MiB = 1 << 20
@@ -218,11 +218,6 @@ class TestEngineCrash(migration.MigrationTestCase):
         self.kill_at_three_points(self.postgresql("a"))
 
 
-def _rabbitmqctl(*args):
-    subprocess.run(["rabbitmqctl", "-q"] + list(args), check=True,
-                   timeout=120)
-
-
 class TestFaults(migration.MigrationTestCase):
 
     def test_rabbitmq_restart(self):
@@ -249,12 +244,12 @@ class TestFaults(migration.MigrationTestCase):
         rec = self.a.bus.engine.get_migration({}, mid)
         self.assertEqual("running", rec["state"], rec.get("error"))
         # Whatever happens below, the broker is running afterwards.
-        self.addCleanup(_rabbitmqctl, "await_startup")
-        self.addCleanup(_rabbitmqctl, "start_app")
-        _rabbitmqctl("stop_app")
+        self.addCleanup(base.rabbitmqctl, "await_startup")
+        self.addCleanup(base.rabbitmqctl, "start_app")
+        base.rabbitmqctl("stop_app")
         time.sleep(3.0)             # the outage
-        _rabbitmqctl("start_app")
-        _rabbitmqctl("await_startup")
+        base.rabbitmqctl("start_app")
+        base.rabbitmqctl("await_startup")
         # Still mid-way: running, no upload let through to Glance B, no
         # active image there.  (The import's byte count may already be
         # whole: the proxy reads each refused body to its end.)

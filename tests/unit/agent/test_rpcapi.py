@@ -26,7 +26,7 @@ class TestAgentAPI(testtools.TestCase):
     def test_server_speaks_the_client_version(self):
         self.assertEqual(rpcapi.AgentAPI.VERSION,
                          manager.AgentManager.target.version)
-        self.assertEqual("1.4", rpcapi.AgentAPI.VERSION)
+        self.assertEqual("1.5", rpcapi.AgentAPI.VERSION)
 
     def test_ping_needs_the_staging_root(self):
         self.api.ping({}, "dtn1")
@@ -55,6 +55,20 @@ class TestAgentAPI(testtools.TestCase):
         self.api.peer_health({}, "dtn1")
         self.assertEqual(("1.3", "peer_health", {"peer": None}),
                          self.sent())
+
+    def test_peer_request_needs_1_5(self):
+        self.api.peer_request({}, "dtn1", "east", {"action": "delete"})
+        self.assertEqual(("1.5", "peer_request",
+                          {"peer": "east", "request": {"action": "delete"}}),
+                         self.sent())
+        # Without a timeout, the client's (an explicit None: for ever).
+        self.assertNotIn("timeout", self.client.prepare.call_args.kwargs)
+
+    def test_peer_request_timeout(self):
+        self.api.peer_request({}, "dtn1", "east", {}, timeout=90)
+        self.client.prepare.assert_called_once_with(server="dtn1",
+                                                    version="1.5",
+                                                    timeout=90)
 
 
 class TestIds(testtools.TestCase):

@@ -204,7 +204,7 @@ class TestFailoverEndpoints(testtools.TestCase):
             api.client.prepare.assert_called_once_with(version="1.4")
             prepared.call.assert_called_once_with({}, method,
                                                   policy_id=PID)
-        self.assertEqual("1.4", manager.EngineManager.target.version)
+        self.assertEqual("1.5", manager.EngineManager.target.version)
 
 
 class TestOverRPC(testtools.TestCase):
@@ -311,3 +311,41 @@ class TestOverRPC(testtools.TestCase):
         exc = self.assertRaises(exception.ProtectionPolicyNotFound,
                                 self.api.failback_policy, {}, PID)
         self.assertIn(PID, str(exc))
+
+
+class TestPeerRequestEndpoint(testtools.TestCase):
+    """1.5: a peer cloud's request, from this cloud's DTN agent."""
+
+    def setUp(self):
+        super().setUp()
+        self.protection = mock.Mock()
+        self.manager = manager.EngineManager("controller", mock.Mock(),
+                                             self.protection)
+
+    def test_goes_to_the_deletions(self):
+        request = {"action": "delete_replica"}
+        handle = self.protection.peer_request
+        self.assertIs(handle.return_value,
+                      self.manager.peer_request({}, peer="dtn-a",
+                                                request=request))
+        handle.assert_called_once_with("dtn-a", request)
+
+    def test_bad_peer_and_refusals_are_expected(self):
+        for peer in (None, "", 7):
+            exc = self.assertRaises(messaging.ExpectedException,
+                                    self.manager.peer_request, {},
+                                    peer=peer, request={})
+            self.assertIsInstance(exc.exc_info[1], exception.InvalidInput)
+        error = exception.InvalidInput(reason="unknown peer request")
+        self.protection.peer_request.side_effect = error
+        exc = self.assertRaises(messaging.ExpectedException,
+                                self.manager.peer_request, {},
+                                peer="dtn-a", request={})
+        self.assertIs(error, exc.exc_info[1])
+
+    def test_without_protection(self):
+        bare = manager.EngineManager("controller", mock.Mock())
+        exc = self.assertRaises(messaging.ExpectedException,
+                                bare.peer_request, {}, peer="dtn-a",
+                                request={})
+        self.assertIsInstance(exc.exc_info[1], exception.ConfigError)

@@ -180,8 +180,8 @@ class TestEngineAPIVersions(testtools.TestCase):
         api.client.prepare.assert_called_once_with(version="1.1")
         api.client.prepare.return_value.cast.assert_called_once_with(
             {}, "incoming_transfer", transfer_id=TID, peer="a", attempt=2)
-        self.assertEqual("1.4", rpcapi.EngineAPI.VERSION)
-        self.assertEqual("1.4", manager.EngineManager.target.version)
+        self.assertEqual("1.5", rpcapi.EngineAPI.VERSION)
+        self.assertEqual("1.5", manager.EngineManager.target.version)
 
     def test_new_calls_need_1_2(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())

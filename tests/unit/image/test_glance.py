@@ -309,6 +309,38 @@ class TestDownload(ServiceTestCase):
                           FakeResponse(204))
 
 
+class TestUpdate(ServiceTestCase):
+    def setUp(self):
+        super().setUp()
+        self.svc.client = mock.Mock()
+        self.svc.client.images.update.return_value = {'id': IMAGE_ID,
+                                                      'name': 'app'}
+
+    def test_fields_and_removals(self):
+        out = self.svc.update('a/b', {'name': 'app', 'tags': ['x']},
+                              ['tier'])
+        self.svc.client.images.update.assert_called_once_with(
+            'a%2Fb', remove_props=['tier'], name='app', tags=['x'])
+        self.assertEqual({'id': IMAGE_ID, 'name': 'app'}, out)
+        self.assertIsInstance(out, dict)
+
+    def test_nothing_to_remove(self):
+        self.svc.update(IMAGE_ID, {'name': 'app'})
+        self.svc.client.images.update.assert_called_once_with(
+            IMAGE_ID, remove_props=None, name='app')
+
+    def test_errors_map(self):
+        update = self.svc.client.images.update
+        for error, expected in (
+                (glance_exc.HTTPNotFound('gone'), exception.ImageNotFound),
+                (glance_exc.HTTPBadRequest('bad'), exception.InvalidInput),
+                (glance_exc.HTTPConflict('busy'), exception.Conflict),
+                (TypeError('unknown attribute'), exception.InvalidInput)):
+            update.side_effect = error
+            self.assertRaises(expected, self.svc.update, IMAGE_ID,
+                              {'name': 'app'})
+
+
 class TestRemoveProperties(ServiceTestCase):
     def setUp(self):
         super().setUp()

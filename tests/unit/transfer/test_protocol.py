@@ -25,6 +25,8 @@ def samples():
                   NONCE, "source"),
         P.Connect(1, 1, P.Role.REPORT, 0, P.Caps.NONE, TID, 0, 4 << 20, 1,
                   NONCE, "source"),
+        P.Connect(1, 1, P.Role.REQUEST, 0, P.Caps.FRAME_AUTH, TID, 0,
+                  4 << 20, 1, NONCE, "source"),
         P.Challenge(1, NONCE, PROOF),
         P.Auth(PROOF),
         P.ConnectAck(7, 4 << 20, 4, 64, P.DataPlane.RDMA, "sink",
@@ -316,8 +318,19 @@ class BodyRejectTest(testtools.TestCase):
                              ("object_size", P.MAX_OBJECT_SIZE + 1),
                              ("object_size", 0),
                              ("peer", ""), ("peer", "p" * 256),
-                             ("role", 3), ("role", 255),
+                             ("role", 4), ("role", 255),
                              ("rdma", b"r" * 4097)):
+            self.assertBounds(dataclasses.replace(good, **{field: value}))
+
+    def test_request_connect_bounds(self):
+        good = P.Connect(P.VERSION, P.VERSION, P.Role.REQUEST, 0,
+                         P.Caps.FRAME_AUTH, TID, 0, 4 << 20, 1, NONCE,
+                         "source")
+        self.assertEqual(good, decode(P.Connect, good.encode()))
+        self.assertEqual(3, P.Role.REQUEST)
+        for field, value in (("streams", 2), ("stream", 1),
+                             ("rdma", b"endpoint"), ("epoch", 1),
+                             ("epoch", 0xFFFFFFFF)):
             self.assertBounds(dataclasses.replace(good, **{field: value}))
 
     def test_connect_ack_bounds(self):

@@ -68,7 +68,7 @@ class ReportMessageTest(testtools.TestCase):
         for field, value in (("streams", 2), ("stream", 1),
                              ("epoch", P.MAX_ATTEMPT + 1),
                              ("epoch", 0xFFFFFFFF), ("rdma", b"endpoint"),
-                             ("role", 3), ("object_size", 0)):
+                             ("role", 4), ("object_size", 0)):
             msg = report_connect(**{field: value})
             self.assertRaises(errors.BoundsError, roundtrip, msg)
 

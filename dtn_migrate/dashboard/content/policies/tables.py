@@ -43,6 +43,7 @@ IMAGE_STATUS_CHOICES = (
     ("syncing", None),
     ("replicated", True),
     ("failed", False),
+    ("deleting", None),
     ("removed", True),
 )
 IMAGE_STATE_DISPLAY = (
@@ -50,6 +51,7 @@ IMAGE_STATE_DISPLAY = (
     ("syncing", _("Syncing")),
     ("replicated", _("Replicated")),
     ("failed", _("Failed")),
+    ("deleting", _("Deleting replica")),
     ("removed", _("Removed")),
 )
 DRILL_STATUS_CHOICES = (

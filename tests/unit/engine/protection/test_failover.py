@@ -435,6 +435,63 @@ class TestFailback(FailoverTestCase):
         self.assertEqual("replica", self.policy_row()["role"])
         self.assertFalse(self.db.policy_get(reverse["id"])["enabled"])
 
+    def test_metadata_of_unchanged_bytes_goes_back(self):
+        unchanged, changed, reverse = self.failed_over()
+        self.glance.images[changed["id"]]["os_hash_value"] = "new-data"
+        self.glance.images[unchanged["id"]].update(
+            name="renamed", tags=["gold", "tier1"], x_owner="ops")
+        agent = self.migrations.res.agent
+        agent.answer = {"result": "updated", "changed": ["name"]}
+        self.f.failback(self.ctx, self.pid)
+        # Only the replica whose bytes A holds: the other goes as data.
+        [(peer, request)] = agent.requests
+        self.assertEqual(SOURCE, peer)
+        row = self.db.replica_get("incoming", SOURCE, request[
+            "source_image_id"])
+        self.assertEqual(unchanged["id"], row["replica_image_id"])
+        self.assertEqual({
+            "action": "update_metadata", "policy_id": self.pid,
+            "source_image_id": row["source_image_id"],
+            "replica_image_id": unchanged["id"],
+            "hash_value": unchanged["os_hash_value"],
+            "metadata": {"name": "renamed", "min_disk": None,
+                         "min_ram": None, "tags": ["gold", "tier1"],
+                         "properties": {"x_owner": "ops"}}}, request)
+        self.assertNotIn(MARKER, request["metadata"]["properties"])
+
+    def test_peer_unreachable_for_metadata_is_not_complete(self):
+        self.failed_over()
+        agent = self.migrations.res.agent
+        agent.answer = exception.PeerUnreachable(peer=SOURCE,
+                                                 reason="link cut")
+        out = self.f.failback(self.ctx, self.pid)
+        self.assertFalse(out["complete"])
+        self.assertEqual("failed-over", self.policy_row()["role"])
+        self.assertIn("link cut", self.policy_row()["last_error"])
+        # A refusal is an answer: logged, and the failback completes.
+        agent.answer = {"result": "refused", "reason": "changed at A"}
+        out = self.f.failback(self.ctx, self.pid)
+        self.assertTrue(out["complete"])
+        self.assertIsNone(self.policy_row()["last_error"])
+        self.assertEqual(4, len(agent.requests))    # 2 replicas, twice
+
+    def test_nonsense_metadata_answer_is_not_complete(self):
+        self.failed_over()
+        self.migrations.res.agent.answer = {"result": "maybe"}
+        self.assertFalse(self.f.failback(self.ctx, self.pid)["complete"])
+
+    def test_image_made_in_the_second_of_the_failover(self):
+        # Glance's created_at has whole seconds: an image made a moment
+        # after the failover, within the same second, reads as earlier.
+        self.now = self.now.replace(microsecond=600000)
+        reverse = self.failed_over()[2]
+        self.now = self.now.replace(microsecond=900000)
+        new = self.glance.add(owner=PROJECT, name="new")
+        out = self.f.failback(self.ctx, self.pid)
+        self.assertEqual([new["id"]], self.requested())
+        self.assertFalse(out["complete"])
+        self.assertEqual("syncing", self.image_row(reverse, new)["state"])
+
     def test_failed_migration_is_asked_again(self):
         reverse = self.failed_over()[2]
         new = self.glance.add(owner=PROJECT, name="new")

@@ -102,6 +102,14 @@ class FakeAgent:
     def __init__(self):
         self.health = [{"name": PEER, "reachable": True}]
         self.error = None
+        self.requests = []                  # (peer, request) sent
+        self.answer = {"result": "unchanged"}
+
+    def peer_request(self, ctxt, host, peer, request, timeout=None):
+        self.requests.append((peer, request))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
 
     def peer_health(self, ctxt, host, peer=None):
         if self.error is not None:
