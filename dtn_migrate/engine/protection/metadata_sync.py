@@ -10,12 +10,15 @@ only when its catalog says that image was replicated to B as that very
 replica, for that policy, with the same verified hash, and A's image
 still has that hash: then B's metadata wins, field by field, and A
 answers ``updated`` (with the fields it changed) or ``unchanged``.
-Anything else is ``refused`` with the reason.  Visibility, owner,
-``protected`` and ``os_hidden`` stay each cloud's own.
+Anything else is ``refused`` with the reason, and so is every update
+when A's ``[peer:<name>] accept_metadata_updates`` is false.
+Visibility, owner, ``protected`` and ``os_hidden`` stay each cloud's
+own.
 """
 
 from oslo_log import log as logging
 
+from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.engine.protection import catalog
 from dtn_migrate.engine.protection import peer_requests
 from dtn_migrate.engine.tasks import base
@@ -175,7 +178,10 @@ class MetadataSync:
         wanted = check(request.get("metadata"))
         replica = self.db.replica_get(catalog.OUTGOING, peer, source)
         reason = None
-        if replica is None or replica.get("state") != catalog.CURRENT or \
+        if not self._accepts(peer):
+            reason = "this cloud does not accept metadata updates from " \
+                     "%s ([peer:%s] accept_metadata_updates)" % (peer, peer)
+        elif replica is None or replica.get("state") != catalog.CURRENT or \
                 replica.get("replica_image_id") != copy:
             reason = "this cloud did not replicate that image to %s" % peer
         elif replica.get("policy_id") != policy_id:
@@ -193,6 +199,10 @@ class MetadataSync:
         LOG.info("image %s: metadata from %s's replica %s applied (%s)",
                  source, peer, copy, ", ".join(changed))
         return {"result": UPDATED, "changed": changed}
+
+    def _accepts(self, peer):
+        peer_conf.import_rules(self.conf, peer)     # registers its group
+        return self.conf[peer_conf.group_name(peer)].accept_metadata_updates
 
     def _apply(self, image_id, digest, wanted):
         """(None, the fields changed) or (why not, None)."""

@@ -5,6 +5,7 @@ a fake Glance.
 
 import uuid
 
+from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.engine.protection import catalog
 from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate import exception
@@ -158,6 +159,12 @@ class HandleTestCase(test_sync.ProtectionTestCase):
         answer = self.ask(metadata=wanted(name="evil"))
         self.assertIn("not in this cloud's Glance", answer["reason"])
         self.assertEqual([], self.glance.updates)
+
+    def test_refused_when_updates_are_not_accepted(self):
+        peer_conf.import_rules(self.conf, PEER)     # registers the group
+        self.conf.set_override("accept_metadata_updates", False,
+                               group="peer:%s" % PEER)
+        self.assertRefused("accept_metadata_updates")
 
     def test_deleted_replica_is_refused(self):
         self.db.replica_upsert("outgoing", PEER, self.image["id"],
