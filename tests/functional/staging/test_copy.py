@@ -101,7 +101,8 @@ class TestStageAndRead(test_libnfs.LibnfsTestCase):
         data = os.urandom(3 * MiB)
         copy.stage(be, "img", chunks(data, MiB), len(data),
                    options=options())
-        wrong = sha(data[:-1] + b"\0")
+        # The last byte changed (a zero byte set to zero would not be).
+        wrong = sha(data[:-1] + bytes([data[-1] ^ 0xFF]))
         got = bytearray()
         stream = copy.open_staged(be, "img", len(data), wrong,
                                   options=options())
