@@ -27,6 +27,7 @@ import time
 from oslo_log import log as logging
 
 from dtn_migrate.agent import ids
+from dtn_migrate.agent import requests
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import protocol
@@ -41,20 +42,13 @@ _FILE = re.compile(r"^([0-9a-f]{32})\.(json|report)$")
 
 
 def encode_report(report):
-    """Validate an import report and return its wire form."""
-    if not isinstance(report, dict):
-        raise exception.InvalidInput(reason="an import report is a mapping")
+    """Validate an import report and return its wire form (compact JSON
+    of at most MAX_REPORT bytes, as every mapping on the DTN link).
+    """
     try:
-        raw = json.dumps(report, sort_keys=True, separators=(",", ":"),
-                         allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise exception.InvalidInput(
-            reason="the import report is not JSON: %s" % exc)
-    if len(raw) > protocol.MAX_REPORT:
-        raise exception.InvalidInput(
-            reason="the import report is %d bytes encoded, more than %d"
-            % (len(raw), protocol.MAX_REPORT))
-    return raw
+        return requests.encode(report, "import report")
+    except ValueError as exc:
+        raise exception.InvalidInput(reason=str(exc))
 
 
 def _id_or_none(transfer_hex):

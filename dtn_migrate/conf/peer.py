@@ -98,20 +98,28 @@ def register_opts(conf):
         conf.register_opts(peer_opts, group=group_name(name))
 
 
+def section(conf, name):
+    """The ``[peer:<name>]`` section of ``conf``, registered if it is not
+    yet (a peer the engine's own [agent] peers does not name).
+    """
+    group = group_name(name)
+    conf.register_opts(peer_opts, group=group)
+    return conf[group]
+
+
 def import_rules(conf, name):
     """The import rules of peer ``name`` on ``conf`` (an ImportRules),
     its section registered if it is not yet.  Raises ValueError when a
     value is invalid (an unknown visibility).
     """
     group = group_name(name)
-    conf.register_opts(peer_opts, group=group)
-    section = conf[group]
+    values = section(conf, name)
     try:
-        visibilities = list(section.allowed_visibilities or ())
+        visibilities = list(values.allowed_visibilities or ())
     except cfg.Error as exc:
         raise ValueError('[%s] allowed_visibilities: %s' % (group, exc))
-    return ImportRules(name, section.import_project or None,
-                       [p for p in section.allowed_projects or () if p],
+    return ImportRules(name, values.import_project or None,
+                       [p for p in values.allowed_projects or () if p],
                        visibilities)
 
 

@@ -130,6 +130,18 @@ def rabbitmqctl(*args):
                           timeout=120).stdout
 
 
+def restart_broker(case, outage=3.0):
+    """Stop the machine's RabbitMQ for ``outage`` seconds and start it
+    again; whatever happens, ``case`` leaves it running.
+    """
+    case.addCleanup(rabbitmqctl, "await_startup")
+    case.addCleanup(rabbitmqctl, "start_app")
+    rabbitmqctl("stop_app")
+    time.sleep(outage)
+    rabbitmqctl("start_app")
+    rabbitmqctl("await_startup")
+
+
 class Broker:
     """A private vhost on the machine's RabbitMQ."""
 

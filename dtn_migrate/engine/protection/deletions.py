@@ -240,5 +240,4 @@ class Deletions:
         return None
 
     def _accepts(self, peer):
-        peer_conf.import_rules(self.conf, peer)     # registers its group
-        return self.conf[peer_conf.group_name(peer)].accept_deletions
+        return peer_conf.section(self.conf, peer).accept_deletions

@@ -201,8 +201,7 @@ class MetadataSync:
         return {"result": UPDATED, "changed": changed}
 
     def _accepts(self, peer):
-        peer_conf.import_rules(self.conf, peer)     # registers its group
-        return self.conf[peer_conf.group_name(peer)].accept_metadata_updates
+        return peer_conf.section(self.conf, peer).accept_metadata_updates
 
     def _apply(self, image_id, digest, wanted):
         """(None, the fields changed) or (why not, None)."""

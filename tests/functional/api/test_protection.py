@@ -209,13 +209,7 @@ class TestProtection(api.ApiPairTestCase):
         tag = self.tag()
         policy = self.create_policy("bus-%s" % tag, tag)
         self.assertGreaterEqual(self.listener_consumers(), 1)
-        # Whatever happens below, the broker is running afterwards.
-        self.addCleanup(base.rabbitmqctl, "await_startup")
-        self.addCleanup(base.rabbitmqctl, "start_app")
-        base.rabbitmqctl("stop_app")
-        time.sleep(3.0)             # the outage
-        base.rabbitmqctl("start_app")
-        base.rabbitmqctl("await_startup")
+        base.restart_broker(self, outage=3.0)
         # The listener declares its queue again and consumes from it (a
         # notification published before that would have no queue).
         self.wait_until(lambda: self.listener_consumers() >= 1,
@@ -372,6 +366,25 @@ class TestProtection(api.ApiPairTestCase):
         return [m for m in resp.json()["migrations"]
                 if m["peer"] == self.a.agent_name]
 
+    def fail_back_only(self, policy, new, before):
+        """``failback --wait`` on B completes, having sent back only
+        ``new`` (one complete migration besides those in ``before``),
+        which A holds active with its hash; the failback's answer.
+        """
+        back = self.openstack_json("admin", "dtn", "failback", policy["id"],
+                                   "--wait", "--timeout", "300",
+                                   cloud=self.b, timeout=400)
+        self.assertTrue(back["complete"], back)
+        sent = [m for m in self.outgoing_of_b() if m["id"] not in before]
+        self.assertEqual([new["id"]], [m["image_id"] for m in sent])
+        self.assertEqual("complete", sent[0]["state"])
+        admin_a = self.a.glance.client(
+            session=self.a.users["admin"].session())
+        at_a = dict(admin_a.images.get(new["id"]))
+        self.assertEqual(("active", new["os_hash_value"]),
+                         (at_a["status"], at_a["os_hash_value"]))
+        return back
+
     def test_failback_resumes_after_kill9_of_the_dr_engine(self):
         tag = self.tag()
         policy = self.create_policy("k9-%s" % tag, tag, "--keep-id")
@@ -392,20 +405,8 @@ class TestProtection(api.ApiPairTestCase):
                          % (self.id(), states))
         self.b.engine.start()
         self.b.wait_ready()
-        back = self.openstack_json("admin", "dtn", "failback", policy["id"],
-                                   "--wait", "--timeout", "300",
-                                   cloud=self.b, timeout=400)
-        self.assertTrue(back["complete"], back)
-        sent = [m for m in self.outgoing_of_b()
-                if m["id"] not in before]
         # One migration, resumed: not asked again after the restart.
-        self.assertEqual([new["id"]], [m["image_id"] for m in sent])
-        self.assertEqual("complete", sent[0]["state"])
-        admin_a = self.a.glance.client(
-            session=self.a.users["admin"].session())
-        at_a = dict(admin_a.images.get(new["id"]))
-        self.assertEqual(("active", new["os_hash_value"]),
-                         (at_a["status"], at_a["os_hash_value"]))
+        self.fail_back_only(policy, new, before)
         self.assertEqual(1, len(self.migrations_of(kept["id"])))
 
     def test_failover_and_failback_round_trip(self):
@@ -436,22 +437,12 @@ class TestProtection(api.ApiPairTestCase):
         new = self.made_at_b(policy, tag, MiB + 2)
         before = {m["id"] for m in self.outgoing_of_b()}
 
-        # Failback sends only that one back, and completes.
-        back = self.openstack_json("admin", "dtn", "failback", policy["id"],
-                                   "--wait", "--timeout", "300",
-                                   cloud=self.b, timeout=400)
-        self.assertTrue(back["complete"], back)
+        # Failback sends only that one back, and completes; A holds it,
+        # verified, with its id (keep id).
+        back = self.fail_back_only(policy, new, before)
         self.assertEqual("replica", back["role"])
-        sent = [m for m in self.outgoing_of_b()
-                if m["id"] not in before]
-        self.assertEqual([new["id"]], [m["image_id"] for m in sent])
-        self.assertEqual("complete", sent[0]["state"])
-        # A holds it, verified, with its id (keep id).
         admin_a = self.a.glance.client(
             session=self.a.users["admin"].session())
-        at_a = dict(admin_a.images.get(new["id"]))
-        self.assertEqual(("active", new["os_hash_value"]),
-                         (at_a["status"], at_a["os_hash_value"]))
         # The changed replica's metadata came back, its bytes did not.
         source = dict(admin_a.images.get(kept["id"]))
         self.assertEqual(("changed at b", 256),

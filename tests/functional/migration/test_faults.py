@@ -243,13 +243,7 @@ class TestFaults(migration.MigrationTestCase):
         sent = self.wait_until(transferring, "the transfer to be under way")
         rec = self.a.bus.engine.get_migration({}, mid)
         self.assertEqual("running", rec["state"], rec.get("error"))
-        # Whatever happens below, the broker is running afterwards.
-        self.addCleanup(base.rabbitmqctl, "await_startup")
-        self.addCleanup(base.rabbitmqctl, "start_app")
-        base.rabbitmqctl("stop_app")
-        time.sleep(3.0)             # the outage
-        base.rabbitmqctl("start_app")
-        base.rabbitmqctl("await_startup")
+        base.restart_broker(self, outage=3.0)
         # Still mid-way: running, no upload let through to Glance B, no
         # active image there.  (The import's byte count may already be
         # whole: the proxy reads each refused body to its end.)

@@ -288,9 +288,9 @@ class PeerTestCase(test_sync.ProtectionTestCase):
         self.assertRefused("no such policy", policy_id=str(uuid.uuid4()))
 
     def test_refused_when_deletions_are_not_accepted(self):
-        peer_conf.import_rules(self.conf, SOURCE)   # registers the group
+        peer_conf.section(self.conf, SOURCE)    # registers the group
         self.conf.set_override("accept_deletions", False,
-                               group="peer:%s" % SOURCE)
+                               group=peer_conf.group_name(SOURCE))
         self.assertRefused("accept_deletions")
 
     def test_refused_for_a_policy_of_this_cloud(self):

@@ -161,9 +161,9 @@ class HandleTestCase(test_sync.ProtectionTestCase):
         self.assertEqual([], self.glance.updates)
 
     def test_refused_when_updates_are_not_accepted(self):
-        peer_conf.import_rules(self.conf, PEER)     # registers the group
+        peer_conf.section(self.conf, PEER)      # registers the group
         self.conf.set_override("accept_metadata_updates", False,
-                               group="peer:%s" % PEER)
+                               group=peer_conf.group_name(PEER))
         self.assertRefused("accept_metadata_updates")
 
     def test_deleted_replica_is_refused(self):
