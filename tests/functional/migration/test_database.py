@@ -151,7 +151,11 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         source = self.upload(a, data=os.urandom(32 * MiB), name="rows")
         req = a.bus.engine.migrate(
             {}, b.agent_name, images=[source["id"]],
-            options={"transfer_options": {"rate_limit": 8 * MiB}})
+            # 8 s of transfer: the agent pushes its progress every 2 s
+            # (progress_event_interval), so several pushes land inside
+            # it (at 8 MiB/s, 4 s held one at best, and CI once saw none
+            # reach the row).
+            options={"transfer_options": {"rate_limit": 4 * MiB}})
         [m] = req["migrations"]
         mid = m["migration_id"]
         self.assertEqual(mid, m["id"])

@@ -1,0 +1,64 @@
+"""The CPU-profile and page-cache benchmarks' own logic."""
+
+import tempfile
+import unittest
+
+from benchmarks import cpuprofile
+from benchmarks import pagecache
+
+PERF_SCRIPT = """\
+14707
+\t    1234 copy_folio_from_iter_atomic ([kernel.kallsyms])
+\t    5678 ksys_pwrite64 ([kernel.kallsyms])
+
+14707
+\t    2a3d0c [unknown] (/usr/lib/x86_64-linux-gnu/libcrypto.so.3)
+\t    1111 _PyEval_EvalFrameDefault (/usr/bin/python3.11)
+
+14686
+\t    12b8e8 _PyEval_EvalFrameDefault (/usr/bin/python3.11)
+
+999
+\t    1234 copy_folio_from_iter_atomic ([kernel.kallsyms])
+
+14686
+\t    4242 XXH3_update_avx2 (/x/_xxhash.cpython-311-x86_64-linux-gnu.so)
+"""
+
+
+class CpuProfileTest(unittest.TestCase):
+    def test_leaf_of_each_sample_of_known_processes(self):
+        counts = cpuprofile.parse(PERF_SCRIPT.splitlines(),
+                                  {"14707": "engine-a", "14686": "dtn-b"})
+        self.assertEqual({"write into page cache": 1, "libcrypto": 1},
+                         dict(counts["engine-a"]))
+        self.assertEqual({"Python": 1, "xxh3": 1}, dict(counts["dtn-b"]))
+        self.assertEqual({"engine-a", "dtn-b"}, set(counts))
+
+    def test_process_names(self):
+        self.assertEqual("engine-a", cpuprofile._name(
+            "/w/.venv/bin/dtn-migrate-engine --config-file "
+            "/var/tmp/dtnm-bench-migration-x/engine-a-7661/engine.conf"))
+        self.assertEqual("dtn-b", cpuprofile._name(
+            "ip netns exec b /w/.venv/bin/dtn-migrate-agent --config-file "
+            "/var/tmp/dtnm-bench-migration-x/dtn-b-4e4e/agent.conf"))
+        self.assertIsNone(cpuprofile._name("/usr/bin/uwsgi --ini g.ini"))
+
+    def test_kinds(self):
+        self.assertEqual("socket copies",
+                         cpuprofile.kind("_copy_to_iter", "[kernel.kallsyms]"))
+        self.assertEqual("other kernel",
+                         cpuprofile.kind("handle_softirqs",
+                                         "[kernel.kallsyms]"))
+        self.assertEqual("other", cpuprofile.kind("malloc", "libc.so.6"))
+
+
+class PageCacheTest(unittest.TestCase):
+    def test_every_case_measured_each_repetition(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = pagecache.measure(d, reps=2, settle=0, size=8 << 20,
+                                    log=lambda _msg: None)
+            self.assertEqual(set(pagecache.CASES), set(out))
+            for case, values in out.items():
+                self.assertEqual(2, len(values), case)
+                self.assertTrue(all(v >= 0 for v in values), case)
