@@ -18,6 +18,12 @@ system CPU time (``os.times``), interleaved over ``--reps``:
 ``recycled``
     1 GiB written to a new file right after an equally large file was
     deleted: the pages freed are taken again before they are reported.
+``O_DIRECT``
+    1 GiB written to a new file with ``O_DIRECT`` from one resident
+    buffer, then ``fdatasync``, after ``--settle`` seconds like
+    ``reported``: no page-cache page is taken at all.  (The buffered
+    cases leave writeback to the kernel's threads, whose CPU is not
+    counted here.)
 ``memcpy``
     1 GiB copied between two resident buffers in user space: the copy
     alone.
@@ -35,18 +41,22 @@ from benchmarks import report
 
 GiB = 1 << 30
 BLOCK = 1 << 20
-CASES = ("reported", "recycled", "memcpy")
+CASES = ("reported", "recycled", "O_DIRECT", "memcpy")
 
 
-def _write(path, block, size):
+def _write(path, block, size, flags=0):
     """System CPU-s of writing ``size`` bytes of ``block`` to new
-    ``path`` (the file is left there).
+    ``path`` (the file is left there); with ``os.O_DIRECT`` in
+    ``flags``, its ``fdatasync`` included.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flags,
+                 0o600)
     try:
         before = os.times()
         for offset in range(0, size, len(block)):
             os.pwrite(fd, block, offset)
+        if flags:
+            os.fdatasync(fd)
         after = os.times()
     finally:
         os.close(fd)
@@ -74,7 +84,8 @@ def _memcpy(size):
 
 def measure(directory, reps, settle, size=GiB, log=print):
     """{case: [CPU-s per GiB, one per repetition]}."""
-    block = os.urandom(BLOCK)
+    block = mmap.mmap(-1, BLOCK)        # page-aligned, for O_DIRECT
+    block.write(os.urandom(BLOCK))
     path = os.path.join(directory, "dtnm-pagecache-%d" % os.getpid())
     old = path + ".old"
     results = {case: [] for case in CASES}
@@ -92,6 +103,10 @@ def measure(directory, reps, settle, size=GiB, log=print):
             os.rename(path, old)
             os.unlink(old)
             results["recycled"].append(_write(path, block, size) * per_gib)
+            os.unlink(path)
+            time.sleep(settle)
+            results["O_DIRECT"].append(
+                _write(path, block, size, os.O_DIRECT) * per_gib)
             results["memcpy"].append(_memcpy(size) * per_gib)
             log("repetition %d: %s" % (rep + 1, ", ".join(
                 "%s %.2f" % (c, results[c][-1]) for c in CASES)))
@@ -99,6 +114,7 @@ def measure(directory, reps, settle, size=GiB, log=print):
         for p in (path, old):
             if os.path.exists(p):
                 os.unlink(p)
+        block.close()
     return results
 
 
