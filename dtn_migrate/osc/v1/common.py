@@ -1,5 +1,8 @@
 """Columns and progress drawing shared by the ``openstack dtn`` commands."""
 
+import contextlib
+import signal
+import threading
 import time
 
 from cliff import columns
@@ -220,6 +223,43 @@ class _Progress(_progress.Progress):
         return text
 
 
+@contextlib.contextmanager
+def ctrl_c_between_polls(slice_=0.1):
+    """A ``sleep`` for poll loops in which Ctrl-C always takes effect.
+
+    The first SIGINT only sets a flag, and the pause under way (or the
+    next one) raises KeyboardInterrupt.  Raised by the default handler
+    at whatever point the signal lands, it can be lost: a finalizer that
+    runs at that moment prints it and goes on, and the loop would wait
+    for ever.  A second SIGINT raises at once (a request that hangs).
+    Outside the main thread, where no handler can be set, a plain sleep.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield time.sleep
+        return
+    hit = []
+
+    def on_sigint(signum, frame):
+        if hit:
+            raise KeyboardInterrupt()
+        hit.append(signum)
+
+    def pause(seconds):
+        end = time.monotonic() + seconds
+        while not hit:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, slice_))
+        raise KeyboardInterrupt()
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pause
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 class Waiter:
     """Waits for migrations, drawing their progress on ``stream``:
     redrawn in place on a terminal; otherwise a plain line when a
@@ -264,9 +304,10 @@ class Waiter:
         migrations go on.
         """
         try:
-            return call(self.client.migrations.wait, list(ids),
-                        callback=self.draw, interval=self.interval,
-                        timeout=self.timeout)
+            with ctrl_c_between_polls() as pause:
+                return call(self.client.migrations.wait, list(ids),
+                            callback=self.draw, interval=self.interval,
+                            timeout=self.timeout, sleep=pause)
         except KeyboardInterrupt:
             self.stream.write(
                 "\nStopped waiting; the migrations go on. Wait again with: "

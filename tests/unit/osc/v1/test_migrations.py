@@ -1,6 +1,10 @@
 """openstack dtn migrate and dtn migration ..., against the fake API."""
 
 import json
+import os
+import signal
+import time
+from unittest import mock
 
 from osc_lib import exceptions
 
@@ -195,6 +199,54 @@ class TestWait(base.CommandTestCase):
         self.assertIn(a["id"], self.app.stderr.getvalue())
         self.assertEqual([], self.posted())
         self.assertEqual("running", self.api.migrations[a["id"]]["state"])
+
+    def test_ctrl_c_lost_inside_a_request_still_stops_waiting(self):
+        """A Ctrl-C raised where a library drops it (a finalizer running
+        then prints it and goes on) ends the wait all the same.  Before,
+        the wait went on until its timeout (CI once saw ``openstack dtn
+        migration wait`` go on for 120 s after a SIGINT).
+        """
+        a = self.running()
+        dtn = self.app.client_manager.dtn
+        real_get = dtn.migrations.get
+        gets = []
+
+        def get(mid):
+            gets.append(mid)
+            if len(gets) == 2:
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.5)     # the handler runs in here
+                except KeyboardInterrupt:
+                    pass                # dropped, as a finalizer would
+            return real_get(mid)
+
+        with mock.patch.object(dtn.migrations, "get", side_effect=get):
+            self.assertRaises(KeyboardInterrupt, self.run_command,
+                              migrations.WaitMigration,
+                              [a["id"], "--interval", "0.05",
+                               "--timeout", "5"])
+        self.assertEqual(2, len(gets))
+        self.assertIn("Stopped waiting; the migrations go on",
+                      self.app.stderr.getvalue())
+        # Outside the wait, Ctrl-C is the default again.
+        self.assertIs(signal.default_int_handler,
+                      signal.getsignal(signal.SIGINT))
+
+    def test_second_ctrl_c_stops_a_hung_request(self):
+        a = self.running()
+        dtn = self.app.client_manager.dtn
+
+        def hung(mid):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)             # the first only sets the flag
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)               # the second raises in here
+            self.fail("the second Ctrl-C did not stop the request")
+
+        with mock.patch.object(dtn.migrations, "get", side_effect=hung):
+            self.assertRaises(KeyboardInterrupt, self.run_command,
+                              migrations.WaitMigration, [a["id"]])
 
     def test_timeout(self):
         a = self.running()
