@@ -232,9 +232,12 @@ def ctrl_c_between_polls(slice_=0.1):
     at whatever point the signal lands, it can be lost: a finalizer that
     runs at that moment prints it and goes on, and the loop would wait
     for ever.  A second SIGINT raises at once (a request that hangs).
-    Outside the main thread, where no handler can be set, a plain sleep.
+    Outside the main thread, where no handler can be set, or where
+    SIGINT is ignored (a command started in the background), a plain
+    sleep.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield time.sleep
         return
     hit = []

@@ -71,6 +71,10 @@ class TestRegistered(ShellTestCase):
             self.assertIn(option, out.stdout)
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class TestAgainstAPI(ShellTestCase):
 
     def setUp(self):
@@ -178,7 +182,11 @@ class TestAgainstAPI(ShellTestCase):
             [str(OPENSTACK)] + self.token_args +
             ["dtn", "migration", "wait", rec["id"], "--interval", "0.2"],
             env=clean_env(), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True,
+            # As from a shell: a child inherits an ignored SIGINT, and a
+            # test run earlier in this worker may have left it ignored
+            # (the command then waited on for 120 s in a CI run).
+            preexec_fn=_default_sigint)
         self.addCleanup(proc.kill)
         first = proc.stderr.readline()          # the first progress line
         self.assertIn("running", first)

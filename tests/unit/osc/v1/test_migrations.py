@@ -210,6 +210,7 @@ class TestWait(base.CommandTestCase):
         dtn = self.app.client_manager.dtn
         real_get = dtn.migrations.get
         gets = []
+        self.default_ctrl_c()
 
         def get(mid):
             gets.append(mid)
@@ -229,13 +230,30 @@ class TestWait(base.CommandTestCase):
         self.assertEqual(2, len(gets))
         self.assertIn("Stopped waiting; the migrations go on",
                       self.app.stderr.getvalue())
-        # Outside the wait, Ctrl-C is the default again.
+        # Outside the wait, Ctrl-C is handled as before it.
         self.assertIs(signal.default_int_handler,
                       signal.getsignal(signal.SIGINT))
+
+    def default_ctrl_c(self):
+        """SIGINT raises KeyboardInterrupt, as in a shell (test runners
+        may ignore it in their workers).
+        """
+        old = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, old)
+
+    def test_ignored_ctrl_c_stays_ignored(self):
+        a = self.api.add(state="complete", stage="import", size=GiB,
+                         progress=1.0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.addCleanup(signal.signal, signal.SIGINT,
+                        signal.default_int_handler)
+        self.run_command(migrations.WaitMigration, [a["id"]])
+        self.assertIs(signal.SIG_IGN, signal.getsignal(signal.SIGINT))
 
     def test_second_ctrl_c_stops_a_hung_request(self):
         a = self.running()
         dtn = self.app.client_manager.dtn
+        self.default_ctrl_c()
 
         def hung(mid):
             os.kill(os.getpid(), signal.SIGINT)
