@@ -122,9 +122,11 @@ class StartDrill(command.ShowOne):
         drill = common.call(client.drills.start, policy["id"],
                             clone=parsed_args.clone)
         if parsed_args.wait:
-            drill = common.call(client.drills.wait, drill["id"],
-                                timeout=parsed_args.timeout,
-                                interval=parsed_args.interval)
+            with common.ctrl_c_between_polls() as pause:
+                drill = common.call(client.drills.wait, drill["id"],
+                                    timeout=parsed_args.timeout,
+                                    interval=parsed_args.interval,
+                                    sleep=pause)
             self.failed = failure(drill)
         return _show(drill)
 

@@ -3,6 +3,9 @@ SQLite, the API tests' fake engine) over HTTP.
 """
 
 import json
+import os
+import signal
+import time
 from unittest import mock
 
 from osc_lib import exceptions
@@ -94,6 +97,36 @@ class TestDrillCommands(test_real_api.RealApiTestCase):
                 exceptions.CommandError, self.run_command,
                 drills.StartDrill, ["gold", "--wait"])
         self.assertIn("error: glance unreachable", str(exc))
+
+    def test_ctrl_c_lost_inside_a_request_still_stops_waiting(self):
+        """As for migrations: a Ctrl-C that a library drops where it
+        lands still ends ``drill start --wait`` (before, the wait went on
+        to its timeout).
+        """
+        dtn = self.app_.client_manager.dtn
+        real_get = dtn.drills.get
+        gets = []
+        old = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, old)
+
+        def get(drill_id):
+            gets.append(drill_id)
+            if len(gets) == 2:
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.5)     # the handler runs in here
+                except KeyboardInterrupt:
+                    pass                # dropped, as a finalizer would
+            return real_get(drill_id)
+
+        with mock.patch.object(dtn.drills, "get", side_effect=get):
+            self.assertRaises(KeyboardInterrupt, self.run_command,
+                              drills.StartDrill,
+                              ["gold", "--wait", "--interval", "0.05",
+                               "--timeout", "5"])
+        self.assertEqual(2, len(gets))
+        self.assertIs(signal.default_int_handler,
+                      signal.getsignal(signal.SIGINT))
 
     def test_start_errors(self):
         for argv, words in ((["silver"], "silver"),
