@@ -77,8 +77,9 @@ def _broker(attempts=3):
 class Cloud:
     """One side: its Glance, vhost, staging directory, agent, engine."""
 
-    def __init__(self, name, workdir):
+    def __init__(self, name, workdir, direct_io=True):
         self.name = name
+        self.direct_io = direct_io
         self.dir = os.path.join(workdir, "cloud-%s" % name)
         self.staging_dir = os.path.join(self.dir, "staging")
         os.makedirs(self.staging_dir, exist_ok=True)
@@ -96,7 +97,8 @@ class Cloud:
         return {"backend": "path", "path": self.staging_dir,
                 "allow_local": "true", "mount_check": "off",
                 "commit_interval_bytes": 16 * MiB,
-                "free_space_margin": "0"}
+                "free_space_margin": "0",
+                "direct_io": "auto" if self.direct_io else "off"}
 
     def glance_auth(self):
         """The ``[glance]`` section: the default user's password."""
@@ -172,13 +174,14 @@ class Clouds:
     """
 
     def __init__(self, workdir, rate="1gbit", mtu=1500, engine=None,
-                 log=print):
+                 log=print, direct_io=True):
         self.workdir = workdir
         self.rate, self.mtu = rate, mtu
         self.engine_extra = engine or {}
         self.log = log
-        self.a = Cloud("a", workdir)
-        self.b = Cloud("b", workdir)
+        self.direct_io = direct_io
+        self.a = Cloud("a", workdir, direct_io)
+        self.b = Cloud("b", workdir, direct_io)
         self.keystone = self.lab = None
         self.link_endpoint = None
         self._stack = contextlib.ExitStack()
@@ -221,7 +224,8 @@ class Clouds:
                 {peer.agent_name: (self.lab.addr(peer.name),
                                    ports[peer.name])},
                 listen_address=self.lab.addr(c.name), port=ports[c.name],
-                lab=self.lab, ns=c.name, staging=c.staging_dir)
+                lab=self.lab, ns=c.name, staging=c.staging_dir,
+                transfer={"direct_io": str(self.direct_io).lower()})
             self._stack.callback(c.agent.stop)
             c.agent.start()
         for c in (self.a, self.b):

@@ -234,6 +234,7 @@ class Bench:
         self.log("work directory %s" % self.workdir)
         self.clouds = _clouds.Clouds(self.workdir, rate=args.rate,
                                      mtu=args.mtu, engine=ENGINE,
+                                     direct_io=args.direct_io,
                                      log=self.log).start()
         groups = {"keystone": self.clouds.keystone.proc.pid}
         for c in (self.clouds.a, self.clouds.b):
@@ -941,6 +942,10 @@ def main(argv=None):
                    help="seconds per run (default max(900, size at "
                         "5 MB/s))")
     p.add_argument("--out", default="doc/source/benchmarks/migration")
+    p.add_argument("--no-direct-io", dest="direct_io", action="store_false",
+                   help="stage, send, receive and import through the page "
+                        "cache ([staging] and [transfer] direct_io = "
+                        "false), for a side-by-side run")
     p.add_argument("--keep", action="store_true",
                    help="keep the work directory (logs, stores)")
     p.add_argument("--import-sha512", choices=("auto", "on"),
@@ -988,7 +993,7 @@ def main(argv=None):
         "tbf_burst": netns.tbf_burst(args.rate, args.mtu)
         if args.rate else None,
         "data_dir": args.data_dir, "engine": ENGINE,
-        "import_sha512": args.import_sha512,
+        "import_sha512": args.import_sha512, "direct_io": args.direct_io,
         "link_region": _clouds.LINK_REGION,
         "glance": report.tool_version([os.path.join(
             devcloud.clouds_venv(), "bin", "python"), "-c",

@@ -177,6 +177,10 @@ TOOLS = dict(peers.PEERS, **{
     'dtn-migrate-zoff': lambda **kw: _variant(
         'dtn-migrate-zoff', (COMPRESSION_FLAG, 'off'), (COMPRESSION_FLAG,),
         **kw),
+    # Every object read and written through the page cache (no O_DIRECT).
+    'dtn-migrate-buffered': lambda **kw: _variant(
+        'dtn-migrate-buffered', ('--no-direct-io',), ('--no-direct-io',),
+        **kw),
     # Zero extents off: every zero byte crosses the link (protocol 2).
     'dtn-migrate-nozero': lambda **kw: _variant(
         'dtn-migrate-nozero', (NO_ZERO_FLAG,), (NO_ZERO_FLAG,), **kw),

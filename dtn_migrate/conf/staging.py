@@ -146,6 +146,17 @@ staging_opts = [
              'peer DTN received are not affected: they stay until their '
              'import succeeds.'),
     cfg.StrOpt(
+        'direct_io', default='auto', choices=('auto', 'on', 'off'),
+        help='With backend "path": write and read whole blocks of a staged '
+             'file with O_DIRECT, past the page cache (the short last '
+             'block goes through the page cache). An image is staged once '
+             'and read back once, so caching it buys little, and on a VM '
+             'whose free memory goes back to the host every new cached '
+             'page costs CPU. "auto" uses it on a local file system '
+             '(allow_local) and not on a kernel NFS mount, where each '
+             'direct write waits for its own WRITE and COMMIT; "on" uses '
+             'it on both. libnfs has no client cache either way.'),
+    cfg.StrOpt(
         'watermark_suffix', default='.watermark',
         regex=r'^[^/\0]+$',
         help='Suffix of the side file beside each staged image that holds '

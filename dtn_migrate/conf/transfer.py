@@ -48,6 +48,15 @@ transfer_opts = [
                      'before writing. Skipped on tmpfs and ramfs, where it '
                      'would only zero-fill memory; free space is checked '
                      'in every case.'),
+    cfg.BoolOpt('direct_io', default=_d.direct_io,
+                help='Read (source) and write (sink) whole objects with '
+                     'O_DIRECT, past the page cache, where the file system '
+                     'takes it; the short last object of a file goes '
+                     'through the page cache. A staged or received file is '
+                     'written once and read back once, so caching it buys '
+                     'little, and on a VM whose free memory goes back to '
+                     'the host every new cached page costs CPU. Off: all '
+                     'I/O is buffered.'),
     cfg.IntOpt('min_free_bytes', default=_d.min_free_bytes, min=0,
                help='Sink: refuse a file that would leave less free space.'),
     cfg.StrOpt('logger', default=_d.logger, choices=engine.LOGGERS,

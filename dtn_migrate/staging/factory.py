@@ -28,9 +28,21 @@ def open_backend(settings, mountinfo="/proc/self/mountinfo"):
         return libnfs.LibnfsBackend(settings.url)
     if settings.backend != "path":
         raise ValueError("unknown [staging] backend %r" % settings.backend)
-    nfsmount.verify(settings.path, profile(settings), settings.mount_check,
-                    settings.allow_local, mountinfo)
-    return localfs.LocalBackend(settings.path)
+    mount = nfsmount.verify(settings.path, profile(settings),
+                            settings.mount_check, settings.allow_local,
+                            mountinfo)
+    return localfs.LocalBackend(settings.path,
+                                direct_io=direct_io(settings, mount))
+
+
+def direct_io(settings, mount):
+    """Whether the path backend uses O_DIRECT: ``[staging] direct_io``,
+    where "auto" means only off NFS (``mount`` is None).
+    """
+    choice = getattr(settings, "direct_io", "auto")
+    if choice == "auto":
+        return mount is None
+    return choice == "on"
 
 
 def copy_options(settings, margin_bytes):

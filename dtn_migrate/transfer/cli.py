@@ -73,6 +73,10 @@ def _tuning(parser):
     g = parser.add_argument_group("tuning")
     d = config.TransferConfig()
     g.add_argument("--object-size", type=size, default=d.object_size)
+    g.add_argument("--no-direct-io", dest="direct_io", action="store_false",
+                   default=None,
+                   help="read and write every object through the page "
+                        "cache (no O_DIRECT)")
     g.add_argument("--streams", type=int, default=d.streams)
     g.add_argument("--io-threads", type=int, default=d.io_threads)
     g.add_argument("--buffer-pool", type=size, default=d.buffer_pool_bytes)
@@ -116,7 +120,7 @@ def _config(args):
         socket_buffer_bytes=args.socket_buffer, transport=args.transport,
         tcp_user_timeout=args.tcp_user_timeout)
     for name in ("logger", "log_method", "rate_limit", "reconnect_deadline",
-                 "preallocate", "verify_sha512", "min_free_bytes",
+                 "preallocate", "direct_io", "verify_sha512", "min_free_bytes",
                  "frame_auth", "compression", "compression_level",
                  "zero_extents"):
         if getattr(args, name, None) is not None:

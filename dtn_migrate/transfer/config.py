@@ -33,6 +33,10 @@ class TransferConfig:
     sync_bytes: int = 16 * MiB
     sync_interval: float = 0.05
     preallocate: bool = True
+    # Read (source) and write (sink) whole objects with O_DIRECT where
+    # the file system takes it (direct.py), the rest through the page
+    # cache.
+    direct_io: bool = True
     # Reserve left free on the sink's file system.
     min_free_bytes: int = 64 * MiB
     # Object log (source side).

@@ -44,6 +44,7 @@ from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import mounts
@@ -811,6 +812,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
         if flags & P.FileFlags.NO_SHA512:
             hasher = None
         f = SinkFile(msg, parts, key, fd, done, hasher)
+        if self.cfg.direct_io:
+            f.dfd = direct.reopen(fd)
         f.unconfirmed = bool(fresh)
         f.fresh = bool(fresh)
         f.has_sidecar = sidecar
@@ -890,8 +893,10 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
     def _close_file(self, f):
         with self.lock:
             fd, f.fd = f.fd, None
-        if fd is not None:
-            os.close(fd)
+            dfd, f.dfd = f.dfd, None
+        for one in (fd, dfd):
+            if one is not None:
+                os.close(one)
         self._drop_held(f)
 
     def _declare(self, msg):

@@ -158,6 +158,10 @@ class SinkFile:
         self.expected = (msg.sha512 if self.flags & P.FileFlags.HAS_SHA512
                          else None)
         self.fd = fd
+        # The same file with O_DIRECT (``direct``), for aligned objects;
+        # None where the file system takes no direct I/O.
+        self.dfd = None
+        self.direct_refused = False
         self.durable = durable
         self.hasher = hasher
         self.last_ckpt = hasher.offset if hasher else 0
@@ -197,6 +201,10 @@ class SinkFile:
 
     def span(self, index):
         return P.object_span(index, self.size, self.object_size)
+
+    def direct_fd(self):
+        """The O_DIRECT descriptor to offer, or None."""
+        return None if self.direct_refused else self.dfd
 
     def durable_prefix(self):
         return min(self.size, self.durable.prefix() * self.object_size)

@@ -23,6 +23,7 @@ import threading
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sinkhash
@@ -409,9 +410,9 @@ class ReceiveMixin:
             if sparse:
                 write_sparse(f.fd, view, length, offset)
                 return self._written_object(f, index, length, buf, None)
-            done = 0
-            while done < length:
-                done += os.pwrite(f.fd, view[done:length], offset + done)
+            if not direct.pwrite(f.fd, view, length, offset,
+                                 f.direct_fd()):
+                f.direct_refused = True
         except OSError as exc:
             error = exc
         self._written_object(f, index, length, buf, error)

@@ -278,6 +278,9 @@ class SourceTransfer:
         if f.fd is not None:
             os.close(f.fd)
             f.fd = None
+        if f.dfd is not None:
+            os.close(f.dfd)
+            f.dfd = None
 
     # Source files: the very files defined, whose content is either
     # unchanged since it was last sent or sent again from its start.

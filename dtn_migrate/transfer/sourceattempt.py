@@ -13,6 +13,7 @@ from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import compress
 from dtn_migrate.transfer import dataset
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import extents
 from dtn_migrate.transfer import protocol as P
@@ -316,6 +317,8 @@ class Attempt(sourcedata.DataMixin):
             f.fd = t.open_source(f)
             if f.fd is None:
                 return None
+            if self.cfg.direct_io:
+                f.dfd = direct.reopen(f.fd)
         flags = P.FileFlags.NONE
         if f.spec.growing:
             flags |= P.FileFlags.GROWING

@@ -14,6 +14,7 @@ from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import compress
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import extents
 from dtn_migrate.transfer import protocol as P
@@ -57,7 +58,7 @@ class DataMixin:
             mac = auth.object_mac(self.control.object_key, f.file_id, index,
                                   offset, length, nonce)
             try:
-                digest = self._read(f.fd, offset, length, buf, None, mac)
+                digest = self._read_object(f, offset, length, buf, mac)
             except OSError as exc:
                 with self.cond:
                     self._drop(f, "read error on %s: %s" % (f.spec.path, exc),
@@ -183,6 +184,27 @@ class DataMixin:
         if cursor is None or cursor.fd != f.fd:
             cursor = f.holes = extents.HoleCursor(f.fd)
         return cursor
+
+    def _read_object(self, f, offset, length, buf, mac):
+        """xxh3 of an object read into ``buf`` (with O_DIRECT where it
+        can: one read, then hashed from memory), or None if the file is
+        shorter.
+        """
+        dfd = f.direct_fd()
+        if dfd is None:
+            return self._read(f.fd, offset, length, buf, None, mac)
+        n, usable = direct.preadinto(f.fd, buf.view, length, offset, dfd)
+        if not usable:
+            f.direct_refused = True
+        if n != length:
+            return None
+        h = checksum.xxh3_stream()
+        for pos in range(0, length, checksum.PIECE):
+            view = buf.view[pos:min(length, pos + checksum.PIECE)]
+            h.update(view)
+            if mac is not None:
+                mac.update(view)
+        return h.intdigest()
 
     @staticmethod
     def _read(fd, offset, length, buf, scratch, mac=None):

@@ -81,6 +81,10 @@ class SourceFile:
         self.sha512 = bytes.fromhex(spec.sha512) if spec.sha512 else None
         self.hasher = None        # sourcehash.OrderedSha512 while hashing
         self.fd = None
+        # The same file with O_DIRECT, for aligned objects (None where
+        # the file system takes no direct I/O).
+        self.dfd = None
+        self.direct_refused = False
         self.holes = None         # extents.HoleCursor of fd
         self.available = 0 if spec.growing else spec.size
         self.last_growth = time.monotonic()
@@ -92,6 +96,10 @@ class SourceFile:
         # Bumped when the file is announced again (RESTART): objects
         # queued for an older announcement are dropped, not sent.
         self.generation = 0
+
+    def direct_fd(self):
+        """The O_DIRECT descriptor to read with, or None."""
+        return None if self.direct_refused else self.dfd
 
     def span(self, index):
         return P.object_span(index, self.spec.size, self.object_size)

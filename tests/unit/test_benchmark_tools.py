@@ -1,8 +1,12 @@
 """The CPU-profile and page-cache benchmarks' own logic."""
 
+import json
+import os
+import shutil
 import tempfile
 import unittest
 
+from benchmarks import compare_runs
 from benchmarks import cpuprofile
 from benchmarks import pagecache
 
@@ -62,3 +66,38 @@ class PageCacheTest(unittest.TestCase):
             for case, values in out.items():
                 self.assertEqual(2, len(values), case)
                 self.assertTrue(all(v >= 0 for v in values), case)
+
+
+class CompareRunsTest(unittest.TestCase):
+
+    def run_dir(self, root, name, engine_a, seconds):
+        d = os.path.join(root, name)
+        os.makedirs(d)
+        samples = [{"what": "pipelined", "seconds": s,
+                    "extra": {"cpu_seconds": {"engine-a": e, "agent-a": 1.0,
+                                              "agent-b": 2.0, "engine-b": 1.0,
+                                              "glance-b": 7.0}}}
+                   for e, s in zip(engine_a, seconds)]
+        samples.append({"what": "export", "seconds": 1.0,
+                        "extra": {"cpu_seconds": {"engine-a": 99.0}}})
+        with open(os.path.join(d, "results.json"), "w") as f:
+            json.dump({"command": "x", "settings": {"size": 2 << 30},
+                       "samples": samples}, f)
+        return d
+
+    def test_labels_pool_their_runs(self):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        runs = compare_runs.load([
+            ("direct", self.run_dir(root, "d1", [4.0, 6.0], [20, 22])),
+            ("buffered", self.run_dir(root, "b1", [8.0], [30])),
+            ("direct", self.run_dir(root, "d2", [2.0], [21]))], "pipelined")
+        self.assertEqual(["direct", "buffered"], list(runs))
+        # CPU-s per GiB of a 2 GiB image; the export sample is not one.
+        self.assertEqual([2.0, 3.0, 1.0], runs["direct"]["engine-a"])
+        self.assertEqual([4.0, 5.0, 3.0], runs["direct"]["dtn-migrate"])
+        self.assertEqual([20, 22, 21], runs["direct"]["seconds"])
+        text = compare_runs.table(runs)
+        self.assertIn("direct / buffered (medians)", text)
+        # engine-a: median 2.0 against 4.0.
+        self.assertIn("| 0.50 ", text)

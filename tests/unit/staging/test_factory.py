@@ -25,7 +25,7 @@ def settings(**kw):
                   queue_depth=8, writers=2, readers=2,
                   commit_interval_bytes=64 * MiB, sync_writes=False,
                   watermark_suffix=".watermark", skip_zeros=True,
-                  hash_checkpoint_bytes=256 * MiB)
+                  hash_checkpoint_bytes=256 * MiB, direct_io="auto")
     values.update(kw)
     return types.SimpleNamespace(**values)
 
@@ -56,6 +56,21 @@ class TestOpenBackend(testtools.TestCase):
         be = factory.open_backend(settings(path=self.dir, allow_local=True),
                                   self.mountinfo)
         self.assertEqual(self.dir, be.root)
+
+    def test_direct_io_auto_off_nfs_only(self):
+        self.write_mountinfo(NFS_LINE)
+        be = factory.open_backend(settings(path=self.dir), self.mountinfo)
+        self.assertFalse(be.direct_io)
+        be = factory.open_backend(settings(path=self.dir, direct_io="on"),
+                                  self.mountinfo)
+        self.assertTrue(be.direct_io)
+        self.write_mountinfo(None)
+        be = factory.open_backend(settings(path=self.dir, allow_local=True),
+                                  self.mountinfo)
+        self.assertTrue(be.direct_io)
+        be = factory.open_backend(settings(path=self.dir, allow_local=True,
+                                           direct_io="off"), self.mountinfo)
+        self.assertFalse(be.direct_io)
 
     def test_profile_refused_or_warned(self):
         self.write_mountinfo(SMALL_LINE)

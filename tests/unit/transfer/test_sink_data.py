@@ -14,12 +14,14 @@ import zstandard
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinkrecv
 from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import tcp
+from tests.unit.transfer import test_direct
 from tests.unit.transfer import test_sink_session as base
 
 OBJ = base.OBJ
@@ -561,6 +563,93 @@ class TestSmallFiles(DataTestCase):
         self.session.preallocate = True
         self.announce(sink.PREALLOCATE_MIN // OBJ, flags=P.FileFlags.NO_SHA512)
         self.assertEqual(1, len(spied))
+
+
+class TestDirectWrites(DataTestCase):
+    """Whole objects go to the file with O_DIRECT, past the page cache;
+    the short last object, and everything where the file system refuses
+    direct I/O, through the ordinary descriptor.
+    """
+
+    caps = P.Caps.NONE
+
+    def setUp(self):
+        super().setUp()
+        probe = os.path.join(self.root, "probe")
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o600)
+        dfd = direct.reopen(fd)
+        os.close(fd)
+        if dfd is None:
+            self.skipTest("%s takes no O_DIRECT here" % self.root)
+        os.close(dfd)
+        self.writes = []
+        real = os.pwrite
+
+        def pwrite(fd, data, offset):
+            self.writes.append((fd, offset, len(data)))
+            return real(fd, data, offset)
+        self.useFixture(fixtures.MonkeyPatch("os.pwrite", pwrite))
+
+    def test_whole_objects_written_direct(self):
+        f = self.announce(4)
+        self.assertIsNotNone(f.dfd)
+        for i in (2, 0, 3, 1):
+            self.write_data(f, i)
+        self.drain()
+        self.assertEqual(sorted((f.dfd, i * OBJ, OBJ) for i in range(4)),
+                         sorted(self.writes))
+        content = b"".join(self.data(i) for i in range(4))
+        self.declare(f, self.expected(content))
+        close = self.finish(f)
+        self.assertEqual(P.CloseStatus.OK, close.status, close)
+        with open(os.path.join(self.root, "h.img"), "rb") as fh:
+            self.assertEqual(content, fh.read())
+        self.assertIsNone(f.dfd)      # closed with the file
+
+    def test_short_last_object_through_the_page_cache(self):
+        size = OBJ + 1000
+        msg = P.NewFile(0, P.FileFlags.NONE, size, 0, 0o644, OBJ, bytes(64),
+                        "short.img", b"")
+        self.assertEqual(P.FileStatus.OPEN,
+                         self.session._open_file(msg).status)
+        f = self.session.files[0]
+        content = self.data(0) + self.data(1)[:1000]
+        for i, (offset, length) in enumerate(((0, OBJ), (OBJ, 1000))):
+            buf = self.session.pool.acquire(timeout=5)
+            buf.view[:length] = content[offset:offset + length]
+            self.session._submit(f, self.session._write, f, i, offset, buf,
+                                 length)
+        self.drain()
+        self.assertEqual({(f.dfd, 0, OBJ), (f.fd, OBJ, 1000)},
+                         set(self.writes))
+        self.declare(f, self.expected(content))
+        self.assertEqual(P.CloseStatus.OK, self.finish(f).status)
+        with open(os.path.join(self.root, "short.img"), "rb") as fh:
+            self.assertEqual(content, fh.read())
+
+    def test_refused_once_then_page_cache_for_the_file(self):
+        f = self.announce(3)
+        refused = test_direct.refuse_direct(self, "pwrite", lambda: f.dfd)
+        self.write_data(f, 0)
+        self.drain()
+        for i in (1, 2):
+            self.write_data(f, i)
+        self.drain()
+        self.assertEqual([0], refused)
+        self.assertTrue(f.direct_refused)
+        self.assertEqual({f.fd}, {w[0] for w in self.writes})
+        content = b"".join(self.data(i) for i in range(3))
+        self.declare(f, self.expected(content))
+        self.assertEqual(P.CloseStatus.OK, self.finish(f).status)
+
+    def test_off_by_configuration(self):
+        self.cfg.direct_io = False
+        f = self.announce(2)
+        self.assertIsNone(f.dfd)
+        for i in range(2):
+            self.write_data(f, i)
+        self.drain()
+        self.assertEqual({f.fd}, {w[0] for w in self.writes})
 
 
 class TestListener(DataTestCase):

@@ -8,6 +8,7 @@ import os
 from unittest import mock
 
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sourcedata
 from dtn_migrate.transfer import sourcehash
@@ -159,6 +160,49 @@ class TestCompression(test_engine.EngineTestCase):
         self.assertLess(status["bytes_sent_wire"], 4 * MiB)
 
 
+class TestDirectReads(test_engine.EngineTestCase):
+    """Whole objects are read with O_DIRECT (one read per object, hashed
+    from memory); the short last one too, up to the end of the file.
+    """
+
+    def spy(self):
+        calls = []
+        real = direct.preadinto
+
+        def read_direct(fd, view, length, offset, dfd):
+            calls.append((offset, length, dfd))
+            return real(fd, view, length, offset, dfd)
+        patcher = mock.patch.object(direct, "preadinto", read_direct)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        return calls
+
+    def test_objects_read_direct(self):
+        test_engine.write_file(os.path.join(self.src, "f"), 5 * MiB + 777, 5)
+        calls = self.spy()
+        server = self.start_sink()
+        t = self.transfer(server.port, ["f"])
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertSameFile("f")
+        self.assertEqual(test_engine.sha512(os.path.join(self.src, "f")),
+                         status["files"][0]["sha512"])
+        self.assertEqual(list(range(0, 5 * MiB + 777, self.cfg().object_size)),
+                         sorted(c[0] for c in calls))
+        self.assertNotIn(None, [c[2] for c in calls])
+
+    def test_off_reads_through_the_page_cache(self):
+        test_engine.write_file(os.path.join(self.src, "f"), 3 * MiB, 6)
+        calls = self.spy()
+        server = self.start_sink()
+        t = self.transfer(server.port, ["f"],
+                          cfg=self.cfg(direct_io=False))
+        status = self.run_transfer(t)
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertSameFile("f")
+        self.assertEqual([], calls)
+
+
 class TestHashOnce(test_engine.EngineTestCase, SpyMixin):
     def test_every_byte_read_once(self):
         """The source's sha512 comes from the reads for sending: no
@@ -168,14 +212,22 @@ class TestHashOnce(test_engine.EngineTestCase, SpyMixin):
                                5 * MiB + 777, 3)
         reads = []
         real = sourcedata.DataMixin._read
+        real_direct = direct.preadinto
 
         def read(fd, offset, length, *rest):
             reads.append(length)
             return real(fd, offset, length, *rest)
-        patcher = mock.patch.object(sourcedata.DataMixin, "_read",
-                                    staticmethod(read))
-        patcher.start()
-        self.addCleanup(patcher.stop)
+
+        def read_direct(fd, view, length, offset, dfd):
+            got = real_direct(fd, view, length, offset, dfd)
+            reads.append(got[0])
+            return got
+        for patcher in (mock.patch.object(sourcedata.DataMixin, "_read",
+                                          staticmethod(read)),
+                        mock.patch.object(direct, "preadinto",
+                                          read_direct)):
+            patcher.start()
+            self.addCleanup(patcher.stop)
         server = self.start_sink()
         t = self.transfer(server.port, ["f"], cfg=self.cfg(io_threads=4))
         status = self.run_transfer(t)
