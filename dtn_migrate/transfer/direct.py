@@ -25,15 +25,28 @@ ALIGN = 4096
 
 _REFUSED = (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENXIO,
             errno.ENOENT, errno.EACCES)
+# statfs(2) f_type of tmpfs and ramfs, whose page cache is the file:
+# O_DIRECT there (taken since Linux 6.6) saves nothing and adds a flush
+# and an invalidation of the range to every write.
+MEMORY_MAGIC = frozenset((0x01021994, 0x858458F6))
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def memory_backed(fd):
+    """True if ``fd`` is a file of tmpfs or ramfs."""
+    buf = ctypes.create_string_buffer(256)    # struct statfs: 120 bytes
+    if _libc.fstatfs(fd, buf) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buf).value in MEMORY_MAGIC
 
 
 def reopen(fd):
     """A second descriptor of the open file ``fd``, with ``O_DIRECT``
     and the same access mode and sync flags, or None where that is not
-    available.
+    available or buys nothing (tmpfs, ramfs).
     """
     flag = getattr(os, "O_DIRECT", 0)
-    if not flag:
+    if not flag or memory_backed(fd):
         return None
     mode = fcntl.fcntl(fd, fcntl.F_GETFL) & (os.O_ACCMODE | os.O_DSYNC |
                                              os.O_SYNC)

@@ -82,6 +82,20 @@ class TestReopen(DirectTestCase):
         self.assertEqual(os.O_RDWR, flags & os.O_ACCMODE)
         self.assertEqual(os.fstat(self.fd).st_ino, os.fstat(self.dfd).st_ino)
 
+    def test_not_on_memory_file_systems(self):
+        """tmpfs takes O_DIRECT (Linux 6.6 on) but gains nothing by it:
+        no second descriptor there.
+        """
+        self.assertFalse(direct.memory_backed(self.fd))
+        if not os.path.isdir("/dev/shm") or \
+                os.statvfs("/dev/shm").f_bavail == 0:
+            self.skipTest("no /dev/shm here")
+        fd, path = tempfile.mkstemp(dir="/dev/shm")
+        self.addCleanup(os.unlink, path)
+        self.addCleanup(os.close, fd)
+        self.assertTrue(direct.memory_backed(fd))
+        self.assertIsNone(direct.reopen(fd))
+
     def test_refused_is_none(self):
         def refuse(*a, **kw):
             raise OSError(errno.EINVAL, "no")
