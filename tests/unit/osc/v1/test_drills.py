@@ -3,9 +3,7 @@ SQLite, the API tests' fake engine) over HTTP.
 """
 
 import json
-import os
 import signal
-import time
 from unittest import mock
 
 from osc_lib import exceptions
@@ -13,6 +11,7 @@ from osc_lib import exceptions
 from dtn_migrate.osc.v1 import drills
 from tests.unit.api import base as api_base
 from tests.unit.client import test_real_api
+from tests.unit.osc.v1 import test_migrations
 from tests.unit.osc.v1 import test_real_api as osc_real_api
 
 BAD_IMAGE = dict(api_base.DRILL_IMAGE, status="corrupt",
@@ -105,19 +104,9 @@ class TestDrillCommands(test_real_api.RealApiTestCase):
         """
         dtn = self.app_.client_manager.dtn
         real_get = dtn.drills.get
-        gets = []
         old = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.addCleanup(signal.signal, signal.SIGINT, old)
-
-        def get(drill_id):
-            gets.append(drill_id)
-            if len(gets) == 2:
-                try:
-                    os.kill(os.getpid(), signal.SIGINT)
-                    time.sleep(0.5)     # the handler runs in here
-                except KeyboardInterrupt:
-                    pass                # dropped, as a finalizer would
-            return real_get(drill_id)
+        get, gets = test_migrations.ctrl_c_dropped_at_second_call(real_get)
 
         with mock.patch.object(dtn.drills, "get", side_effect=get):
             self.assertRaises(KeyboardInterrupt, self.run_command,

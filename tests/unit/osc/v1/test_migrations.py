@@ -106,6 +106,25 @@ class TestMigrate(base.CommandTestCase):
         self.assertIn("complete", progress[-1])
 
 
+def ctrl_c_dropped_at_second_call(real):
+    """(wrapper of ``real``, its calls): the second call sends this
+    process SIGINT and drops the KeyboardInterrupt, as a finalizer
+    running at that moment would.
+    """
+    calls = []
+
+    def call(arg):
+        calls.append(arg)
+        if len(calls) == 2:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)     # the handler runs in here
+            except KeyboardInterrupt:
+                pass                # dropped
+        return real(arg)
+    return call, calls
+
+
 class TestWait(base.CommandTestCase):
 
     def running(self, **values):
@@ -209,18 +228,8 @@ class TestWait(base.CommandTestCase):
         a = self.running()
         dtn = self.app.client_manager.dtn
         real_get = dtn.migrations.get
-        gets = []
         self.default_ctrl_c()
-
-        def get(mid):
-            gets.append(mid)
-            if len(gets) == 2:
-                try:
-                    os.kill(os.getpid(), signal.SIGINT)
-                    time.sleep(0.5)     # the handler runs in here
-                except KeyboardInterrupt:
-                    pass                # dropped, as a finalizer would
-            return real_get(mid)
+        get, gets = ctrl_c_dropped_at_second_call(real_get)
 
         with mock.patch.object(dtn.migrations, "get", side_effect=get):
             self.assertRaises(KeyboardInterrupt, self.run_command,
