@@ -101,6 +101,15 @@ class BenchError(RuntimeError):
     pass
 
 
+def engine_conf(args):
+    """Sections the engines' configuration gets on top of the test
+    clouds': ENGINE, and engine A's export hashing (``--export-sha512``).
+    """
+    conf = {section: dict(values) for section, values in ENGINE.items()}
+    conf.setdefault("staging", {})["export_sha512"] = args.export_sha512
+    return conf
+
+
 def image_chunks(size, seed, hasher=None):
     """SIZE bytes in 1 MiB chunks, every MiB different (a window of the
     workloads' PRNG block with a stamp), hashed into HASHER on the way.
@@ -233,7 +242,7 @@ class Bench:
                                         dir=args.data_dir)
         self.log("work directory %s" % self.workdir)
         self.clouds = _clouds.Clouds(self.workdir, rate=args.rate,
-                                     mtu=args.mtu, engine=ENGINE,
+                                     mtu=args.mtu, engine=engine_conf(args),
                                      direct_io=args.direct_io,
                                      log=self.log).start()
         groups = {"keystone": self.clouds.keystone.proc.pid}
@@ -405,9 +414,9 @@ class Bench:
         cpu = self.cpu.snapshot()
         t0 = time.monotonic()
         result = copy.stage(
-            backend_a, data, lambda offset: images_a.download(image_id,
-                                                              offset),
-            size, expected_sha512=sha, options=a.copy_options(stall))
+            backend_a, data, lambda offset: images_a.open_download(
+                image_id, offset),
+            size, options=a.copy_options(stall), **self.export_hashing(sha))
         out.append(("export", time.monotonic() - t0,
                     {"rate_MBps": result.rate / 1e6,
                      "cpu_seconds": self.cpu.delta(cpu,
@@ -462,6 +471,17 @@ class Bench:
             "cpu_seconds": self.cpu.delta(cpu, self.cpu.snapshot())}))
         self.check_peer_image(image["id"])
         return out
+
+    def export_hashing(self, sha):
+        """copy.stage's hashing arguments for the export alone, as engine
+        A's export does with ``--export-sha512`` (auto: no sha512 pass,
+        the transfer's sink checks every byte; always: hashed and
+        compared with os_hash_value while staged).
+        """
+        if getattr(self.args, "export_sha512", "always") == "always" or \
+                "digest" not in inspect.signature(copy.stage).parameters:
+            return {"expected_sha512": sha}
+        return {"expected_sha512": None, "digest": False}
 
     def import_hashing(self, sha):
         """open_staged's hashing arguments for the import alone: as the
@@ -953,6 +973,13 @@ def main(argv=None):
                    help="the import alone hashes like the engine (auto: no "
                         "own sha512 pass when open_staged can skip it) or "
                         "always (on)")
+    p.add_argument("--export-sha512", choices=("auto", "always"),
+                   default="auto",
+                   help="[staging] export_sha512 of the engines, and how "
+                        "the export alone hashes (auto: no sha512 pass on "
+                        "the source host, the sink checks; always: the "
+                        "export hashes too, as before issue 13's export "
+                        "change), for a side-by-side run")
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
     p.add_argument("--smoke", action="store_true",
@@ -994,6 +1021,7 @@ def main(argv=None):
         if args.rate else None,
         "data_dir": args.data_dir, "engine": ENGINE,
         "import_sha512": args.import_sha512, "direct_io": args.direct_io,
+        "export_sha512": args.export_sha512,
         "link_region": _clouds.LINK_REGION,
         "glance": report.tool_version([os.path.join(
             devcloud.clouds_venv(), "bin", "python"), "-c",

@@ -11,6 +11,7 @@ methods or paths::
     proxy.fail(429, seconds=5, method="PUT")      # uploads throttled 5 s
     proxy.reset(count=1, path=r"/file$")          # connection dropped
     proxy.cut(1 << 20, count=1, method="GET")     # download cut at 1 MiB
+    proxy.flip(8 << 20, count=1, path=r"/file$")  # one byte inverted
     proxy.clear()
 
 A faulted request's body is read and dropped before the answer, so the
@@ -112,6 +113,14 @@ class FaultProxy:
         """
         return self._add(_Rule("cut", None, seconds, count, None, method,
                                path, after=after))
+
+    def flip(self, at, seconds=None, count=None, method=None, path=None):
+        """Forward matching requests, but invert the byte AT bytes into
+        the answer (head included): silent corruption, which only a
+        checksum finds.  An answer too short to reach AT passes whole.
+        """
+        return self._add(_Rule("flip", None, seconds, count, None, method,
+                               path, after=at))
 
     def clear(self):
         """Remove every rule: forward everything again."""
@@ -221,7 +230,9 @@ class FaultProxy:
             pump = threading.Thread(target=_pump_in, args=(reader, upstream),
                                     daemon=True)
             pump.start()
-            if _pump_out(upstream, client, rule.after if rule else None):
+            cut = rule.after if action == "cut" else None
+            flip = rule.after if action == "flip" else None
+            if _pump_out(upstream, client, cut, flip):
                 _shutdown(client, socket.SHUT_RD)
                 pump.join(5)
                 _reset(client)
@@ -357,8 +368,10 @@ def _pump_in(reader, upstream):
         pass
 
 
-def _pump_out(upstream, client, limit=None):
-    """Upstream to client; True when LIMIT bytes were sent and it cut."""
+def _pump_out(upstream, client, limit=None, flip=None):
+    """Upstream to client; True when LIMIT bytes were sent and it cut.
+    The byte at FLIP (if any) goes out inverted.
+    """
     buf = bytearray(BUF)
     view = memoryview(buf)
     sent = 0
@@ -370,5 +383,7 @@ def _pump_out(upstream, client, limit=None):
         if not n:
             _shutdown(client, socket.SHUT_WR)
             return False
+        if flip is not None and sent <= flip < sent + n:
+            buf[flip - sent] ^= 0xff
         client.sendall(view[:n])
         sent += n

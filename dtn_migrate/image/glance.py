@@ -15,6 +15,7 @@ keystoneauth1 renews them before they expire, however long a migration.
 
 import contextlib
 import email.utils
+import http.client
 import random
 import re
 import time
@@ -30,6 +31,7 @@ from keystoneauth1 import token_endpoint
 from oslo_log import log as logging
 import requests
 import tenacity
+import urllib3
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import exception
@@ -50,6 +52,10 @@ _LIST_PARAMS = frozenset((
     'size_min', 'size_max', 'created_at', 'updated_at'))
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+)$')
 _TRANSIENT = (ks_exc.ConnectionError, requests.RequestException, OSError)
+# Reading an answer's body below requests: http.client and urllib3 raise
+# their own.
+_TRANSIENT_READ = _TRANSIENT + (http.client.HTTPException,
+                                urllib3.exceptions.HTTPError)
 
 
 class _Retry(Exception):
@@ -136,6 +142,106 @@ class _Body:
         close = getattr(self.stream, 'close', None)
         if close is not None:
             close()
+
+
+def _readinto(resp, view):
+    """Read what comes next of RESP's body into VIEW; 0 at its end.
+
+    urllib3's own ``readinto`` reads into a new buffer and copies; its
+    http.client answer underneath fills VIEW from the socket directly.
+    That is used when nothing needs decoding (no Content-Encoding).
+    """
+    raw = resp.raw
+    fp = getattr(raw, '_fp', None)
+    if fp is not None and hasattr(fp, 'readinto') and \
+            not resp.headers.get('Content-Encoding'):
+        return fp.readinto(view)
+    return raw.readinto(view)
+
+
+class _Download:
+    """ImageService.open_download's file object."""
+
+    def __init__(self, service, image_id, offset, stop):
+        self.svc = service
+        self.image_id = image_id
+        self.url = service._file_url(image_id)
+        self.pos = self.start = offset
+        self.stop = stop
+        self.total = None
+        self.failed = 0
+        self.broken = []
+        self.resp = None
+        self.retrying = None
+        self.ended = False
+
+    def readable(self):
+        return True
+
+    def readinto(self, buf):
+        view = memoryview(buf).cast('B')
+        while view.nbytes and not self.ended:
+            if self.resp is None and not self._open():
+                break
+            try:
+                n = _readinto(self.resp, view)
+                if n:
+                    self.pos += n
+                    return n
+                if self.total is None or self.pos == self.total:
+                    self.ended = True
+                    break
+                why = _('answer ended at byte %(pos)d of %(total)d') % {
+                    'pos': self.pos, 'total': self.total}
+            except _TRANSIENT_READ as e:
+                why = str(e) or type(e).__name__
+            self._resume(why)
+        self.close()
+        return 0
+
+    def read(self, size=-1):
+        if size is None or size < 0:
+            size = self.svc.chunk_size
+        buf = bytearray(size)
+        n = self.readinto(buf)
+        return bytes(buf) if n == size else bytes(buf[:n])
+
+    def _open(self):
+        """Ask for the bytes from ``pos``; False once none are left."""
+        self.start = self.pos
+        self.retrying = self.svc._retrying(self.failed, self.stop)
+        self.resp, self.total = self.retrying(
+            self.svc._open_data, self.url, self.image_id, self.pos,
+            self.total, self.broken)
+        if self.resp is None:
+            self.ended = True
+            return False
+        return True
+
+    def _resume(self, why):
+        """The answer broke: it is the first failure of the next run of
+        retries, which goes on counting unless bytes came.
+        """
+        self._close_answer()
+        self.failed = 0 if self.pos > self.start else self.failed + \
+            self.retrying.statistics.get('attempt_number', 1) - 1
+        self.broken.append(_Retry(
+            self.svc._what_download(self.image_id, self.pos), why))
+
+    def _close_answer(self):
+        resp, self.resp = self.resp, None
+        if resp is not None:
+            resp.close()
+
+    def close(self):
+        self.ended = True
+        self._close_answer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class ImageService:
@@ -440,39 +546,30 @@ class ImageService:
 
     def download(self, image_id, offset=0, stop=None):
         """Iterate over the image data from byte OFFSET, in pieces of at
-        most ``chunk_size`` bytes.
+        most ``chunk_size`` bytes (see :meth:`open_download`).
+        """
+        data = self.open_download(image_id, offset, stop)
+        try:
+            while True:
+                chunk = data.read(self.chunk_size)
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            data.close()
+
+    def open_download(self, image_id, offset=0, stop=None):
+        """The image data from byte OFFSET as a binary file object
+        (``readinto``, ``read``, ``close``).
 
         An offset is asked with ``Range: bytes=OFFSET-`` and must be
         answered 206 with that range.  A broken or short answer is
         resumed from where it stopped (retries count failures in a row).
         Setting the event STOP ends a pause before a retry at once.
+        ``readinto`` fills the caller's buffer from the socket, with no
+        copy in between where the HTTP library allows it.
         """
-        url = self._file_url(image_id)
-        pos, total, failed, broken = offset, None, 0, []
-        while True:
-            start = pos
-            retrying = self._retrying(failed, stop)
-            resp, total = retrying(self._open_data, url, image_id, pos,
-                                   total, broken)
-            if resp is None:
-                return
-            try:
-                for chunk in resp.iter_content(self.chunk_size):
-                    pos += len(chunk)
-                    yield chunk
-                if total is None or pos == total:
-                    return
-                why = _('answer ended at byte %(pos)d of %(total)d') % {
-                    'pos': pos, 'total': total}
-            except _TRANSIENT as e:
-                why = str(e)
-            finally:
-                resp.close()
-            # The broken answer is the first failure of the next run of
-            # retries, which goes on counting unless bytes came.
-            failed = 0 if pos > start else \
-                failed + retrying.statistics.get('attempt_number', 1) - 1
-            broken.append(_Retry(self._what_download(image_id, pos), why))
+        return _Download(self, image_id, offset, stop)
 
     def _what_download(self, image_id, pos):
         return _('download of image %(id)s at byte %(pos)d') % {

@@ -29,6 +29,12 @@ they count as durable at once (the watermark passes them) and stay
 holes on the export.  They are still hashed: the sha512 covers every
 byte.  Backends whose writers cannot truncate get the zeros written.
 
+Without a digest (``digest=False``) the copy hashes nothing: the caller
+has another check of every byte (the transfer's sink compares the file
+with the image's sha512), so a committed watermark equal to the size
+then means a complete copy, verified later.  Nothing is read back on
+resume either.
+
 Resume (``hash_checkpoint``): every ``hash_checkpoint`` bytes the reader
 keeps the sha512 state, and once the durable prefix passes it the state
 is saved next to the watermark (``<name><suffix>.sha``).  A resumed copy
@@ -56,6 +62,7 @@ import time
 from dtn_migrate.staging import backend as base
 from dtn_migrate.staging import retry
 from dtn_migrate.staging import watermark
+from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
 
 LOG = logging.getLogger(__name__)
@@ -274,9 +281,10 @@ def _is_restartable(source):
     return callable(source)
 
 
-def _open_source(source, start, block):
-    """(chunks iterable, closer) of ``source`` positioned at ``start``;
-    restartable sources are moved there, others must already be.
+def _open_source(source, start):
+    """(opened source, closer) of ``source`` positioned at ``start``: a
+    file object or an iterable of chunks.  Restartable sources are moved
+    there, others must already be.
     """
     if isinstance(source, (str, os.PathLike)):
         source = file_source(source)
@@ -287,9 +295,51 @@ def _open_source(source, start, block):
         closer = None
         if hasattr(source, "read") and _is_restartable(source):
             source.seek(start)
-    if hasattr(source, "read"):
-        return _read_chunks(source, start, block), closer
     return source, closer
+
+
+def _source_blocks(source, start, size, block, name, acquire):
+    """(offset, data, pooled buffer or None) blocks of an opened source:
+    read by ``readinto`` straight into buffers from ``acquire()`` when
+    it has one (the one copy there is, into page-aligned memory that a
+    writer hands to O_DIRECT as it is), else cut from its chunks.
+    """
+    if hasattr(source, "readinto"):
+        return _filled_blocks(source, start, size, block, name, acquire)
+    if hasattr(source, "read"):
+        source = _read_chunks(source, start, block)
+    return ((offset, data, None) for offset, data in
+            _blocks(source, start, size, block, name))
+
+
+def _filled_blocks(f, start, size, block, name, acquire):
+    """_source_blocks of a file object with ``readinto``; the same checks
+    as _blocks (the last block comes only once ``f`` is exhausted).
+    """
+    offset = start
+    while offset < size:
+        want = min(block - offset % block, size - offset)
+        buf = acquire()
+        view, have = buf.view, 0
+        while have < want:
+            n = f.readinto(view[have:want])
+            if not n:
+                raise base.ShortData(
+                    "the source of %s ended after %d of %d bytes"
+                    % (name, offset + have, size))
+            have += n
+        if offset + want == size:
+            _check_exhausted(f, name, size)
+        yield offset, view[:want], buf
+        offset += want
+    if start >= size:
+        _check_exhausted(f, name, size)
+
+
+def _check_exhausted(f, name, size):
+    if f.readinto(bytearray(1)):
+        raise base.ShortData("the source of %s delivered more than the "
+                             "declared %d bytes" % (name, size))
 
 
 def _view(chunk):
@@ -511,6 +561,41 @@ def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
     return h
 
 
+def staged_sha512(backend, name, size, options=None, cancel=None):
+    """Hex sha512 of the first ``size`` bytes of staged ``name``, all
+    read back (no saved state is trusted): how an unhashed copy is
+    checked once a reader of it found the whole wrong.  Setting
+    ``cancel`` stops it with CopyCancelled.
+    """
+    opts = options or CopyOptions()
+    stop = cancel or threading.Event()
+    h = hashlib.sha512()
+    handle = _ReadHandle(backend, name, opts, stop)
+    try:
+        for offset in range(0, size, opts.block_size):
+            if stop.is_set():
+                raise base.CopyCancelled("checking %s was cancelled" % name)
+            h.update(handle.read(offset, min(opts.block_size,
+                                             size - offset)))
+    except _Stopping:
+        raise base.CopyCancelled("checking %s was cancelled" % name)
+    finally:
+        handle.close()
+    return h.hexdigest()
+
+
+def invalidate(backend, name, suffix=watermark.SUFFIX):
+    """Make the next :func:`stage` of ``name`` copy it again from its
+    start, into the same file (a transfer defined on it follows the new
+    content): the watermark drops to 0 (failed, so that no follower takes
+    the old bytes for new ones) and a saved sha512 state goes.
+    """
+    watermark.publish(backend, name, 0, True, suffix)
+    for victim in (hash_state_file(name, suffix),
+                   hash_state_file(name, suffix) + ".tmp"):
+        backend.remove(victim)
+
+
 # Local copy.
 
 class _Shared:
@@ -546,7 +631,7 @@ class _Shared:
 
     def mark_durable(self, blocks):
         with self.cond:
-            for offset, data in blocks:
+            for offset, data, *_ in blocks:
                 self.durable[offset] = offset + len(data)
             while self.prefix in self.durable:
                 self.prefix = self.durable.pop(self.prefix)
@@ -567,6 +652,17 @@ class _Shared:
         t = threading.Thread(target=main, name=name, daemon=True)
         t.start()
         return t
+
+
+def _pool_size(opts):
+    """Block buffers a local copy may hold at once: the queue, each
+    writer's uncommitted blocks (kept to write them again), the block
+    each writer and the reader are at, and the held-back last block.
+    Allocated as needed, so a small file takes few.
+    """
+    interval = max(opts.block_size, opts.commit_interval // opts.writers)
+    per_writer = -(-interval // opts.block_size) + 1
+    return opts.queue_depth + opts.writers * per_writer + 3
 
 
 class _BlockWriter:
@@ -600,13 +696,13 @@ class _BlockWriter:
         self._close()
         self.writer = self.job.backend.open_write(self.job.name,
                                                   sync=self.job.opts.sync)
-        for offset, data in self.pending:
+        for offset, data, _buf in self.pending:
             self.writer.pwrite(data, offset)
 
-    def _write(self, offset, data):
+    def _write(self, offset, data, buf):
         self._retry(lambda: self.writer.pwrite(data, offset),
                     "writing %s at %d" % (self.job.name, offset))
-        self.pending.append((offset, data))
+        self.pending.append((offset, data, buf))
         self.pending_bytes += len(data)
         self.job.shared.add(written=len(data))
         if self.pending_bytes >= self.interval:
@@ -618,6 +714,7 @@ class _BlockWriter:
         self._retry(lambda: self.writer.commit(),
                     "committing %s" % self.job.name)
         self.job.shared.mark_durable(self.pending)
+        self.job.release(self.pending)
         self.pending, self.pending_bytes = [], 0
 
     def _loop(self):
@@ -657,7 +754,8 @@ class _LocalCopy:
     """One call of :func:`stage`."""
 
     def __init__(self, backend, name, size, source, offset, expected,
-                 observer, opts, cancel, progress):
+                 observer, opts, cancel, progress, digest=True):
+        self.digest = digest
         self.backend = backend
         self.name = base.check_name(name)
         self.size = size
@@ -747,9 +845,11 @@ class _LocalCopy:
 
     # Threads.
     def read_main(self, start):
-        hasher = _prefix_digest(self.backend, self.name, start, self.opts,
-                                self.shared.stop,
-                                lambda: self.shared.add(retries=1))
+        hasher = None
+        if self.digest:
+            hasher = _prefix_digest(self.backend, self.name, start,
+                                    self.opts, self.shared.stop,
+                                    lambda: self.shared.add(retries=1))
         if start == self.size and start:
             self.verify(hasher)     # already staged: nothing to read
             return
@@ -766,15 +866,17 @@ class _LocalCopy:
 
     def stream(self, start, hasher):
         """Blocks of the source from ``start`` to the writers."""
-        chunks, closer = _open_source(self.source, start,
-                                      self.opts.block_size)
+        opened, closer = _open_source(self.source, start)
         try:
-            every = self.opts.hash_checkpoint if self.opts.side_file else 0
+            every = self.opts.hash_checkpoint \
+                if self.opts.side_file and hasher is not None else 0
             mark = start
-            for offset, data in _blocks(chunks, start, self.size,
-                                        self.opts.block_size, self.name):
-                hasher.update(data)
+            for offset, data, buf in _source_blocks(
+                    opened, start, self.size, self.opts.block_size,
+                    self.name, self.take_buffer):
                 end = offset + len(data)
+                if hasher is not None:
+                    hasher.update(data)
                 if end == self.size:
                     self.verify(hasher)
                 elif every and end - mark >= every:
@@ -787,8 +889,9 @@ class _LocalCopy:
                     # The sized file reads zeros there already, durably.
                     self.shared.add(read=len(data), zeros=len(data))
                     self.shared.mark_durable([(offset, data)])
+                    self.release([(offset, data, buf)])
                     continue
-                self.put((offset, data))
+                self.put((offset, data, buf))
                 self.shared.add(read=len(data))
             self.verify(hasher)
         finally:
@@ -796,12 +899,30 @@ class _LocalCopy:
                 closer()
 
     def verify(self, hasher):
+        if hasher is None:
+            return      # unhashed copy: checked by whoever reads it
         digest = hasher.hexdigest()
         if self.expected and digest != self.expected:
             raise base.ChecksumMismatch(
                 "sha512 of the source of %s is %s, expected %s"
                 % (self.name, digest, self.expected))
         self.shared.digest = digest
+
+    def take_buffer(self):
+        """A page-aligned block buffer from the copy's pool."""
+        def attempt(timeout):
+            got[:] = [self.pool.acquire(timeout)]
+            return got[0] is not None
+
+        got = []
+        _block_until(attempt, self.shared.stop)
+        return got[0]
+
+    def release(self, blocks):
+        """Give the pooled buffers of durable ``blocks`` back."""
+        for _offset, _data, buf in blocks:
+            if buf is not None:
+                self.pool.release(buf)
 
     def put(self, item):
         def attempt(timeout):
@@ -828,6 +949,8 @@ class _LocalCopy:
             raise
         self.shared = _Shared(start)
         self.queue = queue.Queue(self.opts.queue_depth)
+        self.pool = buffers.BufferPool(_pool_size(self.opts),
+                                       self.opts.block_size)
         try:
             self.prepare(start)
         except Exception as exc:
@@ -981,7 +1104,8 @@ class _LocalCopy:
 
 
 def stage(backend, name, source, size, offset=None, expected_sha512=None,
-          observer=None, options=None, cancel=None, progress=None):
+          observer=None, options=None, cancel=None, progress=None,
+          digest=True):
     """Stage ``size`` bytes from ``source`` as ``name`` on ``backend``.
 
     ``source`` is an iterable of byte chunks beginning at ``offset``
@@ -994,15 +1118,20 @@ def stage(backend, name, source, size, offset=None, expected_sha512=None,
     ``progress_interval``; setting ``cancel`` stops the copy (a source
     blocked inside its own read is waited for).
 
-    Returns a :class:`CopyResult` with the sha512 of all ``size`` bytes.
-    Raises NoSpace before writing if the export is too full; on failure
-    publishes ``failed``, keeps the committed prefix and raises (staging
-    errors carry ``committed``).
+    Returns a :class:`CopyResult` with the sha512 of all ``size`` bytes;
+    with ``digest=False`` nothing is hashed (``result.sha512`` is None,
+    ``expected_sha512`` must be None): for a caller that has every byte
+    checked further on.  Raises NoSpace before writing if the export is
+    too full; on failure publishes ``failed``, keeps the committed prefix
+    and raises (staging errors carry ``committed``).
     """
     if size < 0:
         raise ValueError("negative size %d" % size)
+    if expected_sha512 and not digest:
+        raise ValueError("expected_sha512 needs digest=True")
     job = _LocalCopy(backend, name, size, source, offset, expected_sha512,
-                     observer, options or CopyOptions(), cancel, progress)
+                     observer, options or CopyOptions(), cancel, progress,
+                     digest)
     return job.run()
 
 

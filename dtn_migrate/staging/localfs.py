@@ -6,7 +6,9 @@ with ``O_DIRECT``, past the page cache (``transfer.direct``): a staged
 file is written once and read back once, and on a VM whose free memory
 goes back to the host a new cached page costs several times a copy.
 Each reader and writer copies its blocks through one aligned buffer of
-its own; the short last block of a file goes through the page cache.
+its own, unless a block to write is page-aligned already (the copy
+engine's pooled blocks); the short last block of a file goes through
+the page cache.
 """
 
 import os
@@ -67,8 +69,12 @@ class FileWriter(backend.Writer):
 
     def _pwrite_direct(self, view, offset):
         length = view.nbytes
-        scratch = self.direct.buffer(length)
-        scratch[:length] = view.cast("B")
+        view = view.cast("B")
+        if direct.aligned(view, offset, length):
+            scratch = view          # a page-aligned block: as it is
+        else:
+            scratch = self.direct.buffer(length)
+            scratch[:length] = view
         try:
             if not direct.pwrite(self.fd, scratch, length, offset,
                                  self.direct.dfd):

@@ -577,6 +577,10 @@ class Attempt(sourcedata.DataMixin):
                 f.restart = True
                 announce = self._announce(f)
             else:
+                if status == P.CloseStatus.MISMATCH:
+                    # The sink discarded its copy: nothing of it may be
+                    # claimed done when a later run sends the file again.
+                    t.forget(f)
                 self._drop(f, msg.message or "sink failed the file",
                            errors.Code(msg.code or errors.Code.IO))
                 return

@@ -117,7 +117,8 @@ class SourceFile:
         return {"name": self.spec.name, "size": self.spec.size,
                 "state": self.state.value, "bytes_done": self.done_bytes(),
                 "sha512": self.sha512.hex() if self.sha512 else None,
-                "error": self.error}
+                "error": self.error,
+                "code": self.code.name.lower() if self.code else None}
 
 
 class _Fatal(Exception):

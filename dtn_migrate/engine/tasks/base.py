@@ -46,6 +46,15 @@ class MetadataMismatch(exception.DtnMigrateException):
 SECONDARY = (MigrationCancelled, StageFailed)
 
 
+def sink_verifies(options):
+    """The sink compares the transfer's sha512 with the source's before
+    it says "done": unless the source turned that check off for this
+    migration (``transfer_options`` ``verify_sha512`` false).
+    """
+    transfer = options.get("transfer_options") or {}
+    return transfer.get("verify_sha512", True) is not False
+
+
 class MigrationTask(task.Task):
     """A task with the engine's resources.  Names are fixed: a reloaded
     flow finds its tasks' persisted state by name.

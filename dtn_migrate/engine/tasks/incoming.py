@@ -254,15 +254,6 @@ def _verified(image, incoming):
         image.get("os_hash_value") == incoming["image"]["os_hash_value"]
 
 
-def sink_verifies(options):
-    """The sink compared the transfer's sha512 with the source's before
-    it said "done": unless the source turned that check off for this
-    migration (``transfer_options`` ``verify_sha512`` false).
-    """
-    transfer = options.get("transfer_options") or {}
-    return transfer.get("verify_sha512", True) is not False
-
-
 class UploadImage(base.MigrationTask):
     """Stream the staged data into the image, following the agent's
     durable watermark while the file still arrives.
@@ -331,7 +322,7 @@ class UploadImage(base.MigrationTask):
         # it says "done": with a follower, the last block waits for that
         # (until_done) and this side does not hash the data again.
         # Glance's os_hash_value is compared in verify-image.
-        sink_hashes = follow is not None and sink_verifies(opts)
+        sink_hashes = follow is not None and base.sink_verifies(opts)
         expected = None if sink_hashes else desc["os_hash_value"]
 
         def open_stream():

@@ -103,21 +103,34 @@ def _earlier_attempt(staged, data):
         dict(old, attempt=None) == dict(new, attempt=None)
 
 
+def export_hashed(conf, options):
+    """Whether the export hashes what it stages: when told to, or when
+    no sink compares every byte with the image's sha512 further on.
+    """
+    return conf.staging.export_sha512 == "always" or \
+        not base.sink_verifies(options)
+
+
 class StageImage(base.MigrationTask):
     """Export the image from Glance onto the DTN's export, publishing
     its committed watermark.  A rerun resumes after the watermark with a
     ranged download: staged bytes are not exported again.
+
+    The export is hashed only if the peer's sink does not check the
+    whole file against the image's sha512 (see ``export_hashed``).
     """
 
     default_name = "stage-image"
     default_provides = "export_result"
 
-    def execute(self, migration_id, transfer_id, image_id, descriptor):
+    def execute(self, migration_id, transfer_id, image_id, descriptor,
+                options):
         with self.stage_of(migration_id, "export"):
             return self._stage(migration_id, transfer_id, image_id,
-                               descriptor)
+                               descriptor, export_hashed(self.conf, options))
 
-    def _stage(self, migration_id, transfer_id, image_id, descriptor):
+    def _stage(self, migration_id, transfer_id, image_id, descriptor,
+               hashed):
         live = self.live(migration_id)
         backend = self.res.backend()
         name = res_mod.staged_name(transfer_id, res_mod.DATA)
@@ -133,13 +146,15 @@ class StageImage(base.MigrationTask):
 
         def source(offset):
             live.stage("export", resumed_from=offset)
-            return self.res.images.download(image_id, offset,
-                                            stop=live.stop)
+            # A file object: the copy reads it into its aligned blocks.
+            return self.res.images.open_download(image_id, offset,
+                                                 stop=live.stop)
 
         try:
             result = copy.stage(
                 backend, name, source, size,
-                expected_sha512=descriptor["os_hash_value"],
+                expected_sha512=descriptor["os_hash_value"] if hashed
+                else None, digest=hashed,
                 observer=observer, options=self.res.copy_options(),
                 cancel=live.stop, progress=progress)
         except Exception as exc:
@@ -161,6 +176,14 @@ class StageImage(base.MigrationTask):
                  result.bytes_copied, result.seconds)
         return {"start": result.start, "bytes_copied": result.bytes_copied,
                 "seconds": result.seconds}
+
+
+def _sink_mismatch(status, name):
+    """The transfer failed file ``name`` because the sink's sha512 of it
+    differed from the one declared.
+    """
+    return any(f.get("name") == name and f.get("code") == "hash_mismatch"
+               for f in status.get("files") or ())
 
 
 def _failed_stage(migration_id, stages, names, stage):
@@ -232,6 +255,9 @@ class TransferImage(base.MigrationTask):
             if state == "complete":
                 return True, None
             if state in ("failed", "cancelled"):
+                if state == "failed" and _sink_mismatch(status, data) and \
+                        not export_hashed(self.conf, options):
+                    self._check_staged(migration_id, data, descriptor)
                 raise exception.MigrationFailed(
                     migration_id=migration_id,
                     reason="transfer to %s %s: %s" % (
@@ -259,6 +285,31 @@ class TransferImage(base.MigrationTask):
         """An idempotent agent call, repeated after transient failures."""
         return self.follow(migration_id, what,
                            lambda: (call(*args, **kwargs), None))
+
+    def _check_staged(self, migration_id, data, descriptor):
+        """The peer's sink found the data's sha512 wrong, and nothing
+        hashed the export: read the staged copy back.  A wrong copy is
+        invalidated (a retry exports the image again into the same file,
+        which the transfer then sends from its start) and named in the
+        error; a right one leaves the transfer's own failure to explain.
+        """
+        live = self.live(migration_id)
+        backend = self.res.backend()
+        expected = descriptor["os_hash_value"]
+        LOG.warning("migration %s: the peer found the sha512 of %s wrong; "
+                    "hashing the staged copy", migration_id, data)
+        actual = copy.staged_sha512(backend, data, descriptor["size"],
+                                    self.res.copy_options(), live.stop)
+        if actual == expected:
+            LOG.warning("migration %s: the staged copy of %s matches the "
+                        "image's sha512: the bytes changed after staging",
+                        migration_id, data)
+            return
+        copy.invalidate(backend, data, self.conf.staging.watermark_suffix)
+        raise exception.ImageHashMismatch(
+            image_id=descriptor["id"],
+            where="the staged copy (invalidated: a retry exports the image "
+                  "again)", actual=actual, expected=expected)
 
     def _await_staging(self, migration_id, data):
         """Wait until the staged data file exists and its watermark is

@@ -374,6 +374,63 @@ class TestFaults(migration.MigrationTestCase):
             "the import at B to end")
         self.assertEqual(("complete", 2), (imp["state"], imp["attempt"]))
 
+    def test_corrupt_export_found_by_the_sink_then_exported_again(self):
+        """One byte of Glance A's answer is inverted on its way to engine
+        A.  The export does not hash (the sink checks every byte against
+        os_hash_value): the sink finds the mismatch, engine A hashes its
+        staged copy, finds it wrong and invalidates it.  The retry exports
+        again into the same file and the transfer sends it from its start:
+        the peer's image is bit-exact.  With ``export_sha512 = always`` the
+        same fault fails the export itself.
+        """
+        a, b = self.clouds(proxy_a=True)
+        size = 48 * MiB
+        source = self.upload(a, data=os.urandom(size), name="flipped",
+                             tags=["flip"])
+        a.proxy.flip(20 * MiB, count=1, method="GET", path=FILE)
+        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]])
+        [first] = req["migrations"]
+        rec = self.wait_migration(first["migration_id"])
+        self.assertEqual("failed", rec["state"])
+        self.assertIn("the staged copy (invalidated", rec["error"])
+        self.assertIn(source["os_hash_value"], rec["error"])
+        self.assertEqual(1, a.proxy.count("flip"))
+        # The sink found it, after the source had sent the whole file.
+        tid = first["transfer_id"]
+        sent = a.bus.agent().get_transfer({}, a.agent_name, tid)
+        self.assertEqual("failed", sent["state"])
+        data = [f for f in sent["files"]
+                if f["name"].endswith("/image.data")]
+        self.assertEqual(["hash_mismatch"], [f["code"] for f in data], sent)
+        self.assertEqual([], [i["id"] for i in b.admin().images.list()
+                              if i["status"] == "active"])
+        # Invalidated: the watermark is back at 0 and says failed.
+        side = os.path.join(a.staging_dir, tid, "image.data.watermark")
+        self.assertEqual((0, True), dataset.read_watermark_file(side)[:2])
+
+        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]])
+        [second] = req["migrations"]
+        self.assertEqual((tid, 2), (second["transfer_id"],
+                                    second["attempt"]))
+        rec = self.wait_migration(second["migration_id"])
+        self.assertMigrated(rec, source)
+        # Exported again from its start, whole, through the same proxy.
+        self.assertEqual([(0, "flip"), (0, "pass")], data_gets(a.proxy))
+
+        # export_sha512 = always: the export finds the same fault itself.
+        a.engine.stop()
+        a.staging["export_sha512"] = "always"
+        a.start_engine()
+        a.wait_ready()
+        other = self.upload(a, data=os.urandom(size), name="caught",
+                            tags=["flip"])
+        a.proxy.flip(20 * MiB, count=1, method="GET", path=FILE)
+        req = a.bus.engine.migrate({}, b.agent_name, images=[other["id"]])
+        rec = self.wait_migration(req["migrations"][0]["migration_id"])
+        self.assertEqual("failed", rec["state"])
+        self.assertIn("the exported data has os_hash_value", rec["error"])
+        self.assertEqual(2, a.proxy.count("flip"))
+
     def test_bad_requests(self):
         a, b = self.clouds()
         engine = self.a.bus.engine

@@ -54,6 +54,32 @@ class _CallerImages:
         return out
 
 
+class ChunkFile:
+    """A binary file object (``read``, ``close``) over an iterator of
+    chunks, as ImageService.open_download gives over an HTTP answer.
+    """
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+        self.pending = b""
+
+    def read(self, size=-1):
+        while not self.pending:
+            self.pending = next(self.chunks, None)
+            if self.pending is None:
+                self.pending = b""
+                return b""
+        if size is None or size < 0:
+            size = len(self.pending)
+        out, self.pending = self.pending[:size], self.pending[size:]
+        return out
+
+    def close(self):
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+
+
 class FakeImages:
     def __init__(self, cloud="a"):
         self.cloud = cloud
@@ -112,6 +138,12 @@ class FakeImages:
             with self.lock:
                 self.downloaded += len(chunk)
             yield chunk
+
+    def open_download(self, image_id, offset=0, stop=None):
+        """ImageService.open_download over ``download`` (which tests
+        override): a file object that reads its chunks.
+        """
+        return ChunkFile(self.download(image_id, offset, stop))
 
     def create(self, kwargs):
         kwargs = dict(kwargs)

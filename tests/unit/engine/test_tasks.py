@@ -1,5 +1,7 @@
 """The migration tasks one by one, against fakes."""
 
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,6 +24,7 @@ from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
+from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
 from tests.unit.engine import fakes
@@ -40,7 +43,8 @@ def make_res(agent=None, images=None, backend=None, **engine):
     conf = types.SimpleNamespace(
         engine=types.SimpleNamespace(**opts),
         staging=types.SimpleNamespace(watermark_suffix=".wm",
-                                      free_space_margin="10%"))
+                                      free_space_margin="10%",
+                                      export_sha512="auto"))
     return resources.Resources(conf, images, agent or mock.Mock(), backend)
 
 
@@ -376,6 +380,115 @@ class TestTransferImage(testtools.TestCase):
         self.execute()
         self.assertEqual(4, self.agent.get_transfer.call_count)
         self.agent.cancel_transfer.assert_not_called()
+
+
+class TestExportHash(testtools.TestCase):
+    """The export hashes the image only when no sink checks the whole
+    file against its sha512 further on; a mismatch the sink found makes
+    the source engine check (and invalidate) its staged copy.
+    """
+
+    DATA = os.urandom(3 * 65536 + 5)
+
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.backend = localfs.LocalBackend(self.root)
+        self.images = mock.Mock()
+        self.images.open_download.side_effect = \
+            lambda image_id, offset, stop=None: io.BytesIO(
+                self.DATA[offset:])
+        self.agent = mock.Mock()
+        self.res = make_res(agent=self.agent, images=self.images,
+                            backend=self.backend, stall_timeout=5)
+        self.res.copy_options = lambda: copy.CopyOptions(
+            block_size=65536, watermark_suffix=".wm")
+        self.data = resources.staged_name(TID, resources.DATA)
+        self.desc = {"id": "src", "size": len(self.DATA),
+                     "os_hash_value": hashlib.sha512(self.DATA).hexdigest()}
+
+    def stage(self, options=None, mid=MID, **desc):
+        task = outgoing.StageImage(self.res)
+        with mock.patch.object(copy, "stage", wraps=copy.stage) as stage:
+            task.execute(mid, TID, "src", dict(self.desc, **desc),
+                         options or {"mode": "pipelined"})
+        return stage.call_args[1]
+
+    def test_not_hashed_when_the_sink_verifies(self):
+        kwargs = self.stage(os_hash_value="0" * 128)
+        self.assertEqual((False, None), (kwargs["digest"],
+                                         kwargs["expected_sha512"]))
+        with open(os.path.join(self.root, self.data), "rb") as f:
+            self.assertEqual(self.DATA, f.read())
+
+    def test_hashed_when_told_to(self):
+        self.res.conf.staging.export_sha512 = "always"
+        kwargs = self.stage()
+        self.assertEqual((True, self.desc["os_hash_value"]),
+                         (kwargs["digest"], kwargs["expected_sha512"]))
+        err = self.assertRaises(exception.ImageHashMismatch, self.stage,
+                                os_hash_value="0" * 128)
+        self.assertIn("the exported data", str(err))
+
+    def test_hashed_when_the_sink_does_not_verify(self):
+        options = {"mode": "pipelined",
+                   "transfer_options": {"verify_sha512": False}}
+        self.assertTrue(self.stage(options)["digest"])
+        self.assertRaises(exception.ImageHashMismatch, self.stage, options,
+                          os_hash_value="0" * 128)
+
+    def transfer_fails(self, staged, options=None):
+        """The sink reports the data's sha512 wrong; ``staged`` is what
+        the export holds.
+        """
+        self.backend.write_small(self.data, staged)
+        watermark.publish(self.backend, self.data, len(staged), False,
+                          ".wm")
+        failed = {"state": "failed", "error": "1 of 2 files failed",
+                  "files": [{"name": self.data, "state": "failed",
+                             "code": "hash_mismatch"}]}
+        self.agent.start_transfer.return_value = failed
+        self.agent.resume_transfer.return_value = failed
+        self.agent.get_transfer.return_value = failed
+        task = outgoing.TransferImage(self.res)
+        return self.assertRaises(
+            exception.DtnMigrateException, task.execute, MID, TID, "b",
+            self.desc, options or {"mode": "pipelined"})
+
+    def test_a_wrong_staged_copy_is_invalidated(self):
+        bad = bytearray(self.DATA)
+        bad[70000] ^= 1
+        err = self.transfer_fails(bytes(bad))
+        self.assertIsInstance(err, exception.ImageHashMismatch)
+        self.assertIn("the staged copy (invalidated", str(err))
+        self.assertIn(hashlib.sha512(bad).hexdigest(), str(err))
+        self.assertEqual((0, True), copy.status(self.backend, self.data,
+                                                ".wm"))
+        # The next attempt's export copies it again, whole, into the same
+        # file.
+        ino = os.stat(os.path.join(self.root, self.data)).st_ino
+        self.stage(mid="3" * 32)
+        path = os.path.join(self.root, self.data)
+        self.assertEqual(ino, os.stat(path).st_ino)
+        with open(path, "rb") as f:
+            self.assertEqual(self.DATA, f.read())
+        self.assertEqual((len(self.DATA), False),
+                         copy.status(self.backend, self.data, ".wm"))
+
+    def test_a_right_staged_copy_is_kept(self):
+        err = self.transfer_fails(self.DATA)
+        self.assertIsInstance(err, exception.MigrationFailed)
+        self.assertIn("1 of 2 files failed", str(err))
+        self.assertEqual((len(self.DATA), False),
+                         copy.status(self.backend, self.data, ".wm"))
+
+    def test_a_hashed_export_is_not_checked_again(self):
+        self.res.conf.staging.export_sha512 = "always"
+        with mock.patch.object(copy, "staged_sha512") as check:
+            err = self.transfer_fails(b"x" * len(self.DATA))
+        self.assertIsInstance(err, exception.MigrationFailed)
+        check.assert_not_called()
 
 
 class TestAwaitPeerImport(testtools.TestCase):

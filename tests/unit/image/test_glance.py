@@ -6,6 +6,7 @@ import re
 import tempfile
 import threading
 import time
+import types
 from unittest import mock
 
 import fixtures
@@ -14,6 +15,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 import requests
 import testtools
+import urllib3
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import exception
@@ -23,13 +25,44 @@ from tests.unit import utils
 IMAGE_ID = '11111111-2222-3333-4444-555555555555'
 
 
+class FakeRaw:
+    """urllib3's answer: ``readinto`` (which copies), and the http.client
+    answer under it (``_fp``) unless ``direct`` is False.  A ``cut``
+    answer breaks at that byte: urllib3 raises ProtocolError, http.client
+    its socket's error.
+    """
+
+    def __init__(self, body, cut, direct):
+        self.body, self.cut, self.pos = body, cut, 0
+        self.reads = []
+        if direct:
+            self._fp = types.SimpleNamespace(
+                readinto=lambda view: self._fill(view, "fp",
+                                                 ConnectionResetError))
+
+    def readinto(self, view):
+        return self._fill(view, "urllib3", urllib3.exceptions.ProtocolError)
+
+    def _fill(self, view, how, error):
+        self.reads.append(how)
+        end = len(self.body) if self.cut is None else self.cut
+        if self.pos >= end and self.cut is not None:
+            raise error("cut")
+        n = min(len(view), end - self.pos)
+        view[:n] = self.body[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
 class FakeResponse:
-    def __init__(self, status, body=b'', headers=None, cut=None):
+    def __init__(self, status, body=b'', headers=None, cut=None,
+                 direct=True):
         self.status_code = status
         self.body = body
         self.headers = requests.structures.CaseInsensitiveDict(headers or {})
         self.cut = cut
         self.closed = False
+        self.raw = FakeRaw(body, cut, direct)
 
     @property
     def text(self):
@@ -253,6 +286,42 @@ class TestDownload(ServiceTestCase):
         data = self.download(2, FakeResponse(503), self.ranged(2))
         self.assertEqual(self.DATA[2:], data)
         self.assertEqual(1, len(self.sleeps))
+
+    def test_readinto_fills_the_buffer_from_the_answer(self):
+        answer = FakeResponse(200, self.DATA, {'Content-Length': '10'})
+        self.svc._http.get.side_effect = [answer]
+        buf = bytearray(16)
+        with self.svc.open_download(IMAGE_ID) as data:
+            self.assertEqual(10, data.readinto(memoryview(buf)[:12]))
+            self.assertEqual(0, data.readinto(buf))
+        self.assertEqual(self.DATA, bytes(buf[:10]))
+        # http.client's own readinto, not urllib3's copy.
+        self.assertEqual({"fp"}, set(answer.raw.reads))
+        self.assertTrue(answer.closed)
+
+    def test_readinto_through_urllib3_when_decoded_or_wrapped(self):
+        for answer in (FakeResponse(200, self.DATA, {
+                'Content-Length': '10'}, direct=False),
+                FakeResponse(200, self.DATA, {
+                    'Content-Length': '10', 'Content-Encoding': 'gzip'})):
+            self.assertEqual(self.DATA, self.download(0, answer))
+            self.assertEqual({"urllib3"}, set(answer.raw.reads))
+
+    def test_readinto_resumes_after_a_cut_in_either_layer(self):
+        for direct in (True, False):
+            first = FakeResponse(200, self.DATA, {'Content-Length': '10'},
+                                 cut=4, direct=direct)
+            self.svc._http.get.side_effect = [first, self.ranged(4)]
+            buf = bytearray(10)
+            data = self.svc.open_download(IMAGE_ID)
+            got = 0
+            while got < 10:
+                n = data.readinto(memoryview(buf)[got:])
+                self.assertGreater(n, 0)
+                got += n
+            self.assertEqual(0, data.readinto(buf))
+            self.assertEqual(self.DATA, bytes(buf))
+            self.assertTrue(first.closed)
 
     def test_failures_in_a_row_give_up(self):
         # A cut with no byte, then 503s: four failures in a row.

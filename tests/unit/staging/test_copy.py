@@ -15,14 +15,18 @@ import shutil
 import tempfile
 import threading
 import time
+from unittest import mock
 
+import fixtures
 import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
+from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import config
+from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
@@ -443,6 +447,151 @@ class TestStageChecks(StagingTestCase):
         self.assertEqual("glance went away", str(exc))
         # What was read before the error is written and committed.
         self.assertEqual((576 * KiB, True), self.side("img"))
+
+
+class TestStageUnhashed(StagingTestCase):
+    """``digest=False``: a caller that has every byte checked further on
+    (the transfer's sink) stages without a sha512 of its own.
+    """
+
+    def test_no_hash_and_nothing_read_back(self):
+        data = payload(1 * MiB + 333)
+        faulty = FaultyBackend(self.root)
+        at = 700 * KiB
+
+        def broken():
+            yield from chunked(data[:at], 64 * KiB)
+            raise IOError("cut")
+        with mock.patch.object(copy.checksum, "ResumableSha512") as h:
+            self.assertRaises(IOError, self.stage, data, broken(),
+                              backend=faulty, digest=False)
+            committed = copy.committed_bytes(faulty, "img", len(data))
+            self.assertGreater(committed, 0)
+            result = self.stage(data, chunked(data, 77777, committed),
+                                offset=committed, backend=faulty,
+                                digest=False)
+            # Whole again: nothing to do, nothing read.
+            again = self.stage(data, iter([]), offset=len(data),
+                               backend=faulty, digest=False)
+        h.assert_not_called()
+        self.assertEqual(0, faulty.calls[("open_read", "img")])
+        self.assertEqual((None, committed), (result.sha512, result.start))
+        self.assertEqual((None, len(data), 0),
+                         (again.sha512, again.start, again.bytes_copied))
+        self.assertEqual(data, self.content("img"))
+        self.assertEqual((len(data), False), self.side("img"))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.root, copy.hash_state_file("img"))))
+
+    def test_expected_needs_a_digest(self):
+        self.assertRaises(ValueError, self.stage, b"abc", digest=False,
+                          expected_sha512=sha(b"abc"))
+
+    def test_wrong_bytes_are_staged_as_they_come(self):
+        # The check is someone else's: the sink's, then staged_sha512.
+        data = payload(300 * KiB)
+        result = self.stage(data, digest=False)
+        self.assertIsNone(result.sha512)
+        self.assertEqual(sha(data), copy.staged_sha512(
+            self.backend, "img", len(data), options(block_size=64 * KiB)))
+
+    def test_invalidated_copy_is_staged_again_into_the_same_file(self):
+        data = payload(1 * MiB)
+        bad = bytearray(data)
+        bad[5000] ^= 0xff
+        self.stage(bytes(bad), digest=False)
+        self.stage(bytes(bad), name="other")
+        ino = os.stat(os.path.join(self.root, "img")).st_ino
+        self.assertNotEqual(sha(data), copy.staged_sha512(
+            self.backend, "img", len(data)))
+        copy.invalidate(self.backend, "img")
+        self.assertEqual((0, True), self.side("img"))
+        self.assertEqual(0, copy.committed_bytes(self.backend, "img",
+                                                 len(data)))
+        result = self.stage(data, digest=False)
+        self.assertEqual(0, result.start)
+        self.assertEqual(data, self.content("img"))
+        self.assertEqual(ino, os.stat(os.path.join(self.root, "img")).st_ino)
+        # A hashed copy's saved state goes with it, too.
+        self.stage(payload(600 * MiB // 1024), name="hashed",
+                   opts=options(hash_checkpoint=64 * KiB))
+        state = os.path.join(self.root, copy.hash_state_file("hashed"))
+        self.assertTrue(os.path.exists(state))
+        copy.invalidate(self.backend, "hashed")
+        self.assertFalse(os.path.exists(state))
+
+    def test_staged_sha512_can_be_cancelled(self):
+        data = payload(1 * MiB)
+        self.stage(data, digest=False)
+        stop = threading.Event()
+        stop.set()
+        self.assertRaises(backend.CopyCancelled, copy.staged_sha512,
+                          self.backend, "img", len(data), cancel=stop)
+
+
+class TestStagePooled(StagingTestCase):
+    """A source with ``readinto`` (a file, an image download) is read
+    straight into page-aligned block buffers from the copy's pool, which
+    the writers hand on as they are and give back once durable.
+    """
+
+    def written(self):
+        seen = []
+        real = localfs.FileWriter.pwrite
+
+        def pwrite(writer, data, offset):
+            view = memoryview(data)
+            if os.path.basename(writer.path) != "img":
+                return real(writer, data, offset)   # side files
+            seen.append((offset, view.readonly or
+                         direct.address(view) % direct.ALIGN == 0 and
+                         direct.address(view)))
+            return real(writer, data, offset)
+        self.useFixture(fixtures.MonkeyPatch(
+            "dtn_migrate.staging.localfs.FileWriter.pwrite", pwrite))
+        return seen
+
+    def test_blocks_are_pooled_and_recycled(self):
+        data = payload(64 * 64 * KiB + 777)
+        seen = self.written()
+        opts = options(block_size=64 * KiB, commit_interval=256 * KiB,
+                       writers=2, queue_depth=2)
+        with mock.patch.object(buffers, "aligned",
+                               wraps=buffers.aligned) as made:
+            result = self.stage(data, io.BytesIO(data), opts=opts)
+        self.assertEqual(data, self.content("img"))
+        self.assertEqual(sha(data), result.sha512)
+        self.assertEqual(65, len(seen))
+        # Every block came aligned and writable; the buffers were used
+        # again: far fewer than the blocks, at most the pool.
+        self.assertNotIn(True, [a for _o, a in seen])
+        self.assertLess(len({a for _o, a in seen}), 20)
+        self.assertLessEqual(made.call_count, copy._pool_size(opts))
+
+    def test_readinto_source_checks_its_length(self):
+        data = payload(300 * KiB)
+        exc = self.assertRaises(backend.ShortData, self.stage, data,
+                                io.BytesIO(data[:-5]))
+        self.assertIn("ended after %d of %d" % (len(data) - 5, len(data)),
+                      str(exc))
+        exc = self.assertRaises(backend.ShortData, self.stage, data,
+                                io.BytesIO(data + b"x"), name="long")
+        self.assertIn("more than the declared", str(exc))
+        self.assertNotEqual(len(data), copy.committed_bytes(
+            self.backend, "long", len(data)))
+        self.assertRaises(backend.ShortData, self.stage, b"",
+                          io.BytesIO(b"x"), name="empty")
+
+    def test_zero_blocks_give_their_buffer_back(self):
+        data = bytes(40 * 64 * KiB) + payload(64 * KiB)
+        opts = options(block_size=64 * KiB, queue_depth=2, writers=1,
+                       commit_interval=128 * KiB)
+        with mock.patch.object(buffers, "aligned",
+                               wraps=buffers.aligned) as made:
+            result = self.stage(data, io.BytesIO(data), opts=opts)
+        self.assertEqual(40 * 64 * KiB, result.zero_bytes)
+        self.assertLess(made.call_count, 10)
+        self.assertEqual(data, self.content("img"))
 
 
 class TestStageSpace(StagingTestCase):

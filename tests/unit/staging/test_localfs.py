@@ -11,6 +11,8 @@ import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import localfs
+from dtn_migrate.transfer import buffers
+from dtn_migrate.transfer import direct
 from tests.unit.transfer import test_direct
 
 BLOCK = 1 << 20
@@ -43,6 +45,24 @@ class TestDirectIO(testtools.TestCase):
         self.assertIsNone(w.direct.dfd)                   # closed
         with open(os.path.join(self.root, "img"), "rb") as fh:
             self.assertEqual(self.data, fh.read())
+
+    def test_an_aligned_block_is_written_as_it_is(self):
+        # A page-aligned, writable block (the copy engine's pooled ones)
+        # goes to O_DIRECT without the copy into the writer's buffer.
+        block = buffers.aligned(BLOCK)
+        block[:] = self.data[:BLOCK]
+        with self.be.open_write("img") as w:
+            w.pwrite(block, 0)
+            w.pwrite(self.data[BLOCK:2 * BLOCK], BLOCK)   # bytes: copied
+            self.assertEqual(BLOCK, len(w.direct.scratch))
+            scratch = direct.address(w.direct.scratch)
+            w.commit()
+        writes = [c for c in self.calls if c[0] == "w"]
+        self.assertEqual(2, len(writes))
+        self.assertEqual(1, len({c[1] for c in writes}))   # both direct
+        self.assertNotEqual(scratch, direct.address(block))
+        with open(os.path.join(self.root, "img"), "rb") as fh:
+            self.assertEqual(self.data[:2 * BLOCK], fh.read())
 
     def test_read_back_direct(self):
         self.stage()

@@ -181,6 +181,23 @@ class TestRestart(WindowTestCase):
         self.assertEqual(source.FileState.FAILED, self.f.state)
         self.assertEqual(0, self.a.window.used)
 
+    def test_a_file_failed_by_mismatch_forgets_what_was_sent(self):
+        # The sink's copy is wrong: a later run (a retry with a staged
+        # file exported again) sends it from its start, claiming nothing.
+        self.open_file()
+        for _retry in range(self.t.cfg.max_file_retries):
+            self.sync(*self.take(4))
+            self.mismatch()
+            self.a._on_file_id(P.FileId(0, P.FileStatus.OPEN))
+        self.sync(*self.take(4))
+        self.assertEqual(4, len(self.f.done))
+        self.mismatch()
+        self.assertEqual(source.FileState.FAILED, self.f.state)
+        self.assertEqual(("hash_mismatch", 0),
+                         (self.f.status()["code"], self.f.status()
+                          ["bytes_done"]))
+        self.assertEqual(0, len(self.t.log.done(0)))
+
     def test_reader_drops_objects_of_an_older_announcement(self):
         self.open_file()
         self.a.zero_copy = True
