@@ -80,8 +80,8 @@ class _Stopping(Exception):
 class CopyOptions:
     """Tuning of both copies (defaults suit a kernel NFS mount)."""
 
-    block_size: int = 1 * MiB       # bytes per read / write request
-    queue_depth: int = 8            # blocks between reader and writers
+    block_size: int = 4 * MiB       # bytes per read / write request
+    queue_depth: int = 4            # blocks between reader and writers
     writers: int = 2                # local copy: writer threads
     readers: int = 2                # remote copy: reader threads
     commit_interval: int = 64 * MiB  # local copy: bytes between commits
