@@ -248,22 +248,6 @@ class ServiceProcess:
 #: Config files of the test services.
 write_conf = devcloud_base.write_ini
 
-#: ``[oslo_messaging_rabbit]`` of the test services and of the test
-#: process.  A consumer waits for messages up to heartbeat_timeout_threshold
-#: / heartbeat_rate / 2 seconds at a time (capped at 5), and stopping an
-#: RPC server or a client's reply waiter waits for that poll: 5 s with the
-#: defaults (60 / 3 / 2), 1 s here.  Heartbeats stay on, checked more
-#: often.
-RABBIT = {"heartbeat_rate": 30}
-
-
-def rabbit_overrides(conf):
-    """Apply RABBIT to a ConfigOpts whose rabbit options are registered
-    (once a transport was made with it).
-    """
-    for key, value in RABBIT.items():
-        conf.set_override(key, value, "oslo_messaging_rabbit")
-
 
 class Agent(ServiceProcess):
     """One dtn-migrate-agent process."""
@@ -292,7 +276,6 @@ class Agent(ServiceProcess):
                       "state_dir": self.state,
                       "peers": ",".join(sorted(peers))},
             "transfer": dict(transfer or {}),
-            "oslo_messaging_rabbit": dict(RABBIT),
         }
         for peer, (addr, port) in peers.items():
             sections["peer:%s" % peer] = {"address": addr, "port": port,

@@ -61,7 +61,6 @@ class Engine(base.ServiceProcess):
             "glance": dict(glance),
             "oslo_messaging_notifications": {"driver": "messagingv2",
                                              "topics": "notifications"},
-            "oslo_messaging_rabbit": dict(base.RABBIT),
         }
         for section, values in (extra or {}).items():
             sections.setdefault(section, {}).update(values)
@@ -87,8 +86,6 @@ class Bus:
         self.conf = conf
         self.transport = messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
-        # Read when the first connection is made, which is later.
-        base.rabbit_overrides(conf)
         self.engine = engine_rpcapi.EngineAPI(timeout=30, retry=3,
                                               transport=self.transport)
         self.notifications = []
