@@ -254,6 +254,27 @@ def _verified(image, incoming):
         image.get("os_hash_value") == incoming["image"]["os_hash_value"]
 
 
+def _this_attempt(get_info):
+    """``get_info`` without a failure that was there before this attempt
+    began: the sink keeps the state of the transfer's last run of the
+    file (a sha512 mismatch, say) until the source sends it again, which
+    a retry does after this import may have started.  That state reads
+    as nothing known yet (None) until it changes.
+    """
+    first = get_info()
+    stale = [first] if first and \
+        first.get("state") in watermark.FAILED_STATES else []
+
+    def info():
+        now = get_info()
+        if stale and now and all(now.get(k) == stale[0].get(k)
+                                 for k in ("state", "error", "durable")):
+            return None
+        stale.clear()
+        return now
+    return info
+
+
 class UploadImage(base.MigrationTask):
     """Stream the staged data into the image, following the agent's
     durable watermark while the file still arrives.
@@ -289,9 +310,8 @@ class UploadImage(base.MigrationTask):
         name = res_mod.staged_name(transfer_id, res_mod.DATA)
         root = self.res.staging_root()
         live.stage("import", state="waiting", size=size, done=0)
-
-        def info():
-            return incoming_file(self.res, transfer_id, name, size)
+        info = _this_attempt(
+            lambda: incoming_file(self.res, transfer_id, name, size))
 
         if opts.get("mode") == "serial":
             def step():

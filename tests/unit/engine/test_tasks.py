@@ -491,6 +491,37 @@ class TestExportHash(testtools.TestCase):
         check.assert_not_called()
 
 
+class TestThisAttempt(testtools.TestCase):
+    """An import attempt does not take the failure the sink kept from
+    the transfer's last run of the file for its own.
+    """
+
+    def test_an_earlier_failure_reads_as_nothing_until_it_changes(self):
+        left = {"state": "mismatch", "durable": 48, "error": "sha512"}
+        answers = iter([left, dict(left), {"state": "receiving",
+                                           "durable": 0},
+                        {"state": "receiving", "durable": 8},
+                        {"state": "mismatch", "durable": 48,
+                         "error": "sha512"}])
+        info = incoming._this_attempt(lambda: next(answers))
+        self.assertIsNone(info())
+        self.assertEqual("receiving", info()["state"])
+        self.assertEqual(8, info()["durable"])
+        # The same failure again, now this attempt's own.
+        self.assertEqual("mismatch", info()["state"])
+
+    def test_a_failure_that_comes_later_is_this_attempt_s(self):
+        answers = iter([None, {"state": "failed", "durable": 0}])
+        info = incoming._this_attempt(lambda: next(answers))
+        self.assertEqual("failed", info()["state"])
+
+    def test_nothing_stale(self):
+        answers = iter([{"state": "receiving", "durable": 1},
+                        {"state": "receiving", "durable": 2}])
+        info = incoming._this_attempt(lambda: next(answers))
+        self.assertEqual(2, info()["durable"])
+
+
 class TestAwaitPeerImport(testtools.TestCase):
     def setUp(self):
         super().setUp()
