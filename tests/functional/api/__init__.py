@@ -93,7 +93,7 @@ class ApiCloud(migration.Cloud):
             self.case.workdir, self.engine_name, self.broker.url(),
             self.agent_name, self.glance_auth(), self.staging,
             self.database, extra=self.engine_extra())
-        self.case.addCleanup(self.engine.stop)
+        self.case.addCleanup(self.engine.discard)
         subprocess.run([MANAGE, "--config-file", self.engine.conf, "db",
                         "sync"], check=True, capture_output=True,
                        timeout=120)
@@ -141,7 +141,8 @@ def start_pair(scope, database_a=None, rate=RATE, api_threads=4,
         c.wait_ready()
         c.start_api(threads=api_threads)
     scope.addCleanup(migration._in_parallel, [
-        a.engine.stop, b.engine.stop, a.agent.stop, b.agent.stop])
+        a.engine.discard, b.engine.discard, a.agent.discard,
+        b.agent.discard])
     return a, b
 
 

@@ -250,7 +250,7 @@ class Cloud:
                              self.broker.url(), self.agent_name,
                              self.glance_auth(), self.staging,
                              self.persistence)
-        self.case.addCleanup(self.engine.stop)
+        self.case.addCleanup(self.engine.discard)
         self.case.addOnException(
             lambda exc_info: self.case.addDetail(
                 "log-%s" % self.engine_name,
@@ -319,7 +319,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
     def agent(self, name, peers, **kw):
         a = base.Agent(self.workdir, name, self.key,
                        kw.pop("transport_url"), peers, **kw)
-        self.addCleanup(a.stop)
+        self.addCleanup(a.discard)
         self.addOnException(lambda exc_info, a=a: self.addDetail(
             "log-%s" % a.name, content.text_content(a.tail(200))))
         return a
@@ -373,8 +373,8 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
             c.start_engine()
         for c in (a, b):
             c.wait_ready()
-        self.addCleanup(_in_parallel, [a.engine.stop, b.engine.stop,
-                                       a.agent.stop, b.agent.stop])
+        self.addCleanup(_in_parallel, [a.engine.discard, b.engine.discard,
+                                       a.agent.discard, b.agent.discard])
         a.bus.listen()
         self.a, self.b = a, b
         return a, b
