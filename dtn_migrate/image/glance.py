@@ -180,7 +180,9 @@ class _Download:
 
     def readinto(self, buf):
         view = memoryview(buf).cast('B')
-        while view.nbytes and not self.ended:
+        if not view.nbytes:
+            return 0
+        while not self.ended:
             if self.resp is None and not self._open():
                 break
             try:

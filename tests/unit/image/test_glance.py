@@ -292,6 +292,7 @@ class TestDownload(ServiceTestCase):
         self.svc._http.get.side_effect = [answer]
         buf = bytearray(16)
         with self.svc.open_download(IMAGE_ID) as data:
+            self.assertEqual(0, data.readinto(bytearray()))   # goes on
             self.assertEqual(10, data.readinto(memoryview(buf)[:12]))
             self.assertEqual(0, data.readinto(buf))
         self.assertEqual(self.DATA, bytes(buf[:10]))
