@@ -102,9 +102,10 @@ class _Body:
     ``error`` so they are not taken for network failures.
 
     An iterable stream is iterated, even if it also has ``read``: its
-    pieces go out as they are, without being cut again.  Files (which
-    iterate by lines: anything with ``readline``) are read in
-    ``chunk_size`` pieces.
+    pieces go out as they are, without being cut again or copied (a
+    memoryview stays one: each is sent before the next is asked for).
+    Files (which iterate by lines: anything with ``readline``) are read
+    in ``chunk_size`` pieces.
     """
 
     def __init__(self, stream, size, chunk_size):
@@ -129,7 +130,8 @@ class _Body:
                         'the image data is longer than %d bytes')
                         % self.size)
                 if chunk:
-                    yield bytes(chunk)
+                    yield chunk if isinstance(chunk, (bytes, memoryview)) \
+                        else bytes(chunk)
             if self.sent != self.size:
                 raise exception.InvalidInput(reason=_(
                     'the image data ended after %(sent)d of %(size)d '

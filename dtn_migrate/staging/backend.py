@@ -189,6 +189,18 @@ class Reader(abc.ABC):
     def pread(self, size, offset):
         """Up to ``size`` bytes at ``offset``; fewer only at end of file."""
 
+    def readinto(self, view, offset, length=None):
+        """Read up to ``length`` bytes (all of ``view`` when None) at
+        ``offset`` into the start of the writable ``view``; the number
+        read, fewer only at end of file.  ``view`` may be longer than
+        ``length``: backends that read in aligned units use the slack.
+        This default copies what :meth:`pread` gives.
+        """
+        length = len(view) if length is None else length
+        data = self.pread(length, offset)
+        view[:len(data)] = data
+        return len(data)
+
     @abc.abstractmethod
     def close(self):
         """Release the handle."""

@@ -477,9 +477,11 @@ class _ReadHandle:
         self.close()
         self.reader = self.backend.open_read(self.name_of())
 
-    def _pread(self, offset, length):
+    def _pread(self, offset, length, into=None):
         if self.reader is None:
             self._reopen()
+        if into is not None:
+            return self._readinto(into, offset, length)
         parts, done = [], 0
         while done < length:
             data = self.reader.pread(length - done, offset + done)
@@ -491,8 +493,22 @@ class _ReadHandle:
             done += len(data)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def read(self, offset, length):
-        """Exactly ``length`` bytes at ``offset``.
+    def _readinto(self, view, offset, length):
+        done = 0
+        while done < length:
+            n = self.reader.readinto(view[done:], offset + done,
+                                     length - done)
+            if not n:
+                raise base.ShortData("staged %s ends at %d, before %d"
+                                     % (self.name, offset + done,
+                                        offset + length))
+            done += n
+        return view[:length]
+
+    def read(self, offset, length, into=None):
+        """Exactly ``length`` bytes at ``offset``; with ``into`` (a
+        writable buffer of at least ``length`` bytes, page-aligned for
+        O_DIRECT), read there and return its first ``length`` bytes.
 
         A followed file is renamed once complete (the sink installs its
         partial copy), and its follower may give the new name only some
@@ -501,7 +517,7 @@ class _ReadHandle:
         """
         def attempt(number):
             return _retrying(self.opts, self.stop,
-                             lambda: self._pread(offset, length),
+                             lambda: self._pread(offset, length, into),
                              self._reopen,
                              "reading %s at %d" % (self.name, offset),
                              self.on_retry)
@@ -1239,7 +1255,16 @@ def _read_ahead(stream):
                 return
             offset, length = claim
             stream.avail.wait_for(offset + length)
-            stream.deliver(offset, handle.read(offset, length))
+            if stream.pool is None:
+                stream.deliver(offset, handle.read(offset, length))
+                continue
+            buf = stream.take_buffer()
+            try:
+                data = handle.read(offset, length, into=buf.view)
+            except BaseException:
+                stream.pool.release(buf)
+                raise
+            stream.deliver(offset, data, buf)
     finally:
         handle.close()
 
@@ -1265,11 +1290,18 @@ class StagedStream:
     ``mismatch`` raises
     :class:`~dtn_migrate.staging.backend.WriterMismatch`, a
     ``ChecksumMismatch``.
+
+    ``reuse_buffers=True`` reads each block straight into a page-aligned
+    buffer of a small pool (with O_DIRECT where the backend has it) and
+    hands out a memoryview of it, with no copy: a block is valid only
+    until the next one is asked for.  For a consumer that sends each
+    block before it asks for the next (an HTTP upload); :meth:`read`
+    copies what it gives.
     """
 
     def __init__(self, backend, name, size, expected_sha512=None,
                  follow=None, options=None, cancel=None, progress=None,
-                 digest=True, until_done=False):
+                 digest=True, until_done=False, reuse_buffers=False):
         if expected_sha512 and not digest:
             raise ValueError("expected_sha512 needs digest=True")
         if until_done and follow is None:
@@ -1294,6 +1326,10 @@ class StagedStream:
         self._error = None
         self._retries = 0
         self._threads = []
+        # Claimed blocks (at most queue_depth) and the consumer's one.
+        self.pool = buffers.BufferPool(
+            self.opts.queue_depth + 1, self.opts.block_size) \
+            if reuse_buffers else None
         self._gen = self._blocks()
         self._rest = memoryview(b"")
 
@@ -1315,10 +1351,21 @@ class StagedStream:
             self._next += length
             return offset, length
 
-    def deliver(self, offset, data):
+    def deliver(self, offset, data, buf=None):
         with self._cond:
-            self._ready[offset] = data
+            self._ready[offset] = (data, buf)
             self._cond.notify_all()
+
+    def take_buffer(self):
+        """A free buffer of the pool (raises _Stopping once stopped)."""
+        got = []
+
+        def attempt(timeout):
+            got[:] = [self.pool.acquire(timeout)]
+            return got[0] is not None
+
+        _block_until(attempt, self.stop)
+        return got[0]
 
     def note_retry(self):
         with self._cond:
@@ -1388,7 +1435,7 @@ class StagedStream:
             if not self.size:
                 self._finish(hasher, began)
             while offset < self.size:
-                data = self._take(offset)
+                data, buf = self._take(offset)
                 if hasher is not None:
                     hasher.update(data)
                 offset += len(data)
@@ -1397,6 +1444,8 @@ class StagedStream:
                 else:
                     last = self._report(began, offset, last)
                 yield data
+                if buf is not None:     # the consumer is done with it
+                    self.pool.release(buf)
         finally:
             self._shutdown()
 
@@ -1431,7 +1480,9 @@ class StagedStream:
         """Up to ``n`` bytes (all the rest if negative); b"" at the end."""
         if n is None or n < 0:
             rest, self._rest = self._rest.tobytes(), memoryview(b"")
-            return rest + b"".join(self)
+            # bytes() copies a pooled block before the next is read
+            # over it (and leaves a bytes block as it is).
+            return rest + b"".join(bytes(b) for b in self)
         while not self._rest:
             block = next(self._gen, None)
             if block is None:
@@ -1444,6 +1495,8 @@ class StagedStream:
 
     def _shutdown(self):
         self.stop.set()
+        if self.pool is not None:
+            self.pool.close()
         for t in self._threads:
             t.join()
         self._threads = []
@@ -1465,14 +1518,15 @@ class StagedStream:
 
 def open_staged(backend, name, size, expected_sha512=None, follow=None,
                 options=None, cancel=None, progress=None, digest=True,
-                until_done=False):
+                until_done=False, reuse_buffers=False):
     """A :class:`StagedStream` of staged file ``name`` (see there).
 
     Import side without its own sha512 pass::
 
         open_staged(backend, name, size, expected_sha512=None,
-                    digest=False, until_done=True,
+                    digest=False, until_done=True, reuse_buffers=True,
                     follow=watermark.sink_follower(info, root))
     """
     return StagedStream(backend, name, size, expected_sha512, follow,
-                        options, cancel, progress, digest, until_done)
+                        options, cancel, progress, digest, until_done,
+                        reuse_buffers)

@@ -481,10 +481,13 @@ class LibnfsReader(_File, backend.Reader):
         n = self.readinto(buf, offset)
         return buf if n == size else buf[:n]
 
-    def readinto(self, buf, offset):
-        """Fill the writable buffer ``buf`` from ``offset``; the number of
-        bytes read (less than ``len(buf)`` only at end of file).
+    def readinto(self, buf, offset, length=None):
+        """Fill the writable buffer ``buf`` (its first ``length`` bytes,
+        when given) from ``offset``; the number of bytes read (less only
+        at end of file).
         """
+        if length is not None:
+            buf = memoryview(buf)[:length]
         with self.conn.lock, nfslib.pinned(buf) as (addr, length):
             done = 0
             while done < length:

@@ -112,14 +112,32 @@ class FileReader(backend.Reader):
             if self.direct.dfd is not None and size > 0 and \
                     not offset % direct.ALIGN:
                 scratch = self.direct.buffer(size)
-                n, usable = direct.preadinto(self.fd, scratch, size, offset,
-                                             self.direct.dfd)
-                if not usable:
-                    self.direct.refused()
-                return bytes(scratch[:n])
+                return bytes(scratch[:self._direct_into(scratch, size,
+                                                        offset)])
             return os.pread(self.fd, size, offset)
         except OSError as exc:
             raise _fail(exc, "read %s" % self.path) from exc
+
+    def readinto(self, view, offset, length=None):
+        """Straight into ``view``: with O_DIRECT when ``view`` is
+        page-aligned and holds ``length`` rounded up to a page, else
+        through the page cache; no copy either way.
+        """
+        view = memoryview(view)     # a slice of it is no copy
+        length = len(view) if length is None else length
+        try:
+            if self.direct.dfd is not None and length > 0:
+                return self._direct_into(view, length, offset)
+            return direct.preadinto(self.fd, view, length, offset)[0]
+        except OSError as exc:
+            raise _fail(exc, "read %s" % self.path) from exc
+
+    def _direct_into(self, view, length, offset):
+        n, usable = direct.preadinto(self.fd, view, length, offset,
+                                     self.direct.dfd)
+        if not usable:
+            self.direct.refused()
+        return n
 
     def close(self):
         self.direct.close()

@@ -48,6 +48,12 @@ class BufferPool:
         self._closed = False
 
     @property
+    def allocated(self):
+        """Buffers made so far (at most ``count``)."""
+        with self._cond:
+            return self._allocated
+
+    @property
     def in_use(self):
         with self._cond:
             return self._allocated - len(self._free)

@@ -9,6 +9,7 @@ import unittest
 from benchmarks import compare_runs
 from benchmarks import cpuprofile
 from benchmarks import pagecache
+from benchmarks import stagedread
 
 PERF_SCRIPT = """\
 14707
@@ -66,6 +67,25 @@ class PageCacheTest(unittest.TestCase):
             for case, values in out.items():
                 self.assertEqual(2, len(values), case)
                 self.assertTrue(all(v >= 0 for v in values), case)
+
+
+class StagedReadTest(unittest.TestCase):
+    def test_both_ways_read_the_file_each_repetition(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = stagedread.measure(d, 8 << 20 | 5, reps=2,
+                                     log=lambda _msg: None)
+            self.assertEqual([], os.listdir(d))     # staged file removed
+        self.assertEqual(set(stagedread.CASES), set(out))
+        for case, values in out.items():
+            self.assertEqual(2, len(values), case)
+            self.assertTrue(all(cpu >= 0 and mbs > 0
+                                for cpu, mbs in values), case)
+
+    def test_sizes(self):
+        self.assertEqual(2 << 30, stagedread._size("2G"))
+        self.assertEqual(512 << 20, stagedread._size("512m"))
+        self.assertEqual(1000, stagedread._size("1000"))
+        self.assertRaises(ValueError, stagedread._size, "two")
 
 
 class CompareRunsTest(unittest.TestCase):

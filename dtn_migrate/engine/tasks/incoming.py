@@ -350,7 +350,8 @@ class UploadImage(base.MigrationTask):
                 self.res.backend(), name, size, expected_sha512=expected,
                 follow=follow, options=self.res.copy_options(),
                 cancel=live.cancel, progress=progress,
-                digest=not sink_hashes, until_done=sink_hashes)
+                digest=not sink_hashes, until_done=sink_hashes,
+                reuse_buffers=True)
 
         self.res.images.upload(image_id, open_stream, size)
 

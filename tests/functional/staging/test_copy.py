@@ -79,6 +79,14 @@ class TestStageAndRead(test_libnfs.LibnfsTestCase):
         with copy.open_staged(be, "images/img-1", len(data), sha(data),
                               options=options()) as stream:
             self.assertEqual(data, b"".join(stream))
+        # As the import reads: libnfs fills the pool's buffers in place.
+        with copy.open_staged(be, "images/img-1", len(data), sha(data),
+                              options=options(queue_depth=2),
+                              reuse_buffers=True) as stream:
+            blocks = [(type(b), bytes(b)) for b in stream]
+        self.assertEqual({memoryview}, {t for t, _b in blocks})
+        self.assertEqual(data, b"".join(b for _t, b in blocks))
+        self.assertLessEqual(stream.pool.allocated, 3)
         copy.cleanup(be, "images/img-1")
         self.assertFalse(os.path.exists(srv.local("images/img-1")))
         self.assertFalse(os.path.exists(srv.local("images/img-1.watermark")))

@@ -148,6 +148,16 @@ class TestBody(testtools.TestCase):
         self.assertEqual([b'abc', b'defg'], chunks)
         self.assertIs(stream.blocks[1], chunks[1])
 
+    def test_memoryviews_go_out_as_they_are(self):
+        # open_staged(reuse_buffers=True) hands out views of its pooled
+        # buffers: a copy into bytes would cost a pass over the image.
+        views = [memoryview(bytearray(b'abc')), memoryview(b'defg')]
+        chunks = list(glance._Body(iter(views), 7, 2))
+        self.assertIs(views[0], chunks[0])
+        self.assertIs(views[1], chunks[1])
+        self.assertEqual([b'hi'], list(glance._Body(iter([bytearray(b'hi')]),
+                                                    2, 2)))
+
     def test_files_are_read_in_chunks(self):
         with tempfile.TemporaryFile() as f:
             f.write(b'ab\ncd\nef')

@@ -1159,6 +1159,91 @@ class TestStagedStream(StagingTestCase):
         self.assertEqual([], copy_threads())
 
 
+class TestStagedStreamReusedBuffers(StagingTestCase):
+    """reuse_buffers: blocks are views of a pool of queue_depth + 1
+    page-aligned buffers, read into in place.
+    """
+
+    def open(self, data, **kw):
+        self.put(data)
+        opts = options(queue_depth=2, readers=2)
+        return copy.open_staged(self.backend, "img", len(data), sha(data),
+                                options=opts, reuse_buffers=True, **kw)
+
+    def test_blocks_are_views_of_a_few_recycled_buffers(self):
+        data = payload(20 * 64 * KiB + 7)
+        stream = self.open(data)
+        seen, got = set(), []
+        for block in stream:
+            self.assertIsInstance(block, memoryview)
+            seen.add(direct.address(block))
+            got.append(bytes(block))
+        self.assertEqual(data, b"".join(got))
+        self.assertEqual(sha(data), stream.result.sha512)
+        self.assertLessEqual(stream.pool.allocated, 3)
+        self.assertLessEqual(len(seen), 3)
+        self.assertTrue(all(a % direct.ALIGN == 0 for a in seen))
+
+    def test_read_all_copies_each_block_before_the_next(self):
+        # 21 blocks through 3 buffers: joining the views themselves
+        # would hand back recycled memory.
+        data = payload(20 * 64 * KiB + 7)
+        with self.open(data) as stream:
+            self.assertEqual(data[:10], stream.read(10))
+            self.assertEqual(data[10:], stream.read())
+
+    def test_read_in_pieces(self):
+        data = payload(5 * 64 * KiB + 3)
+        with self.open(data) as stream:
+            parts = iter(lambda: stream.read(50 * KiB), b"")
+            self.assertEqual(data, b"".join(parts))
+
+    def test_the_backend_reads_into_the_buffers(self):
+        data = payload(3 * 64 * KiB)
+        calls = []
+        real = localfs.FileReader.readinto
+
+        def readinto(reader, view, offset, length=None):
+            calls.append((direct.address(view), offset, length))
+            return real(reader, view, offset, length)
+        self.patch(localfs.FileReader, "readinto", readinto)
+        with self.open(data) as stream:
+            got = [(direct.address(b), bytes(b)) for b in stream]
+        self.assertEqual(data, b"".join(b for _a, b in got))
+        self.assertEqual(sorted((a, o, 64 * KiB) for a, o in
+                                zip([a for a, _b in got],
+                                    range(0, len(data), 64 * KiB))),
+                         sorted(calls))
+
+    def test_mismatch_never_yields_the_last_block(self):
+        data = payload(5 * 64 * KiB)
+        self.put(data)
+        stream = copy.open_staged(self.backend, "img", len(data),
+                                  sha(b"other"), options=options(),
+                                  reuse_buffers=True)
+        got = []
+        self.assertRaises(backend.ChecksumMismatch,
+                          lambda: got.extend(bytes(b) for b in stream))
+        self.assertEqual(4 * 64 * KiB, sum(map(len, got)))
+
+    def test_closed_early_stops_the_readers(self):
+        data = payload(40 * 64 * KiB)
+        stream = self.open(data)
+        self.assertEqual(data[:64 * KiB], bytes(next(stream)))
+        stream.close()
+        self.assertEqual([], copy_threads())
+
+    def test_a_backend_without_readinto_of_its_own(self):
+        # Reader.readinto's default copies what pread gives.
+        data = payload(3 * 64 * KiB + 5)
+        be = MemBackend()
+        with be.open_write("img") as w:
+            w.pwrite(data, 0)
+        with copy.open_staged(be, "img", len(data), sha(data),
+                              options=options(), reuse_buffers=True) as s:
+            self.assertEqual(data, b"".join(bytes(b) for b in s))
+
+
 class TestStagedStreamFollow(StagingTestCase):
     def test_follows_a_concurrent_local_copy(self):
         data = payload(3 * MiB + 99)

@@ -77,6 +77,34 @@ class TestDirectIO(testtools.TestCase):
         self.assertEqual(self.data, got)
         self.assertEqual({dfd}, {c[1] for c in self.calls[:4]})
 
+    def test_readinto_direct_in_place(self):
+        # The import's reads: straight into a page-aligned buffer, no
+        # scratch buffer and no copy; the tail too (a short direct read).
+        self.stage()
+        del self.calls[:]
+        buf = buffers.aligned(BLOCK)
+        got = []
+        with self.be.open_read("img") as r:
+            dfd = r.direct.dfd
+            for off in range(0, len(self.data), BLOCK):
+                want = min(BLOCK, len(self.data) - off)
+                self.assertEqual(want, r.readinto(buf, off, want))
+                got.append(bytes(buf[:want]))
+            self.assertEqual(0, r.readinto(buf, len(self.data), 10))
+            self.assertIsNone(r.direct.scratch)
+        self.assertEqual(self.data, b"".join(got))
+        self.assertEqual({dfd}, {c[1] for c in self.calls[:4]})
+
+    def test_readinto_unaligned_through_the_cache(self):
+        self.stage()
+        with self.be.open_read("img") as r:
+            buf = bytearray(100)
+            self.assertEqual(100, r.readinto(buf, 5))
+            self.assertEqual(self.data[5:105], bytes(buf))
+            view = buffers.aligned(BLOCK)
+            self.assertEqual(10, r.readinto(view[1:], 7, 10))
+            self.assertEqual(self.data[7:17], bytes(view[1:11]))
+
     def test_off(self):
         be = localfs.LocalBackend(self.root, direct_io=False)
         w = self.stage(be)

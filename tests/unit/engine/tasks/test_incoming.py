@@ -343,6 +343,7 @@ class TestUploadHashesOnce(testtools.TestCase):
         self.assertFalse(kw["digest"])
         self.assertTrue(kw["until_done"])
         self.assertIsNotNone(kw["follow"])
+        self.assertTrue(kw["reuse_buffers"])    # _Body sends each block
 
     def test_serial_hashes(self):
         kw = self.upload("serial")
