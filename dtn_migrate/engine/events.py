@@ -155,6 +155,28 @@ class EventBoard:
             return when is not None and self.clock() - when < within
 
 
+class Waiter:
+    """Waits for the agent's next value of one key, for a reader that
+    polls the board: each thread calls :meth:`mark` as it reads the
+    value, and :meth:`wait` returns True once a newer one is there.
+    """
+
+    def __init__(self, board, k):
+        self.board = board
+        self.key = k
+        self._local = threading.local()
+
+    def mark(self):
+        self._local.seen = self.board.seq_of(self.key)
+
+    def wait(self, seconds):
+        """True once the board holds a value newer than this thread's
+        last :meth:`mark`, False after ``seconds``.
+        """
+        return self.board.wait(self.key, getattr(self._local, "seen", 0),
+                               seconds)
+
+
 def check_event(kind, transfer_id, name, info):
     """ValueError unless the arguments make an event."""
     if kind not in KINDS:

@@ -1173,8 +1173,23 @@ class _Availability:
         if self.value >= end:
             return
         retry.poll(lambda: self._available(end), lambda value: value >= end,
-                   _poll_waits(self.opts),
-                   sleep=lambda seconds: _clean_wait(self.stop, seconds))
+                   _poll_waits(self.opts), sleep=self._sleep)
+
+    def _sleep(self, seconds):
+        """Until the next poll: ``seconds``, or less once the follower
+        says its value may have changed (one with ``wait``).  Raises
+        _Stopping once ``stop`` is set (seen within 0.1 s).
+        """
+        wait = getattr(self.follow, "wait", None)
+        if wait is None:
+            _clean_wait(self.stop, seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or wait(min(left, 0.1)):
+                return
+        raise _Stopping()
 
     def wait_done(self, check=None):
         """Return once the follower said DONE (the writer verified the
@@ -1183,8 +1198,7 @@ class _Availability:
         before every poll (it raises to give up: a cancel).
         """
         retry.poll(lambda: self._poll_done(check), bool,
-                   _poll_waits(self.opts),
-                   sleep=lambda seconds: _clean_wait(self.stop, seconds))
+                   _poll_waits(self.opts), sleep=self._sleep)
 
     def _poll_done(self, check=None):
         if check is not None:

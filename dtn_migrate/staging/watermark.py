@@ -22,6 +22,11 @@ sink's partial copy is renamed when complete).  States: ``None`` or
 file's sha512 against the source's and installed it durably, so a
 reader that does not hash the file itself can hold back its last block
 until then (``open_staged(..., until_done=True)``).
+
+A follower may also have ``wait(seconds)``: block until its value may
+have changed (True) or ``seconds`` passed (False).  The remote copy then
+waits on it between polls instead of sleeping, so a value that is
+pushed to the reader (the sink agent's events) is seen at once.
 """
 
 import posixpath
@@ -132,7 +137,18 @@ def side_file_follower(backend, name, suffix=SUFFIX):
     return follow
 
 
-def sink_follower(get_info, root=None):
+class _Waiting:
+    """A follower function with a ``wait``."""
+
+    def __init__(self, follow, wait):
+        self._follow = follow
+        self.wait = wait
+
+    def __call__(self):
+        return self._follow()
+
+
+def sink_follower(get_info, root=None, wait=None):
     """Follower over the sink's view of an incoming file.
 
     ``get_info()`` returns what ``SinkServer.watermark`` or the agent's
@@ -140,6 +156,7 @@ def sink_follower(get_info, root=None):
     ``state`` and ``path``.  With ``root`` (where the backend's names
     start on the sink), the follower also gives the file's current name:
     the partial copy while it grows, the final name once complete.
+    ``wait`` becomes the follower's ``wait`` (see above).
     """
     def follow():
         info = get_info()
@@ -152,4 +169,4 @@ def sink_follower(get_info, root=None):
             if name.startswith(".."):
                 name = None
         return info.get("durable") or 0, info.get("state"), name
-    return follow
+    return follow if wait is None else _Waiting(follow, wait)

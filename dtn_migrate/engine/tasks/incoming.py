@@ -310,8 +310,14 @@ class UploadImage(base.MigrationTask):
         name = res_mod.staged_name(transfer_id, res_mod.DATA)
         root = self.res.staging_root()
         live.stage("import", state="waiting", size=size, done=0)
-        info = _this_attempt(
-            lambda: incoming_file(self.res, transfer_id, name, size))
+        waiter = events.Waiter(self.res.events, events.key(
+            events.WATERMARK, transfer_id, name))
+
+        def marked():
+            waiter.mark()       # before the read: no push is missed
+            return incoming_file(self.res, transfer_id, name, size)
+
+        info = _this_attempt(marked)
 
         if opts.get("mode") == "serial":
             def step():
@@ -330,7 +336,9 @@ class UploadImage(base.MigrationTask):
                                          name))
             follow = None
         else:
-            follow = watermark.sink_follower(info, root=root)
+            # Woken by the agent's pushes, not only by its poll timer.
+            follow = watermark.sink_follower(info, root=root,
+                                             wait=waiter.wait)
 
         def progress(p):
             # Runs in the data path: never waits for the agent.

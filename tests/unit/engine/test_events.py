@@ -126,3 +126,32 @@ class TestEventBoard(testtools.TestCase):
                     (events.WATERMARK, TID, 3, None),
                     (events.REPORT, TID, None, [1])):
             self.assertRaises(ValueError, events.check_event, *bad)
+
+
+class TestWaiter(testtools.TestCase):
+    def test_wakes_on_a_value_newer_than_this_threads_last_read(self):
+        board = events.EventBoard()
+        k = events.key(events.WATERMARK, TID, "f")
+        board.post(k, {"durable": 1})
+        waiter = events.Waiter(board, k)
+        self.assertTrue(waiter.wait(0))         # never read: one is there
+        waiter.mark()
+        self.assertFalse(waiter.wait(0.01))
+        board.post(events.key(events.WATERMARK, TID, "other"), {})
+        self.assertFalse(waiter.wait(0.01))     # another key
+        threading.Timer(0.05, board.post, (k, {"durable": 2})).start()
+        self.assertTrue(waiter.wait(10))
+        waiter.mark()
+        self.assertFalse(waiter.wait(0.01))
+
+    def test_each_thread_waits_against_its_own_read(self):
+        board = events.EventBoard()
+        k = events.key(events.WATERMARK, TID, "f")
+        waiter = events.Waiter(board, k)
+        waiter.mark()
+        board.post(k, {"durable": 1})
+        # Another thread reads the new value: this one has not.
+        other = threading.Thread(target=waiter.mark)
+        other.start()
+        other.join()
+        self.assertTrue(waiter.wait(0))

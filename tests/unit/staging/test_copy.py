@@ -1303,6 +1303,81 @@ class TestStagedStreamFollow(StagingTestCase):
         self.assertEqual(data, b"".join(stream))
         self.assertTrue(all(end <= avail for end, avail in reads))
 
+    def pushed_follower(self, size):
+        """A follower whose value a test pushes, with a ``wait`` that
+        wakes on a push (as the engine's event board does).
+        """
+        cond = threading.Condition()
+        state = {"durable": 0, "seq": 0, "waits": [], "woken": 0}
+        seen = threading.local()
+
+        def info():
+            with cond:
+                seen.seq = state["seq"]
+                return {"durable": state["durable"],
+                        "state": "done" if state["durable"] >= size
+                        else "open"}
+
+        def wait(seconds):
+            state["waits"].append(seconds)
+            with cond:
+                woken = cond.wait_for(
+                    lambda: state["seq"] > getattr(seen, "seq", 0), seconds)
+                state["woken"] += bool(woken)
+                return woken
+
+        def push(durable):
+            with cond:
+                state["durable"] = durable
+                state["seq"] += 1
+                cond.notify_all()
+        return watermark.sink_follower(info, wait=wait), push, state
+
+    def test_a_pushed_value_is_read_at_once_not_after_the_poll_wait(self):
+        # Polls 60 s apart: the stream ends only because each push wakes
+        # the reader, and it waited for nothing but the pushes.
+        data = payload(8 * 64 * KiB)
+        self.put(data)
+        follow, push, state = self.pushed_follower(len(data))
+        opts = options(poll_initial=60, poll_max=60, readers=2)
+        ends = list(range(64 * KiB, len(data), 128 * KiB)) + [len(data)]
+        pusher = threading.Thread(target=lambda: [
+            (time.sleep(0.02), push(end)) for end in ends])
+        began = time.monotonic()
+        with copy.open_staged(self.backend, "img", len(data),
+                              follow=follow, options=opts, digest=False,
+                              until_done=True) as stream:
+            pusher.start()
+            got = b"".join(stream)
+        pusher.join()
+        self.assertEqual(data, got)
+        self.assertLess(time.monotonic() - began, 30)
+        self.assertGreater(state["woken"], 0)
+        self.assertTrue(all(0 < w <= 0.1 for w in state["waits"]),
+                        state["waits"])
+
+    def test_cancel_while_waiting_on_the_follower(self):
+        # Polls 60 s apart and no push: the readers wait on the
+        # follower, and still stop within its 0.1 s slices.
+        data = payload(4 * 64 * KiB)
+        self.put(data)
+        follow, _push, state = self.pushed_follower(len(data))
+        cancel = threading.Event()
+        stream = copy.open_staged(
+            self.backend, "img", len(data), follow=follow, digest=False,
+            options=options(poll_initial=60, poll_max=60), cancel=cancel)
+        failed = []
+        consumer = threading.Thread(target=lambda: failed.append(
+            self.assertRaises(backend.CopyCancelled, list, stream)))
+        consumer.start()
+        while not state["waits"]:
+            time.sleep(0.01)
+        cancel.set()
+        consumer.join(30)
+        self.assertFalse(consumer.is_alive())
+        self.assertEqual(1, len(failed))
+        self.assertEqual([], copy_threads())
+
     def test_done_state_makes_everything_available(self):
         data = payload(300 * KiB)
         self.put(data)

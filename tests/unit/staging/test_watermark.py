@@ -115,3 +115,14 @@ class TestSinkFollower(testtools.TestCase):
     def test_missing_durable(self):
         follow = watermark.sink_follower(lambda: {"state": "failed"})
         self.assertEqual((0, "failed", None), follow())
+
+    def test_with_wait(self):
+        info = {"durable": 5, "state": "open", "path": None}
+        waits = []
+        follow = watermark.sink_follower(
+            lambda: info, wait=lambda s: waits.append(s) or True)
+        self.assertEqual((5, "open", None), follow())
+        self.assertTrue(follow.wait(0.1))
+        self.assertEqual([0.1], waits)
+        self.assertFalse(hasattr(watermark.sink_follower(lambda: info),
+                                 "wait"))

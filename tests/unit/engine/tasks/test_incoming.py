@@ -344,6 +344,8 @@ class TestUploadHashesOnce(testtools.TestCase):
         self.assertTrue(kw["until_done"])
         self.assertIsNotNone(kw["follow"])
         self.assertTrue(kw["reuse_buffers"])    # _Body sends each block
+        # The follower wakes on the agent's pushes of the watermark.
+        self.assertTrue(callable(kw["follow"].wait))
 
     def test_serial_hashes(self):
         kw = self.upload("serial")

@@ -37,16 +37,25 @@ def write_frames(path, batches, method):
 
 class TestLoadTime(base.LogTestCase):
 
-    def timed_open(self, files, mechanism, method):
-        start = time.perf_counter(), time.process_time()
-        log = self.open(files, mechanism=mechanism, method=method)
-        total = sum(len(log.done(f.file_id)) for f in files)
-        wall = time.perf_counter() - start[0]
-        cpu = time.process_time() - start[1]
+    def timed_open(self, files, mechanism, method, attempts=3):
+        """Open and read the log, timed; the best of up to ``attempts``
+        loads must be under the bound: on a VM whose host is busy, the
+        CPU time of one load has been seen at 5 x its usual value.
+        """
+        times = []
+        for _attempt in range(attempts):
+            start = time.perf_counter(), time.process_time()
+            log = self.open(files, mechanism=mechanism, method=method)
+            total = sum(len(log.done(f.file_id)) for f in files)
+            times.append((time.perf_counter() - start[0],
+                          time.process_time() - start[1]))
+            log.close()
+            if times[-1][1] < LOAD_BOUND:
+                break
         self.addDetail("%s-%s-load" % (mechanism, method),
-                       content.text_content("%.3f s (cpu %.3f s)"
-                                            % (wall, cpu)))
-        self.assertLess(cpu, LOAD_BOUND)
+                       content.text_content(", ".join(
+                           "%.3f s (cpu %.3f s)" % t for t in times)))
+        self.assertLess(min(cpu for _wall, cpu in times), LOAD_BOUND)
         return total
 
     def test_one_file_of_a_million_objects(self):
