@@ -527,6 +527,7 @@ class Migrations:
         live = self.res.live_for(migration_id)
         if live.cancel.is_set():
             return self._finish(meta, "cancelled", "cancelled")
+        live.seed(meta.get("stages"))
         live.on_state = functools.partial(self._stage_changed,
                                           migration_id)
         changes = {}

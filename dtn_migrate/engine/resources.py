@@ -116,6 +116,17 @@ class Live:
         with self.lock:
             return {k: dict(v) for k, v in self.stages.items()}
 
+    def seed(self, stages):
+        """Take the complete stages of an earlier run (the record's):
+        a resumed flow does not run its finished tasks again, and they
+        would be missing from the record it saves at the end.
+        """
+        with self.lock:
+            for name, info in (stages or {}).items():
+                if name not in self.stages and isinstance(info, dict) and \
+                        info.get("state") == "complete":
+                    self.stages[name] = dict(info)
+
 
 class Resources:
     def __init__(self, conf, images, agent=None, backend=None,
