@@ -178,6 +178,20 @@ def _block_until(attempt, stop, slice_=0.1):
     raise _Stopping()
 
 
+def _take_buffer(pool, stop):
+    """A free buffer of ``pool``, waiting for one; raises _Stopping once
+    ``stop`` is set.
+    """
+    got = []
+
+    def attempt(timeout):
+        got[:] = [pool.acquire(timeout)]
+        return got[0] is not None
+
+    _block_until(attempt, stop)
+    return got[0]
+
+
 def _restate(exc, message):
     """An error of the class of ``exc`` saying ``message``."""
     try:
@@ -926,13 +940,7 @@ class _LocalCopy:
 
     def take_buffer(self):
         """A page-aligned block buffer from the copy's pool."""
-        def attempt(timeout):
-            got[:] = [self.pool.acquire(timeout)]
-            return got[0] is not None
-
-        got = []
-        _block_until(attempt, self.shared.stop)
-        return got[0]
+        return _take_buffer(self.pool, self.shared.stop)
 
     def release(self, blocks):
         """Give the pooled buffers of durable ``blocks`` back."""
@@ -1372,14 +1380,7 @@ class StagedStream:
 
     def take_buffer(self):
         """A free buffer of the pool (raises _Stopping once stopped)."""
-        got = []
-
-        def attempt(timeout):
-            got[:] = [self.pool.acquire(timeout)]
-            return got[0] is not None
-
-        _block_until(attempt, self.stop)
-        return got[0]
+        return _take_buffer(self.pool, self.stop)
 
     def note_retry(self):
         with self._cond:
