@@ -93,6 +93,8 @@ ENGINE = {"engine": {"stall_timeout": 300}}
 NOT_A_MIGRATION = json.dumps({"version": 0, "note": "dtn-migrate benchmark: "
                               "a transfer alone, not a migration"}).encode()
 FINAL = ("complete", "failed", "cancelled")
+#: Longest wait for the engines to remove a migration's staged files.
+REMOVAL_WAIT = 120.0
 #: Seconds between polls of a migration whose notifications are late.
 POLL = 5.0
 
@@ -308,6 +310,24 @@ class Bench:
                     shutil.rmtree(path, ignore_errors=True)
         os.sync()               # no write-back of one run in the next
 
+    def await_removal(self, transfer_id):
+        """Seconds, after the migration ended, until both engines removed
+        its staged files (they do so after saving the outcome): the CPU
+        they spend on it is counted in the migration's, not in the next
+        run's or left to tidy().
+        """
+        t0 = time.monotonic()
+        deadline = t0 + REMOVAL_WAIT
+        dirs = [os.path.join(c.staging_dir, transfer_id)
+                for c in (self.clouds.a, self.clouds.b)]
+        while any(os.path.exists(d) for d in dirs):
+            if time.monotonic() > deadline:
+                raise BenchError("the staged files of transfer %s are still "
+                                 "there %.0f s after the migration ended"
+                                 % (transfer_id, REMOVAL_WAIT))
+            time.sleep(0.02)
+        return time.monotonic() - t0
+
     def deadline(self):
         return time.monotonic() + self.args.timeout
 
@@ -506,6 +526,8 @@ class Bench:
                 results = self.run_glance_download()
             else:
                 results = self.run_migration(mode)
+                results[0][2]["removal_seconds"] = self.await_removal(
+                    results[0][2]["transfer_id"])
             results[0][2]["cpu_seconds"] = self.cpu.delta(
                 cpu, self.cpu.snapshot())
         link = linkstats.delta(before, linkstats.counters(self.clouds.lab))

@@ -59,7 +59,9 @@ engine_opts = [
     cfg.IntOpt(
         'reconcile_interval', default=30, min=1,
         help='Seconds between checks of this DTN\'s incoming transfers '
-             'for imports whose notification was lost.'),
+             'for imports whose notification was lost, and sweeps of the '
+             'staged files that finished migrations left (an engine '
+             'stopped before removing them, or the removal failed).'),
     cfg.IntOpt(
         'rpc_timeout', default=60, min=1,
         help='Timeout of RPC calls to the DTN agent.'),

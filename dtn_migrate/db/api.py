@@ -34,7 +34,7 @@ SORT_DIRS = common.SORT_DIRS
 DEFAULT_SORT = (['created_at', 'id'], ['desc', 'desc'])
 #: Filters of a listing: column filters (a value or a list of values).
 FILTER_KEYS = ('state', 'image_id', 'peer', 'direction', 'request_id',
-               'transfer_id', 'project_id')
+               'transfer_id', 'project_id', 'cleanup')
 #: Columns holding JSON, decoded to dicts in rows.
 _JSON_COLUMNS = ('options', 'details')
 #: Sort keys that are never null in a row the engine wrote.

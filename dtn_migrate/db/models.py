@@ -33,6 +33,10 @@ class Migration(Base):
     stage = sa.Column(sa.String(16))
     mode = sa.Column(sa.String(16))
     transfer_id = sa.Column(sa.String(36), index=True)
+    #: 'pending' from the save of a migration's outcome until its staged
+    #: files are removed (an engine that stopped in between, or a removal
+    #: that failed, leaves it for the engine's sweep); NULL otherwise.
+    cleanup = sa.Column(sa.String(16), index=True)
     attempt = sa.Column(sa.Integer)
     size = sa.Column(sa.BigInteger)
     os_hash_value = sa.Column(sa.String(128))

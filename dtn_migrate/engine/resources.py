@@ -242,7 +242,7 @@ class Resources:
 
     def remove_staged_quietly(self, transfer_id, why):
         """remove_staged, best effort: a failure only costs space, so it
-        is logged and left for the operator.
+        is logged.  Returns whether the files are gone.
         """
         LOG.info("removing the staged files of transfer %s: %s",
                  transfer_id, why)
@@ -251,6 +251,8 @@ class Resources:
         except Exception as exc:  # noqa: B902 - only space is lost
             LOG.warning("could not remove the staged files of transfer "
                         "%s: %s", transfer_id, exc)
+            return False
+        return True
 
     # This cloud's DTN agent.
     def check_peer(self, peer):

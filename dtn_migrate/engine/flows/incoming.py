@@ -3,7 +3,7 @@
 ::
 
     read-descriptor -> [create-image -> upload-image -> verify-image]
-        -> report-import -> cleanup-incoming
+        -> report-import
 
 The bracketed part runs up to ``IMPORT_ATTEMPTS`` times: a failure
 reverts it -- create-image's revert deletes the half-imported image,
@@ -13,8 +13,9 @@ starts again from the received file, after a pause that doubles from
 asked again at once).  Failures that would only repeat
 (wrong data or metadata, a refused request, a cancel) are not retried.
 The received files stay on the DTN until the image is verified.  Once
-it is, nothing deletes it: report-import retries with backoff, and
-cleanup-incoming only logs what it could not remove.
+it is, nothing deletes it: report-import retries with backoff.  The
+received files are removed once the outcome is saved
+(:meth:`dtn_migrate.engine.migrations.Migrations.remove_staged`).
 """
 
 import time
@@ -69,5 +70,4 @@ def get_flow(resources):
     return linear_flow.Flow(NAME).add(
         tasks.ReadDescriptor(resources),
         attempt,
-        tasks.ReportImport(resources),
-        tasks.CleanupIncoming(resources))
+        tasks.ReportImport(resources))

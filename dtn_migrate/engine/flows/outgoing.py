@@ -4,12 +4,14 @@
 
     get-source-image -> check-peer -> write-descriptor
         -> { stage-image | transfer-image | await-peer-import }
-        -> cleanup-staging
 
 In pipelined mode the three stages in braces run at once (an unordered
 flow under the parallel engine) and meet through the staged file's
 watermarks: the agent sends what staging committed, the peer imports
 what its DTN made durable.  In serial mode they run one after another.
+The staged files are removed once the outcome is saved
+(:meth:`dtn_migrate.engine.migrations.Migrations.remove_staged`), so
+that a migration is complete as soon as the peer holds the image.
 """
 
 from taskflow.patterns import linear_flow
@@ -31,5 +33,4 @@ def get_flow(resources, mode):
         tasks.GetSourceImage(resources),
         tasks.CheckPeer(resources),
         tasks.WriteDescriptor(resources),
-        middle,
-        tasks.CleanupStaging(resources))
+        middle)

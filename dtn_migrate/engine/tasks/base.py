@@ -157,17 +157,6 @@ class MigrationTask(task.Task):
                 self.await_event(migration_id, event, seen, interval)
 
 
-class RemoveStaged(MigrationTask):
-    """Remove a migration's files from this DTN's export, best effort:
-    the image is already where it belongs, so a failure here is logged
-    and left for the operator rather than undoing the migration.
-    """
-
-    def execute(self, transfer_id):
-        self.res.remove_staged_quietly(transfer_id, "the image is where it "
-                                                    "belongs")
-
-
 class StallClock:
     """Fails a wait once nothing it watches changed for ``timeout``."""
 

@@ -443,12 +443,6 @@ class ReportImport(base.MigrationTask):
                  self.res.agent_host, transfer_id, report)
 
 
-class CleanupIncoming(base.RemoveStaged):
-    """Remove the received files once the image is in Glance."""
-
-    default_name = "cleanup-incoming"
-
-
 class Reporter:
     """Progress reports to the agent, sent by a thread of their own so
     that the caller (the upload's data path) never waits for the agent:

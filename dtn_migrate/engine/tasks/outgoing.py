@@ -437,9 +437,3 @@ class AwaitPeerImport(base.MigrationTask):
         return {k: report.get(k) for k in (
             "image_id", "os_hash_value", "status", "verified",
             "differences")}
-
-
-class CleanupStaging(base.RemoveStaged):
-    """Remove the staged files once the peer holds the image."""
-
-    default_name = "cleanup-staging"

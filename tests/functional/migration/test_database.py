@@ -332,6 +332,19 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.assertMigrated(rec, source)
         # Its row is right: complete, every byte, the whole timeline.
         self.assertRowComplete(persistence, mid, source)
+        # Its staged files go after the outcome is saved; saved late
+        # (stranded), they are left to the engine's sweep.
+        self.wait_until(lambda: self.row(persistence, mid)[0]["cleanup"]
+                        is None and not [f for f in a.staged_files()
+                                         if f.startswith(tid)],
+                        "A's staged files to go", timeout=60)
+        # An outcome saved late goes with its files kept for the sweep;
+        # a flow that ran again after the error removed them itself.
+        log = engine.log_text()
+        self.assertEqual(
+            "migration %s: its outcome (complete) saved after a database "
+            "error" % mid in log,
+            "left when migration %s ended complete" % mid in log)
 
         # Saved for good: engine A, killed, restarts at once on the same
         # database (the server dropped its lock) and finds it complete.

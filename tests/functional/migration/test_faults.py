@@ -1,8 +1,9 @@
 """Faults during migrations between two real clouds: engine kill -9 at
 three points (SQLite, MariaDB and PostgreSQL persistence) and the peer's
 engine kill -9 during its import, a RabbitMQ
-restart, Glance B answering 503/429, a peer import that fails and is
-retried, bad requests.
+restart, a staged file that cannot be removed at the end, Glance B
+answering 503/429, a peer import that fails and is retried, bad
+requests.
 
 Faults are held by count, or until the test clears them, never by time:
 a FaultProxy in front of a Glance answers 503 to the data requests it
@@ -12,6 +13,7 @@ must hold, so that the migration is provably where each step wants it
 
 import os
 import re
+import subprocess
 import time
 
 from dtn_migrate import exception
@@ -252,9 +254,31 @@ class TestFaults(migration.MigrationTestCase):
         self.assertEqual(0, b.proxy.count("pass", "PUT"))
         self.assertEqual([], [i["id"] for i in b.admin().images.list()
                               if i["status"] == "active"])
+        # Then A's staged descriptor is made busy (a mount point: unlink
+        # answers EBUSY) while the import is still held.
+        busy = os.path.join(a.staging_dir, tid, "image.json")
+        subprocess.run(["mount", "--bind", busy, busy], check=True)
+        self.addCleanup(subprocess.run, ["umount", busy],
+                        stderr=subprocess.DEVNULL)
         b.proxy.clear()
         rec = self.wait_migration(mid)
         self.assertMigrated(rec, source)
+        # Complete all the same; the files it could not remove are kept
+        # for the engine's sweep, which removes them once it can.
+        self.wait_until(lambda: "could not remove the staged files of "
+                        "transfer %s" % tid in a.engine.log_text(),
+                        "the removal to fail", timeout=60)
+        rec = self.a.bus.engine.get_migration({}, mid)
+        self.assertEqual(("complete", "pending"),
+                         (rec["state"], rec["cleanup"]))
+        self.assertIn("%s/image.json" % tid, a.staged_files())
+        subprocess.run(["umount", busy], check=True)
+        self.wait_until(lambda: self.a.bus.engine.get_migration(
+            {}, mid)["cleanup"] is None, "the sweep", timeout=60)
+        self.assertEqual([], [f for f in a.staged_files()
+                              if f.startswith(tid)])
+        self.assertIn("left when migration %s ended complete" % mid,
+                      a.engine.log_text())
         # The agent's transfer went on through the restart: one attempt,
         # nothing sent twice.
         status = agent.get_transfer({}, a.agent_name, tid)

@@ -8,9 +8,11 @@ at a chosen point of a migration's flow: a real crash, for
 Without MIGRATION_ID it asks for a serial migration of the image made
 from IMAGE_SEED (see :func:`image_data`); with it, it resumes that
 migration from DB.  POINT is where the process kills itself:
-``transfer`` (the agent's start_transfer, after the export) or
-``report`` (the first poll of the peer's report, after the transfer).
-The migration id is printed first.
+``transfer`` (the agent's start_transfer, after the export),
+``report`` (the first poll of the peer's report, after the transfer) or
+``cleanup`` (the removal of the staged files, after the outcome is
+saved; a peer engine in this process imports the image).  The
+migration id is printed first.
 """
 
 import os
@@ -77,15 +79,14 @@ def main(tmp, db, seed, point, migration_id=None):
 
     if point == "transfer":
         agents.start_transfer = die
-    else:
+    elif point == "report":
         agents.get_peer_report = die
-    # Imported here: that test module imports this one.
-    from tests.unit.engine import test_migrations
-    conf = test_migrations.make_conf("dtn-a", db)
-    store = persistence.Store(db)
-    res = resources.Resources(conf, images, agents,
-                              localfs.LocalBackend(roots["dtn-a"]))
-    engine = migrations.Migrations(conf, store, res)
+    engine = _engine("dtn-a", db, images, agents, roots)
+    if point == "cleanup":
+        engine.res.remove_staged = die
+        agents.engines["dtn-b"] = _engine(
+            "dtn-b", "sqlite:///%s/crash-peer.sqlite" % tmp,
+            fakes.FakeImages("b"), agents, roots)
     if migration_id is None:
         req = engine.request("b", images=[IMAGE_ID],
                              options={"mode": "serial"})
@@ -97,6 +98,15 @@ def main(tmp, db, seed, point, migration_id=None):
     # Reached only when the flow ended without reaching POINT.
     print("ended", engine.get(migration_id)["state"], flush=True)
     return 3
+
+
+def _engine(host, db, images, agents, roots):
+    # Imported here: that test module imports this one.
+    from tests.unit.engine import test_migrations
+    conf = test_migrations.make_conf(host, db)
+    res = resources.Resources(conf, images, agents,
+                              localfs.LocalBackend(roots[host]))
+    return migrations.Migrations(conf, persistence.Store(db), res)
 
 
 if __name__ == "__main__":

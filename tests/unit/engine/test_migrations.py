@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from unittest import mock
 import uuid
@@ -91,6 +92,12 @@ class EngineTestCase(testtools.TestCase):
             conf, images, self.agents,
             localfs.LocalBackend(self.agents.roots[host]))
         return migrations.Migrations(conf, store, res)
+
+    def staged(self, host="dtn-a"):
+        return sorted(os.path.relpath(os.path.join(d, f),
+                                      self.agents.roots[host])
+                      for d, _s, fs in os.walk(self.agents.roots[host])
+                      for f in fs)
 
     def image(self, size=3 << 20, **fields):
         data = os.urandom(size)
@@ -296,12 +303,6 @@ class TestMigrations(EngineTestCase):
         self.a.cancel(mid)
         self.assertTrue(self.a.wait_idle(60))
         self.assertEqual("cancelled", self.a.get(mid)["state"])
-
-    def staged(self, host="dtn-a"):
-        return sorted(os.path.relpath(os.path.join(d, f),
-                                      self.agents.roots[host])
-                      for d, _s, fs in os.walk(self.agents.roots[host])
-                      for f in fs)
 
     def fail_first_import(self, image):
         """Migrate ``image`` with every upload of its import failing."""
@@ -609,6 +610,126 @@ class TestCallers(EngineTestCase):
         self.assertTrue(self.a.wait_idle(60))
 
 
+class TestStagedRemoval(EngineTestCase):
+    """A migration's staged files go after its outcome is saved and
+    told; those an engine stopped or failed to remove go at the sweep.
+    """
+
+    def test_complete_before_the_files_go(self):
+        seen = {}
+        real = resources.Resources.remove_staged
+
+        def remove(res, transfer_id):
+            engine = self.a if res is self.a.res else self.b
+            [rec] = engine.store.records({"transfer_id": transfer_id})
+            seen[res.conf.engine.agent_host] = (
+                rec["state"], rec["cleanup"], bool(self.staged(
+                    res.conf.engine.agent_host)))
+            return real(res, transfer_id)
+
+        ended = []
+        self.a.finished.append(lambda rec: ended.append(
+            (rec["state"], self.staged())))
+        image = self.image()
+        with mock.patch.object(resources.Resources, "remove_staged",
+                               autospec=True, side_effect=remove):
+            [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        # Saved complete, with its files still to go, before they went;
+        # the end was told while they were there.
+        self.assertEqual({"dtn-a": ("complete", "pending", True),
+                          "dtn-b": ("complete", "pending", True)}, seen)
+        self.assertEqual("complete", ended[0][0])
+        self.assertNotEqual([], ended[0][1])
+        for engine, host in ((self.a, "dtn-a"), (self.b, "dtn-b")):
+            self.assertEqual([None], [r["cleanup"] for r in engine.list()])
+            self.assertEqual([], self.staged(host))
+
+    def test_a_failed_removal_is_swept(self):
+        image = self.image()
+        with mock.patch.object(resources.Resources, "remove_staged",
+                               side_effect=OSError("stale handle")):
+            [m] = self.run_request([image["id"]])
+        self.assertEqual(("complete", "pending"),
+                         (m["state"], m["cleanup"]))
+        self.assertIn("%s/image.data" % m["transfer_id"], self.staged())
+        self.assertEqual(1, self.a.sweep_staged())
+        self.assertEqual([], self.staged())
+        self.assertIsNone(self.a.get(m["migration_id"])["cleanup"])
+        self.assertEqual(0, self.a.sweep_staged())
+        # B's received files, by its periodic reconcile.
+        self.assertNotEqual([], self.staged("dtn-b"))
+        self.b.reconcile()
+        self.assertEqual([], self.staged("dtn-b"))
+        self.assertEqual([None], [r["cleanup"] for r in self.b.list()])
+
+    def test_a_failed_import_keeps_what_it_received(self):
+        self.glance_b.break_uploads = incoming_flow.IMPORT_ATTEMPTS
+        [m] = self.run_request([self.image()["id"]])
+        self.assertEqual("failed", m["state"])
+        [imp] = self.b.list()
+        self.assertEqual(("failed", None), (imp["state"], imp["cleanup"]))
+        self.assertEqual(0, self.b.sweep_staged())
+        self.assertIn("%s/image.data" % m["transfer_id"],
+                      self.staged("dtn-b"))
+        # keep_failed (the default): the source keeps its export too.
+        self.assertIsNone(self.a.get(m["migration_id"])["cleanup"])
+        self.assertEqual(0, self.a.sweep_staged())
+        self.assertIn("%s/image.data" % m["transfer_id"], self.staged())
+
+    def test_a_retry_waits_for_the_sweep(self):
+        self.a = self.engine("dtn-a", self.glance_a, keep_failed=False)
+        self.glance_b.break_uploads = incoming_flow.IMPORT_ATTEMPTS
+        image = self.image()
+        with mock.patch.object(resources.Resources, "remove_staged",
+                               side_effect=OSError("stale handle")):
+            [m] = self.run_request([image["id"]])
+        mid = m["migration_id"]
+        self.assertEqual(("failed", "pending"), (m["state"], m["cleanup"]))
+        order = []
+        real = self.a.res.remove_staged
+
+        def slow(transfer_id):
+            order.append("sweep starts")
+            time.sleep(0.5)
+            real(transfer_id)
+            order.append("sweep ends")
+
+        self.a.res.remove_staged = slow
+        sweeper = threading.Thread(target=self.a.sweep_staged)
+        sweeper.start()
+        while not order:
+            time.sleep(0.01)
+        self.assertIn(mid, self.a.pending)
+        self.a.retry(mid)
+        order.append("retried")
+        sweeper.join()
+        self.assertEqual(["sweep starts", "sweep ends", "retried"], order)
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        rec = self.a.get(mid)
+        self.assertEqual(("complete", 2, None),
+                         (rec["state"], rec["attempt"], rec["cleanup"]))
+        self.assertImported(image)
+
+    def test_killed_between_the_save_and_the_removal(self):
+        """The source engine's process is killed (SIGKILL) as it starts
+        to remove the staged files of a migration it saved complete; the
+        next engine on its database removes them.
+        """
+        db = "sqlite:///%s/crashed-a.sqlite" % self.tmp
+        mid, _exported = crash_worker.crash(self.tmp, db, 11, "cleanup")
+        a2 = self.engine("dtn-a", self.glance_a, db)
+        rec = a2.get(mid)
+        self.assertEqual(("complete", "pending"),
+                         (rec["state"], rec["cleanup"]))
+        self.assertIn("%s/image.data" % rec["transfer_id"], self.staged())
+        self.assertEqual([], a2.resume_unfinished())
+        a2.reconcile()
+        self.assertEqual([], self.staged())
+        self.assertIsNone(a2.get(mid)["cleanup"])
+
+
 class TestDatabaseOutage(EngineTestCase):
     """The persistence database fails while migrations run: a migration
     whose worker ends on the error is stranded, never left for good,
@@ -696,6 +817,16 @@ class TestDatabaseOutage(EngineTestCase):
         self.assertEqual(["complete"] * 5,
                          [self.a.get(m["migration_id"])["state"]
                           for m in done])
+        # Their staged files, kept while the outcome waited, go at the
+        # next sweep (recover() holds the engine's lock).
+        self.assertEqual(sorted(m["transfer_id"] for m in done),
+                         sorted({f.split("/")[0] for f in self.staged()}))
+        self.assertEqual(["pending"] * 5,
+                         [self.a.get(m["migration_id"])["cleanup"]
+                          for m in done])
+        self.assertEqual(5, self.a.sweep_staged())
+        self.assertEqual(5, self.b.sweep_staged())
+        self.assertEqual([], self.staged() + self.staged("dtn-b"))
         self.assertEqual(["complete"] * 5,
                          [r["state"] for r in self.b.list()])
         for image in images:

@@ -1,8 +1,20 @@
-"""The engine's live state of a running migration."""
+"""The engine's resources: the live state of a running migration and
+the removal of staged files.
+"""
+
+import os
+import shutil
+import tempfile
+from unittest import mock
 
 import testtools
 
 from dtn_migrate.engine import resources
+from dtn_migrate.staging import backend as staging_backend
+from dtn_migrate.staging import localfs
+from tests.unit.engine import test_tasks
+
+TID = test_tasks.TID
 
 
 class TestLiveSeed(testtools.TestCase):
@@ -21,3 +33,27 @@ class TestLiveSeed(testtools.TestCase):
             live.snapshot())
         live.seed(None)
         self.assertEqual(2, len(live.snapshot()))
+
+
+class TestRemoveStaged(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="dtnm-res-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.backend = localfs.LocalBackend(self.root)
+
+    def test_configured_suffix_and_the_directory(self):
+        res = test_tasks.make_res(backend=self.backend)
+        for leaf in ("image.data", "image.data.wm", "image.json"):
+            self.backend.write_small("%s/%s" % (TID, leaf), b"x")
+        self.assertTrue(res.remove_staged_quietly(TID, "test"))
+        self.assertEqual([], os.listdir(self.root))
+        # Nothing left: not an error.
+        self.assertTrue(res.remove_staged_quietly(TID, "test"))
+
+    def test_best_effort(self):
+        backend = mock.Mock()
+        backend.remove.side_effect = staging_backend.Unavailable(
+            "server gone")
+        res = test_tasks.make_res(backend=backend)
+        self.assertFalse(res.remove_staged_quietly(TID, "test"))

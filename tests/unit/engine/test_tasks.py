@@ -216,31 +216,6 @@ class TestReporter(testtools.TestCase):
         self.assertEqual(2, len(sent))
 
 
-class TestCleanup(testtools.TestCase):
-    def setUp(self):
-        super().setUp()
-        self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
-        self.addCleanup(shutil.rmtree, self.root, True)
-        self.backend = localfs.LocalBackend(self.root)
-
-    def test_configured_suffix_on_both_sides(self):
-        res = make_res(backend=self.backend)
-        for task in (incoming.CleanupIncoming(res),
-                     outgoing.CleanupStaging(res)):
-            for leaf in ("image.data", "image.data.wm", "image.json"):
-                self.backend.write_small("%s/%s" % (TID, leaf), b"x")
-            task.execute(TID)
-            self.assertEqual([], os.listdir(self.root))
-
-    def test_best_effort(self):
-        backend = mock.Mock()
-        backend.remove.side_effect = staging_backend.Unavailable(
-            "server gone")
-        res = make_res(backend=backend)
-        incoming.CleanupIncoming(res).execute(TID)
-        outgoing.CleanupStaging(res).execute(TID)
-
-
 class TestWriteDescriptor(testtools.TestCase):
     def setUp(self):
         super().setUp()
