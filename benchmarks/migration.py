@@ -63,6 +63,7 @@ from benchmarks import workloads
 from dtn_migrate import devcloud
 from dtn_migrate.devcloud import _base as devcloud_base
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import stream as staging_stream
 from tests.functional import netns
 
 MiB = 1 << 20
@@ -484,7 +485,7 @@ class Bench:
                                  "disk_format": "raw",
                                  "container_format": "bare"})
         image = images_b.upload(
-            image["id"], lambda: copy.open_staged(
+            image["id"], lambda: staging_stream.open_staged(
                 backend_b, data, size, options=opts,
                 **self.import_hashing(sha)), size)
         out.append(("import", time.monotonic() - t0, {
@@ -511,7 +512,8 @@ class Bench:
         (``on``: the import before issue 13).
         """
         mode = getattr(self.args, "import_sha512", "auto")
-        can_skip = "digest" in inspect.signature(copy.open_staged).parameters
+        can_skip = "digest" in inspect.signature(
+            staging_stream.open_staged).parameters
         if mode == "on" or not can_skip:
             return {"expected_sha512": sha}
         return {"expected_sha512": None, "digest": False}

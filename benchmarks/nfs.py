@@ -6,8 +6,8 @@ three cases of server/client synchrony.  This script measures the same
 with dtn-migrate's own components: a real nfs-ganesha NFSv3 server
 (``tests/functional/ganesha.py``) exporting a directory on disk, the
 userspace client libnfs (``dtn_migrate.staging.libnfs``) and the copy
-engine (``dtn_migrate.staging.copy``), across a tbf-limited veth
-(``tests/functional/netns.py``).
+engine (``dtn_migrate.staging.copy`` and ``dtn_migrate.staging.stream``),
+across a tbf-limited veth (``tests/functional/netns.py``).
 
 Cases (Table 1 of the paper)::
 
@@ -31,7 +31,7 @@ iterator of chunks of that size.  Two series per case:
                   chunks are gathered into 1 MiB WRITEs, as a kernel
                   client's page cache does for ``dd`` on an async mount.
 
-Reads: :func:`copy.open_staged` with ``block_size`` = block size (bs
+Reads: :func:`stream.open_staged` with ``block_size`` = block size (bs
 READs by 2 reader threads), and the production read path (1 MiB
 read-ahead, the application calling ``read(bs)``).
 
@@ -66,7 +66,9 @@ from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.staging import backend as staging
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import libnfs
+from dtn_migrate.staging import stream as staging_stream
 from tests.functional import ganesha
 from tests.functional import netns
 
@@ -274,8 +276,8 @@ class Site:
 # ------------------------------------------------------------ measurements
 
 def write_point(site, name, bs, size, pattern, client_sync, block):
-    opts = copy.CopyOptions(block_size=bs if block == "bs" else MiB,
-                            sync=client_sync)
+    opts = copycommon.CopyOptions(block_size=bs if block == "bs" else MiB,
+                                  sync=client_sync)
     with site.client():
         t = time.perf_counter()
         result = copy.stage(site.backend, name, pattern.chunks(bs, size),
@@ -294,13 +296,15 @@ def read_point(site, name, bs, size, sha512, block):
     with site.client():
         t = time.perf_counter()
         if block == "bs":
-            with copy.open_staged(site.backend, name, size, sha512,
-                                  options=copy.CopyOptions(
-                                      block_size=bs)) as stream:
+            with staging_stream.open_staged(
+                    site.backend, name, size, sha512,
+                    options=copycommon.CopyOptions(
+                        block_size=bs)) as stream:
                 for data in stream:
                     n += len(data)
         else:
-            with copy.open_staged(site.backend, name, size, sha512) as s:
+            with staging_stream.open_staged(
+                    site.backend, name, size, sha512) as s:
                 while True:
                     data = s.read(bs)
                     if not data:
@@ -578,7 +582,7 @@ class Run:
                                     "client_file_sync", "engine_block"),
                                    SERIES[k])) for k in args.series},
             "copy_options": {
-                k: v for k, v in vars(copy.CopyOptions()).items()
+                k: v for k, v in vars(copycommon.CopyOptions()).items()
                 if isinstance(v, (int, float, bool))},
             "peers": args.peers})
         out = args.out

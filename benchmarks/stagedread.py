@@ -1,7 +1,7 @@
 """The import's read of a staged file, with and without reused buffers.
 
 Engine B reads the staged (received) file with
-:func:`dtn_migrate.staging.copy.open_staged` and sends each block to
+:func:`dtn_migrate.staging.stream.open_staged` and sends each block to
 Glance B.  This measures that read apart from Glance: one staged file
 on ``--dir`` (the local backend, ``O_DIRECT`` where the file system
 takes it), read whole by ``open_staged`` as the import does (no sha512
@@ -30,8 +30,8 @@ import threading
 import time
 
 from benchmarks import report
-from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
+from dtn_migrate.staging import stream as staging_stream
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -68,8 +68,8 @@ def _read_once(backend, name, size, reuse):
     drainer.start()
     before, t0 = os.times(), time.monotonic()
     try:
-        with copy.open_staged(backend, name, size, digest=False,
-                              reuse_buffers=reuse) as stream:
+        with staging_stream.open_staged(backend, name, size, digest=False,
+                                        reuse_buffers=reuse) as stream:
             for block in stream:
                 tx.sendall(block)
     finally:

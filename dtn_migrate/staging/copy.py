@@ -1,4 +1,4 @@
-"""The copy engine: image bytes onto a DTN's export and back.
+"""The copy engine's local copy: image bytes onto a DTN's export.
 
 *Local copy* (:func:`stage`): a reader thread cuts the source (an
 iterator of chunks of any size, a file, or a callable opening either at
@@ -42,16 +42,8 @@ starts from it and reads back only the committed bytes beyond it.
 Damage in the staged prefix before the state is therefore not seen
 here; the transfer's sink finds it (it hashes what it receives against
 this sha512).
-
-*Remote copy* (:class:`StagedStream`): reader threads read a staged file
-ahead into a reorder buffer of ``queue_depth`` blocks; the consumer gets
-blocks in order as an iterator or through ``read(n)``, hashed on the
-way.  It can follow a file that is still growing, and checks the sha512
-before it gives out the last block -- or, without its own hash
-(``digest=False, until_done=True``), waits for the follower's ``done``.
 """
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -60,174 +52,12 @@ import threading
 import time
 
 from dtn_migrate.staging import backend as base
-from dtn_migrate.staging import retry
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
 
 LOG = logging.getLogger(__name__)
-
-MiB = 1 << 20
-
-
-class _Stopping(Exception):
-    """Internal signal, not an error: leave a thread because the copy is
-    stopping (what stopped it is recorded elsewhere).
-    """
-
-
-@dataclasses.dataclass
-class CopyOptions:
-    """Tuning of both copies (defaults suit a kernel NFS mount)."""
-
-    block_size: int = 4 * MiB       # bytes per read / write request
-    queue_depth: int = 4            # blocks between reader and writers
-    writers: int = 2                # local copy: writer threads
-    readers: int = 2                # remote copy: reader threads
-    commit_interval: int = 64 * MiB  # local copy: bytes between commits
-    commit_idle: float = 1.0        # commit when idle this long (s)
-    sync: bool = False              # every write stable (O_DSYNC/FILE_SYNC)
-    free_margin: int = 256 * MiB    # export space never staged into
-    side_file: bool = True          # publish the watermark side file
-    watermark_suffix: str = watermark.SUFFIX
-    retries: int = 5                # per request, on retryable errors
-    retry_initial: float = 0.1      # first backoff (s), then doubling
-    retry_max: float = 5.0
-    poll_initial: float = 0.05      # remote copy: follow polling (s)
-    poll_max: float = 1.0
-    stall_timeout: float = 300.0    # followed file not growing (s)
-    progress_interval: float = 1.0  # between progress callbacks (s)
-    skip_zeros: bool = True         # local copy: zero blocks unwritten
-    hash_checkpoint: int = 256 * MiB  # local copy: bytes between saved
-    #                                   sha512 states (0: none)
-
-    def __post_init__(self):
-        for field in ("block_size", "queue_depth", "writers", "readers",
-                      "commit_interval"):
-            if getattr(self, field) < 1:
-                raise ValueError("%s must be at least 1" % field)
-
-
-@dataclasses.dataclass
-class CopyResult:
-    """What a finished copy moved."""
-
-    name: str
-    size: int
-    sha512: str          # hex digest of all ``size`` bytes
-    start: int           # offset this call began at (resumed prefix)
-    bytes_copied: int    # bytes this call moved
-    seconds: float
-    retries: int = 0     # retryable errors overcome
-    zero_bytes: int = 0  # all-zero bytes this call did not write
-
-    @property
-    def rate(self):
-        """Bytes per second moved by this call."""
-        return self.bytes_copied / self.seconds if self.seconds else 0.0
-
-
-@dataclasses.dataclass
-class CopyProgress:
-    """Handed to progress callbacks."""
-
-    name: str
-    size: int
-    done: int            # leading bytes processed, resumed prefix included
-    committed: int       # durable prefix (local copy), else ``done``
-    copied: int          # bytes moved by this call
-    elapsed: float
-
-    @property
-    def rate(self):
-        return self.copied / self.elapsed if self.elapsed else 0.0
-
-
-def describe(backend):
-    """A human name for the export behind ``backend``."""
-    for attr in ("description", "where", "url", "root"):
-        value = getattr(backend, attr, None)
-        if value:
-            return str(value)
-    return type(backend).__name__
-
-
-def _digest_hex(value):
-    return value.lower() if value else None
-
-
-def _poll_waits(opts):
-    """Waits between the polls of a followed file."""
-    return retry.doubling(opts.poll_initial, opts.poll_max)
-
-
-def _clean_wait(stop, seconds):
-    """Sleep unless ``stop`` is set; raise _Stopping if it is."""
-    if stop.wait(seconds):
-        raise _Stopping()
-
-
-def _block_until(attempt, stop, slice_=0.1):
-    """Call ``attempt(timeout)``, a blocking call giving up after
-    ``timeout`` seconds, until it returns True; raise _Stopping as soon
-    as ``stop`` is set (checked before every call).
-    """
-    while not stop.is_set():
-        if attempt(slice_):
-            return
-    raise _Stopping()
-
-
-def _take_buffer(pool, stop):
-    """A free buffer of ``pool``, waiting for one; raises _Stopping once
-    ``stop`` is set.
-    """
-    got = []
-
-    def attempt(timeout):
-        got[:] = [pool.acquire(timeout)]
-        return got[0] is not None
-
-    _block_until(attempt, stop)
-    return got[0]
-
-
-def _restate(exc, message):
-    """An error of the class of ``exc`` saying ``message``."""
-    try:
-        err = type(exc)(message)
-    except TypeError:
-        err = base.StagingError(message)
-    err.__cause__ = exc
-    return err
-
-
-def _retryable(exc):
-    return isinstance(exc, base.StagingError) and exc.retryable
-
-
-def _retrying(opts, stop, op, reopen, what, on_retry=None):
-    """Run ``op``; on a retryable error, back off, ``reopen`` and try
-    again, at most ``opts.retries`` times.
-    """
-    def attempt(number):
-        if number > 1:
-            reopen()
-        return op()
-
-    try:
-        return retry.call(
-            attempt, _retryable, retry.tries(opts.retries + 1),
-            retry.doubling(opts.retry_initial, opts.retry_max),
-            sleep=lambda seconds: _clean_wait(stop, seconds),
-            before_retry=on_retry and (lambda exc, number: on_retry()),
-            what=what)
-    except base.StagingError as exc:
-        retries = retry.attempts_made(exc) - 1
-        if retries:
-            raise _restate(exc, "%s failed after %d retries: %s"
-                           % (what, retries, exc))
-        raise
 
 
 # Resume state and housekeeping.
@@ -369,7 +199,7 @@ def _view(chunk):
         return memoryview(bytes(chunk)), True
 
 
-_ZEROS = bytes(MiB)
+_ZEROS = bytes(copycommon.MiB)
 
 
 def is_zero(data):
@@ -461,101 +291,6 @@ def _blocks(chunks, start, size, block, name):
         yield last
 
 
-class _ReadHandle:
-    """A Reader of one thread, opened again on retryable errors.
-
-    ``name_of()`` gives the name to (re)open: a followed file may have
-    been renamed.
-    """
-
-    def __init__(self, backend, name, opts, stop, name_of=None,
-                 on_retry=None):
-        self.backend = backend
-        self.name = name
-        self.opts = opts
-        self.stop = stop
-        self.follows = name_of is not None
-        self.name_of = name_of or (lambda: name)
-        self.on_retry = on_retry
-        self.reader = None
-
-    def close(self):
-        if self.reader is not None:
-            reader, self.reader = self.reader, None
-            try:
-                reader.close()
-            except base.StagingError as exc:
-                LOG.debug("closing %s: %s", self.name, exc)
-
-    def _reopen(self):
-        self.close()
-        self.reader = self.backend.open_read(self.name_of())
-
-    def _pread(self, offset, length, into=None):
-        if self.reader is None:
-            self._reopen()
-        if into is not None:
-            return self._readinto(into, offset, length)
-        parts, done = [], 0
-        while done < length:
-            data = self.reader.pread(length - done, offset + done)
-            if not data:
-                raise base.ShortData("staged %s ends at %d, before %d"
-                                     % (self.name, offset + done,
-                                        offset + length))
-            parts.append(data)
-            done += len(data)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def _readinto(self, view, offset, length):
-        done = 0
-        while done < length:
-            n = self.reader.readinto(view[done:], offset + done,
-                                     length - done)
-            if not n:
-                raise base.ShortData("staged %s ends at %d, before %d"
-                                     % (self.name, offset + done,
-                                        offset + length))
-            done += n
-        return view[:length]
-
-    def read(self, offset, length, into=None):
-        """Exactly ``length`` bytes at ``offset``; with ``into`` (a
-        writable buffer of at least ``length`` bytes, page-aligned for
-        O_DIRECT), read there and return its first ``length`` bytes.
-
-        A followed file is renamed once complete (the sink installs its
-        partial copy), and its follower may give the new name only some
-        time later: a followed file not found is looked for again, under
-        the name the follower gives, for up to ``stall_timeout`` seconds.
-        """
-        def attempt(number):
-            return _retrying(self.opts, self.stop,
-                             lambda: self._pread(offset, length, into),
-                             self._reopen,
-                             "reading %s at %d" % (self.name, offset),
-                             self.on_retry)
-
-        if not self.follows:
-            return attempt(1)
-        stop, wait = retry.deadline(self.opts.stall_timeout,
-                                    _poll_waits(self.opts))
-        try:
-            return retry.call(
-                attempt, lambda exc: isinstance(exc, base.StagingNotFound),
-                stop, wait, sleep=self._sleep,
-                before_retry=lambda exc, number: self.close())
-        except base.StagingNotFound as exc:
-            if retry.attempts_made(exc) == 1:
-                raise
-            raise _restate(exc, "staged %s not found under the name its "
-                                "follower gives for %.0f s: %s"
-                           % (self.name, self.opts.stall_timeout, exc))
-
-    def _sleep(self, seconds):
-        _clean_wait(self.stop, seconds)
-
-
 def _saved_hash(backend, name, end, opts):
     """The saved sha512 state of ``name`` covering at most ``end`` bytes,
     or a new one.
@@ -579,11 +314,12 @@ def _prefix_digest(backend, name, end, opts, stop, on_retry=None):
     saved state, only the bytes it does not cover are read.
     """
     h = _saved_hash(backend, name, end, opts)
-    handle = _ReadHandle(backend, name, opts, stop, on_retry=on_retry)
+    handle = copycommon.ReadHandle(backend, name, opts, stop,
+                                   on_retry=on_retry)
     try:
         for offset in range(h.offset, end, opts.block_size):
             if stop.is_set():
-                raise _Stopping()
+                raise copycommon._Stopping()
             h.update(handle.read(offset, min(opts.block_size,
                                              end - offset)))
     finally:
@@ -597,17 +333,17 @@ def staged_sha512(backend, name, size, options=None, cancel=None):
     checked once a reader of it found the whole wrong.  Setting
     ``cancel`` stops it with CopyCancelled.
     """
-    opts = options or CopyOptions()
+    opts = options or copycommon.CopyOptions()
     stop = cancel or threading.Event()
     h = hashlib.sha512()
-    handle = _ReadHandle(backend, name, opts, stop)
+    handle = copycommon.ReadHandle(backend, name, opts, stop)
     try:
         for offset in range(0, size, opts.block_size):
             if stop.is_set():
                 raise base.CopyCancelled("checking %s was cancelled" % name)
             h.update(handle.read(offset, min(opts.block_size,
                                              size - offset)))
-    except _Stopping:
+    except copycommon._Stopping:
         raise base.CopyCancelled("checking %s was cancelled" % name)
     finally:
         handle.close()
@@ -648,7 +384,8 @@ class _Shared:
     def fail(self, exc, stop=True):
         """Record the first error; unless ``stop`` is False, stop."""
         with self.cond:
-            if self.error is None and not isinstance(exc, _Stopping):
+            if self.error is None and \
+                    not isinstance(exc, copycommon._Stopping):
                 self.error = exc
             if stop:
                 self.stop.set()
@@ -709,9 +446,9 @@ class _BlockWriter:
                             job.opts.commit_interval // job.opts.writers)
 
     def _retry(self, op, what, reopen=None):
-        return _retrying(self.job.opts, self.job.shared.stop, op,
-                         reopen or self._reopen, what,
-                         lambda: self.job.shared.add(retries=1))
+        return copycommon.retrying(self.job.opts, self.job.shared.stop, op,
+                                   reopen or self._reopen, what,
+                                   lambda: self.job.shared.add(retries=1))
 
     def _close(self):
         if self.writer is not None:
@@ -791,7 +528,7 @@ class _LocalCopy:
         self.size = size
         self.source = source
         self.offset = offset
-        self.expected = _digest_hex(expected)
+        self.expected = copycommon.digest_hex(expected)
         self.observer = observer
         self.opts = opts
         self.cancel = cancel
@@ -816,7 +553,7 @@ class _LocalCopy:
             raise base.StagingError(
                 "cannot stage %s from offset %d: only %d bytes of it are "
                 "committed on %s" % (self.name, offset, committed,
-                                     describe(self.backend)))
+                                     copycommon.describe(self.backend)))
         return offset
 
     def check_space(self, start):
@@ -830,7 +567,7 @@ class _LocalCopy:
             raise base.NoSpace(
                 "not enough space on export %s to stage %s: %d more bytes "
                 "needed, %d free, %d of which are kept as margin"
-                % (describe(self.backend), self.name, need, free,
+                % (copycommon.describe(self.backend), self.name, need, free,
                    self.opts.free_margin))
 
     # Publication.
@@ -838,12 +575,13 @@ class _LocalCopy:
         if self.published == (committed, failed):
             return
         if self.opts.side_file:
-            _retrying(self.opts, threading.Event(),
-                      lambda: watermark.publish(
-                          self.backend, self.name, committed, failed,
-                          self.opts.watermark_suffix),
-                      lambda: None, "publishing the watermark of %s"
-                      % self.name)
+            copycommon.retrying(self.opts, threading.Event(),
+                                lambda: watermark.publish(
+                                    self.backend, self.name, committed,
+                                    failed, self.opts.watermark_suffix),
+                                lambda: None,
+                                "publishing the watermark of %s"
+                                % self.name)
         if self.observer is not None:
             self.observer(committed, failed)
         self.published = (committed, failed)
@@ -886,7 +624,7 @@ class _LocalCopy:
         try:
             self.stream(start, hasher)
         except Exception as exc:
-            if isinstance(exc, _Stopping):
+            if isinstance(exc, copycommon._Stopping):
                 raise
             # The copy fails, but what was read is still written and
             # committed: a retry resumes after it.
@@ -940,7 +678,7 @@ class _LocalCopy:
 
     def take_buffer(self):
         """A page-aligned block buffer from the copy's pool."""
-        return _take_buffer(self.pool, self.shared.stop)
+        return copycommon.take_buffer(self.pool, self.shared.stop)
 
     def release(self, blocks):
         """Give the pooled buffers of durable ``blocks`` back."""
@@ -956,7 +694,7 @@ class _LocalCopy:
                 return False
             return True
 
-        _block_until(attempt, self.shared.stop)
+        copycommon.block_until(attempt, self.shared.stop)
 
     # Coordination.
     def run(self):
@@ -1004,23 +742,25 @@ class _LocalCopy:
         if not start and self.opts.side_file:
             # A state saved by an earlier copy under this name must not
             # seed this one's sha512.
-            _retrying(self.opts, self.shared.stop,
-                      lambda: self.backend.remove(hash_state_file(
-                          self.name, self.opts.watermark_suffix)),
-                      lambda: None, "removing the old sha512 state of %s"
-                      % self.name, lambda: self.shared.add(retries=1))
+            copycommon.retrying(self.opts, self.shared.stop,
+                                lambda: self.backend.remove(hash_state_file(
+                                    self.name, self.opts.watermark_suffix)),
+                                lambda: None,
+                                "removing the old sha512 state of %s"
+                                % self.name,
+                                lambda: self.shared.add(retries=1))
         if self.opts.skip_zeros and self.size:
-            self.sparse = _retrying(
+            self.sparse = copycommon.retrying(
                 self.opts, self.shared.stop, lambda: self.size_file(start),
                 lambda: None, "%s %s" % ("sizing" if start else "creating",
                                          self.name),
                 lambda: self.shared.add(retries=1))
         elif not start:
-            _retrying(self.opts, self.shared.stop,
-                      lambda: self.backend.open_write(
-                          self.name, truncate=True).close(),
-                      lambda: None, "creating %s" % self.name,
-                      lambda: self.shared.add(retries=1))
+            copycommon.retrying(self.opts, self.shared.stop,
+                                lambda: self.backend.open_write(
+                                    self.name, truncate=True).close(),
+                                lambda: None, "creating %s" % self.name,
+                                lambda: self.shared.add(retries=1))
 
     def size_file(self, start):
         """Cut the file at ``start`` and size it; False if the backend
@@ -1080,19 +820,22 @@ class _LocalCopy:
         offset, state = ready[-1]
         if offset <= self.hash_saved:
             return
-        _retrying(self.opts, threading.Event(),
-                  lambda: self.backend.write_small(
-                      hash_state_file(self.name, self.opts.watermark_suffix),
-                      state),
-                  lambda: None, "saving the sha512 state of %s" % self.name)
+        copycommon.retrying(self.opts, threading.Event(),
+                            lambda: self.backend.write_small(
+                                hash_state_file(self.name,
+                                                self.opts.watermark_suffix),
+                                state),
+                            lambda: None,
+                            "saving the sha512 state of %s" % self.name)
         self.hash_saved = offset
 
     def report(self, began, start):
         if self.progress is None:
             return
         s = self.shared
-        p = CopyProgress(self.name, self.size, start + s.read, s.prefix,
-                         s.read, time.monotonic() - began)
+        p = copycommon.CopyProgress(self.name, self.size, start + s.read,
+                                    s.prefix, s.read,
+                                    time.monotonic() - began)
         try:
             self.progress(p)
         except Exception:
@@ -1113,16 +856,18 @@ class _LocalCopy:
                             self.name, exc)
             raise self.explain(s.error, s.prefix)
         self.publish(self.size)
-        return CopyResult(self.name, self.size, s.digest, start, s.written,
-                          time.monotonic() - began, s.retries, s.zeros)
+        return copycommon.CopyResult(self.name, self.size, s.digest, start,
+                                     s.written, time.monotonic() - began,
+                                     s.retries, s.zeros)
 
     def explain(self, exc, committed):
         """``exc`` with where the copy stopped, as the same class."""
         if not isinstance(exc, base.StagingError):
             return exc
-        err = _restate(exc, "staging %s on %s failed with %d of %d bytes "
-                       "committed: %s" % (self.name, describe(self.backend),
-                                          committed, self.size, exc))
+        err = copycommon.restate(
+            exc, "staging %s on %s failed with %d of %d bytes "
+            "committed: %s" % (self.name, copycommon.describe(self.backend),
+                               committed, self.size, exc))
         err.committed = committed
         return err
 
@@ -1138,410 +883,23 @@ def stage(backend, name, source, size, offset=None, expected_sha512=None,
     for a given offset -- which resumes after the committed watermark by
     itself.  A copy whose watermark already equals ``size`` is only
     re-hashed.  ``observer(committed, failed)`` sees every published
-    watermark; ``progress(CopyProgress)`` is called every
+    watermark; ``progress(copycommon.CopyProgress)`` is called every
     ``progress_interval``; setting ``cancel`` stops the copy (a source
     blocked inside its own read is waited for).
 
-    Returns a :class:`CopyResult` with the sha512 of all ``size`` bytes;
-    with ``digest=False`` nothing is hashed (``result.sha512`` is None,
-    ``expected_sha512`` must be None): for a caller that has every byte
-    checked further on.  Raises NoSpace before writing if the export is
-    too full; on failure publishes ``failed``, keeps the committed prefix
-    and raises (staging errors carry ``committed``).
+    Returns a :class:`~dtn_migrate.staging.copycommon.CopyResult` with
+    the sha512 of all ``size`` bytes; with ``digest=False`` nothing is
+    hashed (``result.sha512`` is None, ``expected_sha512`` must be
+    None): for a caller that has every byte checked further on.  Raises
+    NoSpace before writing if the export is too full; on failure
+    publishes ``failed``, keeps the committed prefix and raises (staging
+    errors carry ``committed``).
     """
     if size < 0:
         raise ValueError("negative size %d" % size)
     if expected_sha512 and not digest:
         raise ValueError("expected_sha512 needs digest=True")
     job = _LocalCopy(backend, name, size, source, offset, expected_sha512,
-                     observer, options or CopyOptions(), cancel, progress,
-                     digest)
+                     observer, options or copycommon.CopyOptions(), cancel,
+                     progress, digest)
     return job.run()
-
-
-# Remote copy.
-
-class _Availability:
-    """How far a staged file may be read, following a growing file."""
-
-    def __init__(self, name, size, follow, opts, stop):
-        self.name = name
-        self.size = size
-        self.follow = follow
-        self.opts = opts
-        self.stop = stop
-        self.value = size if follow is None else 0
-        self.current = name
-        self.done = False         # the follower said DONE
-        self.lock = threading.Lock()
-        self.grown = time.monotonic()
-
-    def wait_for(self, end):
-        """Return once ``end`` bytes may be read (polling the follower)."""
-        if self.value >= end:
-            return
-        retry.poll(lambda: self._available(end), lambda value: value >= end,
-                   _poll_waits(self.opts), sleep=self._sleep)
-
-    def _sleep(self, seconds):
-        """Until the next poll: ``seconds``, or less once the follower
-        says its value may have changed (one with ``wait``).  Raises
-        _Stopping once ``stop`` is set (seen within 0.1 s).
-        """
-        wait = getattr(self.follow, "wait", None)
-        if wait is None:
-            _clean_wait(self.stop, seconds)
-            return
-        deadline = time.monotonic() + seconds
-        while not self.stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0 or wait(min(left, 0.1)):
-                return
-        raise _Stopping()
-
-    def wait_done(self, check=None):
-        """Return once the follower said DONE (the writer verified the
-        whole file); a writer that stays complete but unverified for
-        ``stall_timeout`` seconds raises CopyStalled.  ``check()`` runs
-        before every poll (it raises to give up: a cancel).
-        """
-        retry.poll(lambda: self._poll_done(check), bool,
-                   _poll_waits(self.opts), sleep=self._sleep)
-
-    def _poll_done(self, check=None):
-        if check is not None:
-            check()
-        with self.lock:
-            if not self.done:
-                self.poll()
-                if not self.done and self.value >= self.size and \
-                        time.monotonic() - self.grown > \
-                        self.opts.stall_timeout:
-                    raise base.CopyStalled(
-                        "%s is complete but its writer has not said it is "
-                        "verified for %.0f s" % (self.name,
-                                                 self.opts.stall_timeout))
-            return self.done
-
-    def _available(self, end):
-        with self.lock:
-            if self.value < end:
-                self.poll()
-            return self.value
-
-    def refresh(self):
-        """The file's current name, asking the follower first."""
-        if self.follow is not None:
-            with self.lock:
-                self.poll()
-        return self.current
-
-    def poll(self):
-        reply = tuple(self.follow())
-        available, state = reply[0], reply[1]
-        if len(reply) > 2 and reply[2]:
-            self.current = reply[2]
-        if state == watermark.MISMATCH:
-            raise base.WriterMismatch(
-                "the writer of %s found its sha512 wrong (%s) at %d bytes"
-                % (self.name, state, available))
-        if state in watermark.FAILED_STATES:
-            raise base.WriterFailed(
-                "the writer of %s gave up (%s) at %d bytes"
-                % (self.name, state, available))
-        if state == watermark.DONE:
-            available = self.size
-            self.done = True
-        now = time.monotonic()
-        if available > self.value:
-            self.value = min(available, self.size)
-            self.grown = now
-        elif self.value < self.size and \
-                now - self.grown > self.opts.stall_timeout:
-            raise base.CopyStalled(
-                "%s has not grown past %d of %d bytes for %.0f s"
-                % (self.name, self.value, self.size, now - self.grown))
-
-
-def _read_ahead(stream):
-    """Body of one reader thread of a remote copy."""
-    follows = stream.avail.follow is not None
-    handle = _ReadHandle(stream.backend, stream.name, stream.opts,
-                         stream.stop,
-                         stream.avail.refresh if follows else None,
-                         stream.note_retry)
-    try:
-        while True:
-            claim = stream.claim()
-            if claim is None:
-                return
-            offset, length = claim
-            stream.avail.wait_for(offset + length)
-            if stream.pool is None:
-                stream.deliver(offset, handle.read(offset, length))
-                continue
-            buf = stream.take_buffer()
-            try:
-                data = handle.read(offset, length, into=buf.view)
-            except BaseException:
-                stream.pool.release(buf)
-                raise
-            stream.deliver(offset, data, buf)
-    finally:
-        handle.close()
-
-
-class StagedStream:
-    """The remote copy: staged file ``name`` as a stream of blocks.
-
-    Iterate it for blocks of ``block_size`` (glanceclient accepts it as
-    image data), or call :meth:`read`.  With ``follow`` (a follower, see
-    :mod:`~dtn_migrate.staging.watermark`) only bytes below the followed
-    watermark are read.  The last block is given out only after the
-    sha512 of all ``size`` bytes matched ``expected_sha512``; on a
-    mismatch :class:`~dtn_migrate.staging.backend.ChecksumMismatch` is
-    raised instead.  Threads start at the first read; :meth:`close` (or
-    leaving the ``with`` block) stops them.
-
-    ``digest=False`` reads without hashing (``result.sha512`` is None;
-    ``expected_sha512`` must then be None).  ``until_done=True`` (needs
-    ``follow``) holds the last block back until the follower says
-    ``done`` -- for the sink's follower, until the sink verified the
-    file's sha512 and installed it -- so a consumer never receives a
-    whole file the writer has not vouched for; the writer's
-    ``mismatch`` raises
-    :class:`~dtn_migrate.staging.backend.WriterMismatch`, a
-    ``ChecksumMismatch``.
-
-    ``reuse_buffers=True`` reads each block straight into a page-aligned
-    buffer of a small pool (with O_DIRECT where the backend has it) and
-    hands out a memoryview of it, with no copy: a block is valid only
-    until the next one is asked for.  For a consumer that sends each
-    block before it asks for the next (an HTTP upload); :meth:`read`
-    copies what it gives.
-    """
-
-    def __init__(self, backend, name, size, expected_sha512=None,
-                 follow=None, options=None, cancel=None, progress=None,
-                 digest=True, until_done=False, reuse_buffers=False):
-        if expected_sha512 and not digest:
-            raise ValueError("expected_sha512 needs digest=True")
-        if until_done and follow is None:
-            raise ValueError("until_done needs a follower")
-        self.backend = backend
-        self.name = base.check_name(name)
-        self.size = size
-        self.expected = _digest_hex(expected_sha512)
-        self.digest = digest
-        self.until_done = until_done
-        self.opts = options or CopyOptions()
-        self.cancel = cancel
-        self.progress = progress
-        self.stop = threading.Event()
-        self.avail = _Availability(self.name, size, follow, self.opts,
-                                   self.stop)
-        self.result = None
-        self._cond = threading.Condition()
-        self._slots = threading.Semaphore(self.opts.queue_depth)
-        self._next = 0
-        self._ready = {}
-        self._error = None
-        self._retries = 0
-        self._threads = []
-        # Claimed blocks (at most queue_depth) and the consumer's one.
-        self.pool = buffers.BufferPool(
-            self.opts.queue_depth + 1, self.opts.block_size) \
-            if reuse_buffers else None
-        self._gen = self._blocks()
-        self._rest = memoryview(b"")
-
-    # Reader side.
-    def claim(self):
-        """(offset, length) of the next block to read, or None."""
-        try:
-            _block_until(lambda timeout: self._slots.acquire(timeout=timeout),
-                         self.stop)
-        except _Stopping:
-            return None
-        with self._cond:
-            offset = self._next
-            if offset >= self.size or self.stop.is_set():
-                self._slots.release()
-                return None
-            block = self.opts.block_size
-            length = min(block - offset % block, self.size - offset)
-            self._next += length
-            return offset, length
-
-    def deliver(self, offset, data, buf=None):
-        with self._cond:
-            self._ready[offset] = (data, buf)
-            self._cond.notify_all()
-
-    def take_buffer(self):
-        """A free buffer of the pool (raises _Stopping once stopped)."""
-        return _take_buffer(self.pool, self.stop)
-
-    def note_retry(self):
-        with self._cond:
-            self._retries += 1
-
-    def _fail(self, exc):
-        with self._cond:
-            if self._error is None and not isinstance(exc, _Stopping):
-                self._error = exc
-            self.stop.set()
-            self._cond.notify_all()
-
-    def _spawn(self, target, name):
-        def main():
-            try:
-                target()
-            except BaseException as exc:
-                self._fail(exc)
-        t = threading.Thread(target=main, name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
-
-    # Consumer side.
-    def _check(self):
-        if self._error is not None:
-            raise self._error
-        if self.cancel is not None and self.cancel.is_set():
-            raise base.CopyCancelled("reading %s was cancelled" % self.name)
-
-    def _take(self, offset):
-        with self._cond:
-            self._check()
-            while offset not in self._ready:
-                self._cond.wait(0.1)
-                self._check()
-            data = self._ready.pop(offset)
-        self._slots.release()
-        return data
-
-    def _verify(self, hasher):
-        if hasher is None:
-            return None
-        digest = hasher.hexdigest()
-        if self.expected and digest != self.expected:
-            raise base.ChecksumMismatch(
-                "sha512 of staged %s is %s, expected %s"
-                % (self.name, digest, self.expected))
-        return digest
-
-    def _start(self):
-        if self.avail.follow is None:
-            have = self.backend.size(self.name)
-            if have != self.size:
-                raise base.ShortData(
-                    "staged %s has %s bytes on %s, expected %d"
-                    % (self.name, have, describe(self.backend), self.size))
-        self.avail.grown = time.monotonic()
-        if self.size:
-            for i in range(self.opts.readers):
-                self._spawn(lambda: _read_ahead(self), "unstage-read-%d" % i)
-
-    def _blocks(self):
-        began, last, offset = time.monotonic(), 0.0, 0
-        hasher = hashlib.sha512() if self.digest else None
-        try:
-            self._start()
-            if not self.size:
-                self._finish(hasher, began)
-            while offset < self.size:
-                data, buf = self._take(offset)
-                if hasher is not None:
-                    hasher.update(data)
-                offset += len(data)
-                if offset == self.size:
-                    self._finish(hasher, began)
-                else:
-                    last = self._report(began, offset, last)
-                yield data
-                if buf is not None:     # the consumer is done with it
-                    self.pool.release(buf)
-        finally:
-            self._shutdown()
-
-    def _finish(self, hasher, began):
-        """Verify, then record the result (before the last block)."""
-        digest = self._verify(hasher)
-        if self.until_done:
-            self.avail.wait_done(self._check)
-        self.result = CopyResult(self.name, self.size, digest, 0, self.size,
-                                 time.monotonic() - began, self._retries)
-        self._report(began, self.size, 0.0, force=True)
-
-    def _report(self, began, done, last, force=False):
-        now = time.monotonic()
-        if self.progress is None or (
-                not force and now - last < self.opts.progress_interval):
-            return last
-        try:
-            self.progress(CopyProgress(self.name, self.size, done, done,
-                                       done, now - began))
-        except Exception:
-            LOG.exception("progress callback of %s failed", self.name)
-        return now
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return next(self._gen)
-
-    def read(self, n=-1):
-        """Up to ``n`` bytes (all the rest if negative); b"" at the end."""
-        if n is None or n < 0:
-            rest, self._rest = self._rest.tobytes(), memoryview(b"")
-            # bytes() copies a pooled block before the next is read
-            # over it (and leaves a bytes block as it is).
-            return rest + b"".join(bytes(b) for b in self)
-        while not self._rest:
-            block = next(self._gen, None)
-            if block is None:
-                return b""
-            if n >= len(block) and isinstance(block, bytes):
-                return block        # a whole block: no copy
-            self._rest = memoryview(block)
-        data, self._rest = self._rest[:n], self._rest[n:]
-        return data.tobytes()
-
-    def _shutdown(self):
-        self.stop.set()
-        if self.pool is not None:
-            self.pool.close()
-        for t in self._threads:
-            t.join()
-        self._threads = []
-
-    def close(self):
-        """Stop and join the reader threads (idempotent)."""
-        try:
-            self._gen.close()
-        except ValueError:      # running in another thread
-            pass
-        self._shutdown()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def open_staged(backend, name, size, expected_sha512=None, follow=None,
-                options=None, cancel=None, progress=None, digest=True,
-                until_done=False, reuse_buffers=False):
-    """A :class:`StagedStream` of staged file ``name`` (see there).
-
-    Import side without its own sha512 pass::
-
-        open_staged(backend, name, size, expected_sha512=None,
-                    digest=False, until_done=True, reuse_buffers=True,
-                    follow=watermark.sink_follower(info, root))
-    """
-    return StagedStream(backend, name, size, expected_sha512, follow,
-                        options, cancel, progress, digest, until_done,
-                        reuse_buffers)

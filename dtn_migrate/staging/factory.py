@@ -4,7 +4,7 @@
 attributes: ``CONF.staging`` in the services, a namespace in tests.
 """
 
-from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import nfsmount
@@ -46,10 +46,10 @@ def direct_io(settings, mount):
 
 
 def copy_options(settings, margin_bytes):
-    """:class:`copy.CopyOptions` for the settings; ``margin_bytes`` is
+    """:class:`copycommon.CopyOptions` for the settings; ``margin_bytes`` is
     ``free_space_margin`` already resolved against the export's size.
     """
-    return copy.CopyOptions(
+    return copycommon.CopyOptions(
         block_size=settings.block_size, queue_depth=settings.queue_depth,
         writers=settings.writers, readers=settings.readers,
         commit_interval=settings.commit_interval_bytes,

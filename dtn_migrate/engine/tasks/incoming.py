@@ -23,7 +23,7 @@ from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
 from dtn_migrate.staging import backend as staging_backend
-from dtn_migrate.staging import copy
+from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 
 LOG = logging.getLogger(__name__)
@@ -354,7 +354,7 @@ class UploadImage(base.MigrationTask):
         expected = None if sink_hashes else desc["os_hash_value"]
 
         def open_stream():
-            return copy.open_staged(
+            return staging_stream.open_staged(
                 self.res.backend(), name, size, expected_sha512=expected,
                 follow=follow, options=self.res.copy_options(),
                 cancel=live.cancel, progress=progress,

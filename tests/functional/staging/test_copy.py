@@ -19,6 +19,8 @@ import fixtures
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
+from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
@@ -52,7 +54,7 @@ def options(**kw):
     kw.setdefault("commit_interval", 4 * MiB)
     kw.setdefault("free_margin", 0)
     kw.setdefault("retry_initial", 0.2)
-    return copy.CopyOptions(**kw)
+    return copycommon.CopyOptions(**kw)
 
 
 def local_bytes(srv, name):
@@ -76,13 +78,15 @@ class TestStageAndRead(test_libnfs.LibnfsTestCase):
         self.assertEqual(data, local_bytes(srv, "images/img-1"))
         self.assertEqual((len(data), False),
                          copy.status(be, "images/img-1"))
-        with copy.open_staged(be, "images/img-1", len(data), sha(data),
-                              options=options()) as stream:
+        with staging_stream.open_staged(
+                be, "images/img-1", len(data), sha(data),
+                options=options()) as stream:
             self.assertEqual(data, b"".join(stream))
         # As the import reads: libnfs fills the pool's buffers in place.
-        with copy.open_staged(be, "images/img-1", len(data), sha(data),
-                              options=options(queue_depth=2),
-                              reuse_buffers=True) as stream:
+        with staging_stream.open_staged(
+                be, "images/img-1", len(data), sha(data),
+                options=options(queue_depth=2),
+                reuse_buffers=True) as stream:
             blocks = [(type(b), bytes(b)) for b in stream]
         self.assertEqual({memoryview}, {t for t, _b in blocks})
         self.assertEqual(data, b"".join(b for _t, b in blocks))
@@ -112,8 +116,8 @@ class TestStageAndRead(test_libnfs.LibnfsTestCase):
         # The last byte changed (a zero byte set to zero would not be).
         wrong = sha(data[:-1] + bytes([data[-1] ^ 0xFF]))
         got = bytearray()
-        stream = copy.open_staged(be, "img", len(data), wrong,
-                                  options=options())
+        stream = staging_stream.open_staged(be, "img", len(data), wrong,
+                                            options=options())
         exc = self.assertRaises(backend.ChecksumMismatch,
                                 lambda: [got.extend(b) for b in stream])
         self.assertIn("img", str(exc))
@@ -191,14 +195,14 @@ class TestServerFaults(test_libnfs.LibnfsTestCase):
         url = srv.url_for(srv.client_ns)
         script = (
             "import sys, time\n"
-            "from dtn_migrate.staging import copy, libnfs\n"
+            "from dtn_migrate.staging import copy, copycommon, libnfs\n"
             "be = libnfs.LibnfsBackend(sys.argv[1])\n"
             "def slow(offset):\n"
             "    for chunk in copy._read_chunks(open(sys.argv[2], 'rb'),"
             " offset, 1 << 20):\n"
             "        time.sleep(0.02)\n"
             "        yield chunk\n"
-            "copy.stage(be, 'img', slow, %d, options=copy.CopyOptions("
+            "copy.stage(be, 'img', slow, %d, options=copycommon.CopyOptions("
             "commit_interval=4 << 20, free_margin=0))\n" % len(data))
         argv = srv.lab.argv(srv.client_ns,
                             [sys.executable, "-c", script, url, src])
@@ -285,9 +289,10 @@ class TestExportFaults(test_libnfs.LibnfsTestCase):
         data = os.urandom(16 * MiB)
         copy.stage(be, "img", chunks(data, MiB), len(data),
                    options=options())
-        stream = copy.open_staged(be, "img", len(data), sha(data),
-                                  options=options(readers=1, queue_depth=1,
-                                                  retries=1))
+        stream = staging_stream.open_staged(
+            be, "img", len(data), sha(data),
+            options=options(readers=1, queue_depth=1,
+                            retries=1))
         got = bytearray()
         it = iter(stream)
         got += next(it)

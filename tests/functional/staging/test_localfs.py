@@ -13,6 +13,7 @@ import testtools
 
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
+from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
@@ -47,8 +48,9 @@ class TestDirectStaging(testtools.TestCase):
         path = os.path.join(self.root, "images", "img")
         # The short last block (and the watermark) may be cached.
         self.assertLessEqual(test_direct_io.resident_bytes(path), MiB)
-        with copy.open_staged(be, "images/img", len(self.data),
-                              sha(self.data), options=options()) as stream:
+        with staging_stream.open_staged(
+                be, "images/img", len(self.data),
+                sha(self.data), options=options()) as stream:
             self.assertEqual(self.data, b"".join(stream))
         self.assertLessEqual(test_direct_io.resident_bytes(path), MiB)
 

@@ -6,6 +6,7 @@ also after a resumed copy over a file holding other bytes.
 import os
 
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import stream as staging_stream
 from tests.functional.staging import test_libnfs
 from tests.functional.staging.test_copy import (
     MiB, chunks, local_bytes, options, sha)
@@ -33,8 +34,8 @@ class TestZerosOverLibnfs(test_libnfs.LibnfsTestCase):
         self.assertEqual(len(data), st.st_size)
         # Only the data blocks are allocated on the server's disk.
         self.assertLessEqual(st.st_blocks * 512, 4 * MiB)
-        with copy.open_staged(be, "img", len(data), sha(data),
-                              options=options()) as stream:
+        with staging_stream.open_staged(be, "img", len(data), sha(data),
+                                        options=options()) as stream:
             self.assertEqual(sha(data), sha(b"".join(stream)))
 
     def test_resume_over_older_bytes_reads_zeros(self):
@@ -62,8 +63,8 @@ class TestZerosOverLibnfs(test_libnfs.LibnfsTestCase):
                          (result.start, result.bytes_copied,
                           result.zero_bytes))
         self.assertEqual(sha(data), sha(local_bytes(srv, "img")))
-        with copy.open_staged(be, "img", len(data), sha(data),
-                              options=options()) as stream:
+        with staging_stream.open_staged(be, "img", len(data), sha(data),
+                                        options=options()) as stream:
             self.assertEqual(sha(data), sha(b"".join(stream)))
 
 

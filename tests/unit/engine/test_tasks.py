@@ -25,6 +25,7 @@ from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
 from tests.unit.engine import fakes
@@ -377,7 +378,7 @@ class TestExportHash(testtools.TestCase):
         self.agent = mock.Mock()
         self.res = make_res(agent=self.agent, images=self.images,
                             backend=self.backend, stall_timeout=5)
-        self.res.copy_options = lambda: copy.CopyOptions(
+        self.res.copy_options = lambda: copycommon.CopyOptions(
             block_size=65536, watermark_suffix=".wm")
         self.data = resources.staged_name(TID, resources.DATA)
         self.desc = {"id": "src", "size": len(self.DATA),

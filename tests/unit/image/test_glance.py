@@ -131,7 +131,7 @@ class TestBody(testtools.TestCase):
 
     def test_iterable_stream_is_not_read(self):
         class Staged:
-            """Like copy.StagedStream: blocks, and read() as well."""
+            """Like stream.StagedStream: blocks, and read() as well."""
 
             def __init__(self):
                 self.blocks = [b'abc', b'defg']

@@ -6,16 +6,18 @@ import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import nfslib
 from dtn_migrate.staging import nfsmount
 from dtn_migrate.staging import retry
+from dtn_migrate.staging import stream
 from dtn_migrate.staging import watermark
 
-MODULES = (backend, copy, factory, libnfs, localfs, nfslib, nfsmount,
-           retry, watermark)
+MODULES = (backend, copy, copycommon, factory, libnfs, localfs, nfslib,
+           nfsmount, retry, stream, watermark)
 
 
 def _public_exceptions(module):

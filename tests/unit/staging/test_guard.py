@@ -11,6 +11,7 @@ from unittest import mock
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import localfs
+from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import sink
@@ -78,9 +79,10 @@ class TestUntilDone(StagingTestCase):
 
     def open(self, follow, **kw):
         kw.setdefault("options", options(block_size=BLOCK))
-        stream = copy.open_staged(self.backend, "img", len(self.data),
-                                  follow=follow, digest=False,
-                                  until_done=True, **kw)
+        stream = staging_stream.open_staged(
+            self.backend, "img", len(self.data),
+            follow=follow, digest=False,
+            until_done=True, **kw)
         self.addCleanup(stream.close)
         return stream
 
@@ -100,7 +102,7 @@ class TestUntilDone(StagingTestCase):
 
     def test_no_sha512_is_computed(self):
         follow = Scripted(len(self.data), watermark.DONE)
-        with mock.patch.object(copy.hashlib, "sha512",
+        with mock.patch.object(staging_stream.hashlib, "sha512",
                                side_effect=AssertionError("hashed")):
             got = b"".join(self.open(follow))
         self.assertEqual(self.data, got)
@@ -163,9 +165,10 @@ class TestUntilDone(StagingTestCase):
     def test_empty_file_waits_too(self):
         open(os.path.join(self.root, "empty"), "wb").close()
         follow = Scripted(0, "closing")
-        stream = copy.open_staged(self.backend, "empty", 0, follow=follow,
-                                  digest=False, until_done=True,
-                                  options=options())
+        stream = staging_stream.open_staged(
+            self.backend, "empty", 0, follow=follow,
+            digest=False, until_done=True,
+            options=options())
         c = Consumer(stream)
         c.start()
         wait_for(lambda: follow.asked > 2)
@@ -175,10 +178,11 @@ class TestUntilDone(StagingTestCase):
         self.assertEqual(([], None), (c.got, c.error))
 
     def test_arguments(self):
-        self.assertRaises(ValueError, copy.open_staged, self.backend, "img",
-                          1, until_done=True)
-        self.assertRaises(ValueError, copy.open_staged, self.backend, "img",
-                          1, expected_sha512=sha(b"x"), digest=False)
+        self.assertRaises(ValueError, staging_stream.open_staged,
+                          self.backend, "img", 1, until_done=True)
+        self.assertRaises(ValueError, staging_stream.open_staged,
+                          self.backend, "img", 1,
+                          expected_sha512=sha(b"x"), digest=False)
 
     def test_read_api_holds_the_tail_too(self):
         follow = Scripted(len(self.data), "closing")
@@ -247,7 +251,7 @@ class TestUntilDoneWithSink(StagingTestCase):
             i = server.watermark(transfer.transfer_id, "img")
             states.append(i and i.get("state"))
             return i
-        stream = copy.open_staged(
+        stream = staging_stream.open_staged(
             peer_export, "img", len(data), expected_sha512=None,
             digest=False, until_done=True,
             follow=watermark.sink_follower(info, root=dst),

@@ -8,10 +8,11 @@ import tempfile
 
 import testtools
 
-from dtn_migrate.staging import copy
+from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import nfslib
+from dtn_migrate.staging import stream as staging_stream
 
 
 class FakeReader:
@@ -85,8 +86,9 @@ class TestStreamRead(testtools.TestCase):
             read.append(got)
             return got
         self.patch(localfs.FileReader, "pread", pread)
-        opts = copy.CopyOptions(block_size=65536, readers=1)
-        with copy.open_staged(be, "img", len(data), options=opts) as s:
+        opts = copycommon.CopyOptions(block_size=65536, readers=1)
+        with staging_stream.open_staged(
+                be, "img", len(data), options=opts) as s:
             first = s.read(65536)
             self.assertIs(read[0], first)           # not copied
             rest = [s.read(1000), s.read(1 << 20), s.read(1 << 20),

@@ -8,6 +8,7 @@ import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
+from dtn_migrate.staging import stream as staging_stream
 from tests.unit.staging.test_copy import (
     FaultyBackend, FaultyWriter, KiB, MemBackend, MiB, StagingTestCase,
     chunked, options, payload, sha)
@@ -196,9 +197,10 @@ class TestSkipZeros(StagingTestCase):
         data = holey("D0000D00D0")
         mark = copy.watermark.Watermark(len(data))
         self.stage_on(SizingBackend(self.root), data, observer=mark.publish)
-        with copy.open_staged(self.backend, "img", len(data), sha(data),
-                              follow=mark.follow,
-                              options=options(block_size=BLOCK)) as s:
+        with staging_stream.open_staged(
+                self.backend, "img", len(data), sha(data),
+                follow=mark.follow,
+                options=options(block_size=BLOCK)) as s:
             self.assertEqual(data, b"".join(s))
 
 

@@ -333,7 +333,8 @@ class TestUploadHashesOnce(testtools.TestCase):
             opts["transfer_options"] = transfer_options
         incoming_ = {"image": {"size": 3, "os_hash_value": HASH},
                      "options": opts, "attempt": 1}
-        with mock.patch.object(incoming.copy, "open_staged") as opened:
+        with mock.patch.object(incoming.staging_stream,
+                               "open_staged") as opened:
             incoming.UploadImage(res).execute(MID, TID, incoming_, image_id)
         return opened.call_args.kwargs
 
