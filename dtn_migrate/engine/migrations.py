@@ -235,12 +235,21 @@ class Migrations:
         migration_id = uuid.uuid4().hex
         transfer_id, attempt, replaced = migration_id, 1, None
         if prior is not None and prior["state"] in ("failed", "cancelled"):
-            if same and _comparable(prior["options"]) == _comparable(opts):
-                # Resume the previous attempt's staged and sent data.
+            resumable = same and \
+                _comparable(prior["options"]) == _comparable(opts)
+            removing = prior.get("cleanup") == CLEANUP_PENDING and \
+                prior["migration_id"] in self.pending
+            if resumable and not removing:
+                # Resume the previous attempt's staged and sent data,
+                # which are this attempt's now: no sweep removes them.
                 transfer_id = prior["transfer_id"]
                 attempt = prior.get("attempt", 1) + 1
-            else:
+                if prior.get("cleanup") is not None:
+                    _saved(self.store.save, prior["migration_id"],
+                           cleanup=None)
+            elif not resumable:
                 replaced = prior["transfer_id"]
+            # Else its files are being removed: a transfer of its own.
         meta = {
             "migration_id": migration_id, "direction": OUTGOING,
             "request_id": request_id, "image_id": image["id"],
@@ -410,7 +419,7 @@ class Migrations:
                    "attempt %d" % attempt)
             _saved(self.store.new_run, migration_id, state="queued",
                    error=None, attempt=attempt, started_at=None,
-                   finished_at=None, stages={})
+                   finished_at=None, stages={}, cleanup=None)
             self.res.forget(migration_id)
             LOG.info("migration %s: retried (attempt %d, transfer %s)",
                      migration_id, attempt, record["transfer_id"])

@@ -712,6 +712,58 @@ class TestStagedRemoval(EngineTestCase):
                          (rec["state"], rec["attempt"], rec["cleanup"]))
         self.assertImported(image)
 
+    def fail_with_files_left(self):
+        """A failed export whose removal failed (keep_failed off): its
+        files are left for the sweep.
+        """
+        self.a = self.engine("dtn-a", self.glance_a, keep_failed=False)
+        self.glance_b.break_uploads = incoming_flow.IMPORT_ATTEMPTS
+        image = self.image()
+        with mock.patch.object(resources.Resources, "remove_staged",
+                               side_effect=OSError("stale handle")):
+            [m] = self.run_request([image["id"]])
+        self.assertEqual(("failed", "pending"), (m["state"], m["cleanup"]))
+        return image, m
+
+    def test_a_new_request_takes_over_the_files_left(self):
+        image, first = self.fail_with_files_left()
+        req = self.a.request("b", images=[image["id"]])
+        [m] = req["migrations"]
+        # It resumes them: they are its own now, not the sweep's.
+        self.assertEqual((first["transfer_id"], 2),
+                         (m["transfer_id"], m["attempt"]))
+        self.assertIsNone(self.a.get(first["migration_id"])["cleanup"])
+        self.assertEqual(0, self.a.sweep_staged())
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        self.assertEqual("complete", self.a.get(m["migration_id"])["state"])
+        self.assertImported(image)
+
+    def test_a_request_while_the_files_go_starts_its_own_transfer(self):
+        image, first = self.fail_with_files_left()
+        started, release = threading.Event(), threading.Event()
+        real = self.a.res.remove_staged
+
+        def slow(transfer_id):
+            started.set()
+            release.wait(10)
+            real(transfer_id)
+
+        self.a.res.remove_staged = slow
+        sweeper = threading.Thread(target=self.a.sweep_staged)
+        sweeper.start()
+        self.assertTrue(started.wait(10))
+        [m] = self.a.request("b", images=[image["id"]])["migrations"]
+        release.set()
+        sweeper.join()
+        self.assertNotEqual(first["transfer_id"], m["transfer_id"])
+        self.assertEqual(1, m["attempt"])
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        self.assertEqual("complete", self.a.get(m["migration_id"])["state"])
+        self.assertImported(image)
+        self.assertEqual([], self.staged())
+
     def test_killed_between_the_save_and_the_removal(self):
         """The source engine's process is killed (SIGKILL) as it starts
         to remove the staged files of a migration it saved complete; the
