@@ -678,14 +678,8 @@ class TestStagedRemoval(EngineTestCase):
         self.assertIn("%s/image.data" % m["transfer_id"], self.staged())
 
     def test_a_retry_waits_for_the_sweep(self):
-        self.a = self.engine("dtn-a", self.glance_a, keep_failed=False)
-        self.glance_b.break_uploads = incoming_flow.IMPORT_ATTEMPTS
-        image = self.image()
-        with mock.patch.object(resources.Resources, "remove_staged",
-                               side_effect=OSError("stale handle")):
-            [m] = self.run_request([image["id"]])
+        image, m = self.fail_with_files_left()
         mid = m["migration_id"]
-        self.assertEqual(("failed", "pending"), (m["state"], m["cleanup"]))
         order = []
         real = self.a.res.remove_staged
 
