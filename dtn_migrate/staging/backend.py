@@ -63,7 +63,7 @@ class ShortData(StagingError):
     """A source delivered fewer or more bytes than declared."""
 
 
-# The copy engine (copy.py).
+# The copy engine (copy.py, stream.py and copycommon.py).
 
 class CopyCancelled(StagingError):
     """The caller's cancel event was set."""
