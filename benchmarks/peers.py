@@ -538,6 +538,20 @@ class GridFTP(Peer):
         return shlex.join(map(str, self._base()))
 
 
+class GridFTPVerified(GridFTP):
+    """globus-url-copy in its verified mode: after each file, the client
+    checksums the source and the server the copy (``-verify-checksum``),
+    and a mismatch fails the transfer.  ``checksum`` is the algorithm,
+    SHA512 by default: the whole-file hash dtn-migrate checks too.
+    """
+    name = 'gridftp-verify'
+
+    def _base(self):
+        return super()._base() + [
+            '-verify-checksum', '-checksum-alg',
+            self.options.get('checksum', 'SHA512')]
+
+
 class Rsync(Peer):
     name = 'rsync'
     executables = ('rsync',)
@@ -821,6 +835,7 @@ class DtnMigrate(Peer):
 PEERS = {
     'iperf3': Iperf3,
     'gridftp': GridFTP,
+    'gridftp-verify': GridFTPVerified,
     'rsync': Rsync,
     'xrdcp': Xrdcp,
     'cp': LocalCopy,

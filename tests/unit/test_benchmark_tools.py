@@ -1,4 +1,5 @@
-"""The CPU-profile and page-cache benchmarks' own logic."""
+"""The benchmarks' own logic: CPU profile, page cache, staged reads,
+comparisons of runs, and the throughput targets."""
 
 import json
 import os
@@ -9,7 +10,9 @@ import unittest
 from benchmarks import compare_runs
 from benchmarks import cpuprofile
 from benchmarks import pagecache
+from benchmarks import peers
 from benchmarks import stagedread
+from benchmarks import throughput
 
 PERF_SCRIPT = """\
 14707
@@ -121,3 +124,50 @@ class CompareRunsTest(unittest.TestCase):
         self.assertIn("direct / buffered (medians)", text)
         # engine-a: median 2.0 against 4.0.
         self.assertIn("| 0.50 ", text)
+
+
+class GridFTPVerifiedTest(unittest.TestCase):
+    """GridFTP in its verified mode, and the targets read against it."""
+
+    def test_verified_mode_checks_sha512_after_the_copy(self):
+        peer = peers.make_peer('gridftp-verify', parallel=2)
+        argv = [str(a) for a in peer._base()]
+        self.assertEqual('gridftp-verify', peer.name)
+        self.assertEqual(['-verify-checksum', '-checksum-alg', 'SHA512'],
+                         argv[-3:])
+        self.assertEqual(['-p', '2'], argv[2:4])
+        plain = [str(a) for a in
+                 peers.make_peer('gridftp', parallel=2)._base()]
+        self.assertNotIn('-verify-checksum', plain)
+        self.assertEqual(plain, argv[:len(plain)])
+
+    def test_targets_against_both_gridftps(self):
+        results = {'ratios': [{
+            'link': 'loopback', 'workload': 'big', 'tool': 'dtn-migrate',
+            'dtn-migrate/gridftp': 0.3,
+            'dtn-migrate CPU/gridftp CPU': 3.5,
+            'dtn-migrate/gridftp-verify': 1.9,
+            'dtn-migrate CPU/gridftp-verify CPU': 0.7}]}
+        got = {t['reference']: t for t in throughput.targets(results)}
+        self.assertEqual({'gridftp', 'gridftp-verify'}, set(got))
+        self.assertFalse(got['gridftp']['speed_met'])
+        self.assertFalse(got['gridftp']['cpu_met'])
+        self.assertTrue(got['gridftp-verify']['speed_met'])
+        self.assertTrue(got['gridftp-verify']['cpu_met'])
+        headers, rows = throughput.target_table(results | {
+            'targets': throughput.targets(results)}, {})
+        self.assertEqual('against', headers[3])
+        self.assertEqual(['gridftp', 'gridftp-verify'],
+                         sorted(r[3] for r in rows))
+
+    def test_a_server_that_read_no_cpu_has_no_cpu_figures(self):
+        lost = throughput.checked_cpu({
+            'bytes': 4 << 30, 'cpu_client_s': 10.0, 'cpu_server_s': 0.0,
+            'cpu_s': 10.0, 'cpu_s_per_GiB': 2.5})
+        self.assertIsNone(lost['cpu_s_per_GiB'])
+        self.assertIsNone(lost['cpu_server_s'])
+        self.assertEqual(10.0, lost['cpu_client_s'])
+        self.assertIn('not captured', lost['cpu_note'])
+        kept = {'bytes': 4 << 30, 'cpu_client_s': 1.0, 'cpu_server_s': 2.0,
+                'cpu_s': 3.0, 'cpu_s_per_GiB': 0.75}
+        self.assertEqual(kept, throughput.checked_cpu(dict(kept)))
