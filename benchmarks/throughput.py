@@ -332,7 +332,7 @@ def make_lab(link, mtu):
 
 def peer_options(args, tool):
     common = {'timeout': args.timeout}
-    if tool in ('gridftp', 'gridftp-verify'):
+    if tool.startswith('gridftp'):
         return dict(common, parallel=args.gridftp_parallel,
                     concurrency=args.gridftp_cc)
     if tool == 'xrdcp':
@@ -484,7 +484,7 @@ def target_table(results, wl_titles):
                'MB/s ratio (target ≥ %.2f)' % TARGET_SPEED,
                'CPU-s/GiB ratio (target ≤ %.2f)' % TARGET_CPU]
     rows = [[t['link'], wl_titles.get(t['workload'], t['workload']),
-             t['tool'], t.get('reference', 'gridftp'),
+             t['tool'], t['reference'],
              _verdict(t['speed_ratio'], t['speed_met']),
              _verdict(t['cpu_ratio'], t['cpu_met'])]
             for t in results.get('targets', [])]
