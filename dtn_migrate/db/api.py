@@ -153,6 +153,24 @@ def _event(obj):
     return {name: getattr(obj, name) for name in models.EVENT_COLUMNS}
 
 
+def _new_event(migration_id, stage, event, message=None, bytes=None):
+    return models.MigrationEvent(
+        migration_id=migration_id, stage=stage, event=event,
+        message=message, bytes=bytes, created_at=timeutils.utcnow())
+
+
+def _with_events(session, obj, events):
+    """The row of ``obj``, with the events that ``events(row)`` gives
+    added to ``session``.
+    """
+    row = _row(obj)
+    if events is not None:
+        for stage, event, message, nbytes in events(row):
+            session.add(_new_event(obj.id, stage, event, message, nbytes))
+        session.flush()
+    return row
+
+
 def _values(values):
     return common.values(values, models.MIGRATION_COLUMNS, _JSON_COLUMNS,
                          'migrations')
@@ -226,7 +244,8 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
 
     # Migrations.
     @_wrap
-    def migration_create(self, values):
+    def migration_create(self, values, events=None):
+        """A new row; ``events``, as in :meth:`migration_update`."""
         values = _values(values)
         values.setdefault('id', uuid.uuid4().hex)
         now = timeutils.utcnow()
@@ -236,12 +255,18 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
             obj = models.Migration(**values)
             session.add(obj)
             session.flush()
-            return _row(obj)
+            return _with_events(session, obj, events)
 
     @_wrap
-    def migration_update(self, migration_id, values, expected_state=None):
+    def migration_update(self, migration_id, values, expected_state=None,
+                         events=None):
         """Update a row; ``expected_state`` (a state or a list): only if
         the row is in one of them, else MigrationStateConflict.
+
+        ``events(row)``, if given, returns the (stage, event, message,
+        bytes) that the updated ``row`` means; they are added in the same
+        transaction, so that a database lost in between keeps neither
+        (the next update, seeing the same change, writes them).
         """
         values = _values(values)
         values.setdefault('updated_at', timeutils.utcnow())
@@ -257,7 +282,7 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
             for key, value in values.items():
                 setattr(obj, key, value)
             session.flush()
-            return _row(obj)
+            return _with_events(session, obj, events)
 
     @_wrap
     def migration_get(self, migration_id, project_id=None):
@@ -307,10 +332,7 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
     def migration_event_add(self, migration_id, stage, event, message=None,
                             bytes=None):
         with self.writer() as session:
-            obj = models.MigrationEvent(
-                migration_id=migration_id, stage=stage, event=event,
-                message=message, bytes=bytes,
-                created_at=timeutils.utcnow())
+            obj = _new_event(migration_id, stage, event, message, bytes)
             session.add(obj)
             session.flush()
             return _event(obj)

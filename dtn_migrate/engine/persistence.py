@@ -269,9 +269,8 @@ class Store:
         """
         record = dict(record, migration_id=migration_id)
         row = dict(to_row(record), id=migration_id)
-        self.db.migration_create(row)
-        for stage, event, message, nbytes in _events(None, record):
-            self.event(migration_id, stage, event, message, nbytes)
+        self.db.migration_create(row, events=lambda _row: _events(
+            None, record))
         book = models.LogBook("migration-%s" % migration_id,
                               uuid=migration_id)
         return book, self._add_run(book)
@@ -355,10 +354,11 @@ class Store:
             changed = {k: v for k, v in row.items()
                        if k == "details" or old.get(k) != v}
             changed.setdefault("updated_at", timeutils.utcnow())
-            saved = from_row(self.db.migration_update(migration_id,
-                                                      changed))
-            for stage, event, message, nbytes in _events(old, saved):
-                self.event(migration_id, stage, event, message, nbytes)
+            # The row and its events in one transaction: a database lost
+            # between them would keep the change without its events.
+            saved = from_row(self.db.migration_update(
+                migration_id, changed,
+                events=lambda row: _events(old, from_row(row))))
             return saved
 
     # Records of an engine of issue 11 (in flow details' meta).
@@ -407,9 +407,11 @@ class Store:
         record.setdefault("created_at", timeutils.utcnow())
         record.setdefault("updated_at", record["created_at"])
         migration_id = record["migration_id"]
-        self.db.migration_create(dict(to_row(record), id=migration_id))
-        self.event(migration_id, None, "imported",
-                   "record of an older engine (%s)" % record.get("state"))
+        self.db.migration_create(
+            dict(to_row(record), id=migration_id),
+            events=lambda _row: [(None, "imported", "record of an older "
+                                  "engine (%s)" % record.get("state"),
+                                  None)])
 
     def close(self):
         self.backend.close()
