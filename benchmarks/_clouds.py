@@ -77,9 +77,11 @@ def _broker(attempts=3):
 class Cloud:
     """One side: its Glance, vhost, staging directory, agent, engine."""
 
-    def __init__(self, name, workdir, direct_io=True):
+    def __init__(self, name, workdir, direct_io=True,
+                 commit_interval_bytes=16 * MiB):
         self.name = name
         self.direct_io = direct_io
+        self.commit_interval_bytes = commit_interval_bytes
         self.dir = os.path.join(workdir, "cloud-%s" % name)
         self.staging_dir = os.path.join(self.dir, "staging")
         os.makedirs(self.staging_dir, exist_ok=True)
@@ -93,12 +95,16 @@ class Cloud:
 
     @property
     def staging(self):
-        """The ``[staging]`` section of this cloud's engine."""
-        return {"backend": "path", "path": self.staging_dir,
-                "allow_local": "true", "mount_check": "off",
-                "commit_interval_bytes": 16 * MiB,
-                "free_space_margin": "0",
-                "direct_io": "auto" if self.direct_io else "off"}
+        """The ``[staging]`` section of this cloud's engine (with
+        ``commit_interval_bytes`` None: the option's default).
+        """
+        section = {"backend": "path", "path": self.staging_dir,
+                   "allow_local": "true", "mount_check": "off",
+                   "free_space_margin": "0",
+                   "direct_io": "auto" if self.direct_io else "off"}
+        if self.commit_interval_bytes is not None:
+            section["commit_interval_bytes"] = self.commit_interval_bytes
+        return section
 
     def glance_auth(self):
         """The ``[glance]`` section: the default user's password."""
@@ -174,14 +180,21 @@ class Clouds:
     """
 
     def __init__(self, workdir, rate="1gbit", mtu=1500, engine=None,
-                 log=print, direct_io=True):
+                 log=print, direct_io=True, agent=None,
+                 commit_interval_bytes=16 * MiB):
+        """``engine``, ``agent``: sections added to the engines' and the
+        agents' configuration (over the functional tests' settings);
+        ``commit_interval_bytes``: the engines' ``[staging]`` one (None:
+        the option's default).
+        """
         self.workdir = workdir
         self.rate, self.mtu = rate, mtu
         self.engine_extra = engine or {}
+        self.agent_extra = agent or {}
         self.log = log
         self.direct_io = direct_io
-        self.a = Cloud("a", workdir, direct_io)
-        self.b = Cloud("b", workdir, direct_io)
+        self.a = Cloud("a", workdir, direct_io, commit_interval_bytes)
+        self.b = Cloud("b", workdir, direct_io, commit_interval_bytes)
         self.keystone = self.lab = None
         self.link_endpoint = None
         self._stack = contextlib.ExitStack()
@@ -225,7 +238,8 @@ class Clouds:
                                    ports[peer.name])},
                 listen_address=self.lab.addr(c.name), port=ports[c.name],
                 lab=self.lab, ns=c.name, staging=c.staging_dir,
-                transfer={"direct_io": str(self.direct_io).lower()})
+                transfer={"direct_io": str(self.direct_io).lower()},
+                extra=self.agent_extra)
             self._stack.callback(c.agent.stop)
             c.agent.start()
         for c in (self.a, self.b):

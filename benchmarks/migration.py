@@ -60,6 +60,7 @@ from benchmarks import _clouds
 from benchmarks import linkstats
 from benchmarks import report
 from benchmarks import workloads
+from dtn_migrate.conf import engine as engine_opts
 from dtn_migrate import devcloud
 from dtn_migrate.devcloud import _base as devcloud_base
 from dtn_migrate.staging import copy
@@ -88,6 +89,18 @@ OWN = ["glance-a", "engine-a", "agent-a", "agent-b", "engine-b", "glance-b",
 #: Overrides of the functional tests' engine settings (poll 0.2 s,
 #: progress 1 s, reconcile 5 s): more patience on a loaded machine.
 ENGINE = {"engine": {"stall_timeout": 300}}
+#: Engine options the functional tests set shorter than their defaults
+#: (``--settings tests`` keeps them so; ``shipped`` puts them back).
+TEST_TUNED = ("poll_interval", "progress_interval", "reconcile_interval")
+#: --settings: the engines' and agents' as shipped, or the tests'.
+SETTINGS = ("shipped", "tests")
+SETTINGS_HELP = ("what the engines and agents run with: the options' "
+                 "defaults without debug logs (shipped), or the functional "
+                 "tests' quicker polls, progress writes and 16 MiB commits "
+                 "with debug logs (tests, what runs before 2026-11-28 used)")
+#: The functional tests' ``[staging] commit_interval_bytes`` (default:
+#: 64 MiB).
+TESTS_COMMIT_INTERVAL = 16 * MiB
 #: What the transfer alone sends as the migration descriptor: the peer
 #: engine, told of the transfer, rejects it at once instead of waiting
 #: for a descriptor until its stall timeout.
@@ -106,11 +119,40 @@ class BenchError(RuntimeError):
 
 def engine_conf(args):
     """Sections the engines' configuration gets on top of the test
-    clouds': ENGINE, and engine A's export hashing (``--export-sha512``).
+    clouds': ENGINE, engine A's export hashing (``--export-sha512``)
+    and, with ``--settings shipped``, :func:`shipped_engine`.
     """
     conf = {section: dict(values) for section, values in ENGINE.items()}
+    if args.settings == "shipped":
+        for section, values in shipped_engine().items():
+            conf.setdefault(section, {}).update(values)
     conf.setdefault("staging", {})["export_sha512"] = args.export_sha512
     return conf
+
+
+def shipped_engine():
+    """The engine options that the functional tests quicken
+    (:data:`TEST_TUNED`), at their defaults, and no debug logging.
+    """
+    defaults = {o.name: o.default for o in engine_opts.engine_opts}
+    return {"DEFAULT": {"debug": "false"},
+            "engine": {name: defaults[name] for name in TEST_TUNED}}
+
+
+def agent_conf(args):
+    """Sections the agents' configuration gets: with ``--settings
+    shipped``, no debug logging (their other options are the defaults
+    already).
+    """
+    return {"DEFAULT": {"debug": "false"}} \
+        if args.settings == "shipped" else {}
+
+
+def commit_interval(args):
+    """The engines' ``[staging] commit_interval_bytes``: the default
+    (None) with ``--settings shipped``, else the functional tests' 16 MiB.
+    """
+    return None if args.settings == "shipped" else TESTS_COMMIT_INTERVAL
 
 
 def image_chunks(size, seed, hasher=None):
@@ -246,6 +288,9 @@ class Bench:
         self.log("work directory %s" % self.workdir)
         self.clouds = _clouds.Clouds(self.workdir, rate=args.rate,
                                      mtu=args.mtu, engine=engine_conf(args),
+                                     agent=agent_conf(args),
+                                     commit_interval_bytes=commit_interval(
+                                         args),
                                      direct_io=args.direct_io,
                                      log=self.log).start()
         groups = {"keystone": self.clouds.keystone.proc.pid}
@@ -1004,6 +1049,8 @@ def main(argv=None):
                         "the source host, the sink checks; always: the "
                         "export hashes too, as before issue 13's export "
                         "change), for a side-by-side run")
+    p.add_argument("--settings", choices=SETTINGS, default=SETTINGS[0],
+                   help=SETTINGS_HELP)
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
     p.add_argument("--smoke", action="store_true",
@@ -1043,7 +1090,9 @@ def main(argv=None):
         "rate": args.rate, "mtu": args.mtu,
         "tbf_burst": netns.tbf_burst(args.rate, args.mtu)
         if args.rate else None,
-        "data_dir": args.data_dir, "engine": ENGINE,
+        "data_dir": args.data_dir, "engine": engine_conf(args),
+        "agent": agent_conf(args), "settings": args.settings,
+        "commit_interval_bytes": commit_interval(args),
         "import_sha512": args.import_sha512, "direct_io": args.direct_io,
         "export_sha512": args.export_sha512,
         "link_region": _clouds.LINK_REGION,

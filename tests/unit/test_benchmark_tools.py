@@ -1,18 +1,22 @@
 """The benchmarks' own logic: CPU profile, page cache, staged reads,
 comparisons of runs, and the throughput targets."""
 
+import argparse
 import json
 import os
 import shutil
 import tempfile
 import unittest
 
+from benchmarks import _clouds
 from benchmarks import compare_runs
 from benchmarks import cpuprofile
+from benchmarks import migration
 from benchmarks import pagecache
 from benchmarks import peers
 from benchmarks import stagedread
 from benchmarks import throughput
+from dtn_migrate.conf import engine as engine_opts
 
 PERF_SCRIPT = """\
 14707
@@ -171,3 +175,41 @@ class GridFTPVerifiedTest(unittest.TestCase):
         kept = {'bytes': 4 << 30, 'cpu_client_s': 1.0, 'cpu_server_s': 2.0,
                 'cpu_s': 3.0, 'cpu_s_per_GiB': 0.75}
         self.assertEqual(kept, throughput.checked_cpu(dict(kept)))
+
+
+class MigrationSettingsTest(unittest.TestCase):
+    """benchmarks.migration --settings: shipped runs the engines and
+    agents as an operator would, tests as the functional tests do.
+    """
+
+    def args(self, settings):
+        return argparse.Namespace(settings=settings, export_sha512="auto")
+
+    def test_shipped_is_the_options_defaults_without_debug_logs(self):
+        args = self.args("shipped")
+        engine = migration.engine_conf(args)
+        defaults = {o.name: o.default for o in engine_opts.engine_opts}
+        for name in migration.TEST_TUNED:
+            self.assertEqual(defaults[name], engine["engine"][name])
+        # The benchmark's patience on a loaded machine stays.
+        self.assertEqual(300, engine["engine"]["stall_timeout"])
+        self.assertEqual("false", engine["DEFAULT"]["debug"])
+        self.assertEqual({"DEFAULT": {"debug": "false"}},
+                         migration.agent_conf(args))
+        self.assertIsNone(migration.commit_interval(args))
+        cloud = _clouds.Cloud("a", tempfile.mkdtemp(prefix="dtnm-bt-"),
+                              commit_interval_bytes=None)
+        self.addCleanup(shutil.rmtree, os.path.dirname(cloud.dir), True)
+        self.assertNotIn("commit_interval_bytes", cloud.staging)
+
+    def test_tests_keeps_the_functional_tests_settings(self):
+        args = self.args("tests")
+        engine = migration.engine_conf(args)
+        self.assertEqual({"stall_timeout": 300}, engine["engine"])
+        self.assertNotIn("DEFAULT", engine)
+        self.assertEqual({}, migration.agent_conf(args))
+        self.assertEqual(16 << 20, migration.commit_interval(args))
+        cloud = _clouds.Cloud("a", tempfile.mkdtemp(prefix="dtnm-bt-"),
+                              commit_interval_bytes=16 << 20)
+        self.addCleanup(shutil.rmtree, os.path.dirname(cloud.dir), True)
+        self.assertEqual(16 << 20, cloud.staging["commit_interval_bytes"])
