@@ -13,6 +13,7 @@ import time
 from unittest import mock
 import uuid
 
+from futurist import _thread as futurist_thread
 from oslo_config import cfg
 import oslo_messaging as messaging
 import sqlalchemy as sa
@@ -148,6 +149,20 @@ class TestMigrations(EngineTestCase):
         b = self.b.list(direction="incoming")
         self.assertEqual(["complete"], [r["state"] for r in b])
         self.assertEqual(image["id"], b[0]["source_image_id"])
+
+    def test_a_flow_ends_with_its_last_task(self):
+        # TaskFlow's own thread pool ("threaded": futurist's) is joined at
+        # the end of every run, and an idle futurist worker looks for the
+        # order to stop only every MAX_IDLE_FOR seconds (1): every
+        # migration ended up to a second after its last task, on both
+        # clouds.  At 120 s here, a run that waits for it cannot pass.
+        self.patch(futurist_thread.ThreadWorker, "MAX_IDLE_FOR", 120)
+        image = self.image()
+        began = time.monotonic()
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertImported(image)
+        self.assertLess(time.monotonic() - began, 60)
 
     def test_serial_keep_id(self):
         image = self.image()
