@@ -42,6 +42,9 @@ from tests.functional import netns
 from tests.functional import relay
 
 MiB = 1 << 20
+#: The functional tests' ``[staging] commit_interval_bytes`` (default:
+#: 64 MiB).
+TESTS_COMMIT_INTERVAL = 16 * MiB
 LINK_REGION = "RegionA-link"
 #: Port of Glance A's forwarder inside namespace ``a``.
 LINK_PORT = 9292
@@ -78,7 +81,7 @@ class Cloud:
     """One side: its Glance, vhost, staging directory, agent, engine."""
 
     def __init__(self, name, workdir, direct_io=True,
-                 commit_interval_bytes=16 * MiB):
+                 commit_interval_bytes=TESTS_COMMIT_INTERVAL):
         self.name = name
         self.direct_io = direct_io
         self.commit_interval_bytes = commit_interval_bytes
@@ -181,7 +184,7 @@ class Clouds:
 
     def __init__(self, workdir, rate="1gbit", mtu=1500, engine=None,
                  log=print, direct_io=True, agent=None,
-                 commit_interval_bytes=16 * MiB):
+                 commit_interval_bytes=TESTS_COMMIT_INTERVAL):
         """``engine``, ``agent``: sections added to the engines' and the
         agents' configuration (over the functional tests' settings);
         ``commit_interval_bytes``: the engines' ``[staging]`` one (None:

@@ -98,9 +98,7 @@ SETTINGS_HELP = ("what the engines and agents run with: the options' "
                  "defaults without debug logs (shipped), or the functional "
                  "tests' quicker polls, progress writes and 16 MiB commits "
                  "with debug logs (tests, what runs before 2026-11-28 used)")
-#: The functional tests' ``[staging] commit_interval_bytes`` (default:
-#: 64 MiB).
-TESTS_COMMIT_INTERVAL = 16 * MiB
+TESTS_COMMIT_INTERVAL = _clouds.TESTS_COMMIT_INTERVAL
 #: What the transfer alone sends as the migration descriptor: the peer
 #: engine, told of the transfer, rejects it at once instead of waiting
 #: for a descriptor until its stall timeout.

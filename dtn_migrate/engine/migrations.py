@@ -418,9 +418,9 @@ class Migrations:
                     migration_id=migration_id, state="still stopping",
                     action="retry")
             attempt = (record.get("attempt") or 1) + 1
-            _saved(self.store.event, migration_id, None, "retried",
-                   "attempt %d" % attempt)
-            _saved(self.store.new_run, migration_id, state="queued",
+            _saved(self.store.new_run, migration_id,
+                   notes=[(None, "retried", "attempt %d" % attempt, None)],
+                   state="queued",
                    error=None, attempt=attempt, started_at=None,
                    finished_at=None, stages={}, cleanup=None)
             self.res.forget(migration_id)

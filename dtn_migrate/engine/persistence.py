@@ -259,10 +259,6 @@ class Store:
     def events(self, migration_id):
         return self.db.migration_events_get(migration_id)
 
-    def event(self, migration_id, stage, event, message=None, bytes=None):
-        self.db.migration_event_add(migration_id, stage, event, message,
-                                    bytes)
-
     def create(self, migration_id, record):
         """A new migration: its row, its 'queued' event, and a logbook
         with the flow detail of its first run.
@@ -284,11 +280,12 @@ class Store:
             conn.save_logbook(book)
         return detail
 
-    def new_run(self, migration_id, **changes):
-        """Save ``changes`` (a retry's: state queued, ...) and give the
-        migration a fresh flow detail; returns the record.
+    def new_run(self, migration_id, notes=(), **changes):
+        """Save ``changes`` (a retry's: state queued, ...) with ``notes``
+        (see :meth:`save`) and give the migration a fresh flow detail;
+        returns the record.
         """
-        record = self.save(migration_id, **changes)
+        record = self.save(migration_id, notes=notes, **changes)
         loaded = self._book(migration_id)
         book = loaded if loaded is not None else models.LogBook(
             "migration-%s" % migration_id, uuid=migration_id)
@@ -326,9 +323,11 @@ class Store:
             detail = self._add_run(book)
         return book, detail, record
 
-    def save(self, migration_id, **changes):
-        """Write ``changes`` to a migration's record, with the events
-        they mean; returns the record.
+    def save(self, migration_id, notes=(), **changes):
+        """Write ``changes`` to a migration's record, with ``notes``
+        (events of their own: (stage, event, message, bytes)) before the
+        events the changes mean, all in one transaction; returns the
+        record.
         """
         with self.lock:
             old = self.record(migration_id)
@@ -356,10 +355,13 @@ class Store:
             changed.setdefault("updated_at", timeutils.utcnow())
             # The row and its events in one transaction: a database lost
             # between them would keep the change without its events.
-            saved = from_row(self.db.migration_update(
-                migration_id, changed,
-                events=lambda row: _events(old, from_row(row))))
-            return saved
+            saved = []
+
+            def events(row):
+                saved.append(from_row(row))
+                return list(notes) + _events(old, saved[-1])
+            self.db.migration_update(migration_id, changed, events=events)
+            return saved[-1]
 
     # Records of an engine of issue 11 (in flow details' meta).
     def import_flow_records(self):

@@ -1062,12 +1062,14 @@ class TestStore(testtools.TestCase):
         store.save(mid, stages={"transfer": {"state": "running",
                                              "done": 5}})
         with self.events_fail():
-            self.assertRaises(persistence.DATABASE_ERRORS, store.save, mid,
-                              stages={"transfer": {"state": "complete",
-                                                   "done": 10}})
-            self.assertRaises(persistence.DATABASE_ERRORS, store.create,
-                              "b" * 32, {"state": "queued",
-                                         "direction": "outgoing"})
+            # Again and again while the database stays away.
+            for _ in range(3):
+                self.assertRaises(persistence.DATABASE_ERRORS, store.save,
+                                  mid, stages={"transfer": {
+                                      "state": "complete", "done": 10}})
+                self.assertRaises(persistence.DATABASE_ERRORS, store.create,
+                                  "b" * 32, {"state": "queued",
+                                             "direction": "outgoing"})
         # Nothing of either was kept.
         self.assertEqual("running",
                          store.record(mid)["stages"]["transfer"]["state"])
@@ -1076,6 +1078,25 @@ class TestStore(testtools.TestCase):
             "transfer": {"state": "complete", "done": 10}})
         self.assertEqual([(None, "started"), ("transfer", "started"),
                           ("transfer", "finished"), (None, "finished")],
+                         [(e["stage"], e["event"])
+                          for e in store.events(mid)])
+
+    def test_a_retry_and_its_event_are_saved_together(self):
+        # The "retried" event was written before, and apart from, the
+        # retry's save: a database lost in between left the event of a
+        # retry that never happened.
+        store, mid = self.running()
+        store.save(mid, state="failed", error="peer gone")
+        with self.events_fail():
+            self.assertRaises(persistence.DATABASE_ERRORS, store.new_run,
+                              mid, notes=[(None, "retried", "attempt 2",
+                                           None)], state="queued")
+        self.assertEqual("failed", store.record(mid)["state"])
+        self.assertNotIn("retried", [e["event"] for e in store.events(mid)])
+        store.new_run(mid, notes=[(None, "retried", "attempt 2", None)],
+                      state="queued")
+        self.assertEqual([(None, "started"), (None, "failed"),
+                          (None, "retried"), (None, "queued")],
                          [(e["stage"], e["event"])
                           for e in store.events(mid)])
 
