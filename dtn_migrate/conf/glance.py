@@ -35,7 +35,8 @@ glance_opts = [
     cfg.IntOpt(
         'retries', default=8, min=0,
         help='How many times a request is retried after HTTP 429/502/'
-             '503/504 or a connection error, uploads included (the '
+             '503/504 (and 500, but for a download) or a connection '
+             'error, uploads included (the '
              'image data is sent again from the start). It replaces '
              'connect_retries and status_code_retries.'),
     cfg.FloatOpt(

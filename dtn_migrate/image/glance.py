@@ -41,6 +41,11 @@ LOG = logging.getLogger(__name__)
 
 MiB = 1 << 20
 RETRY_STATUSES = (429, 502, 503, 504)
+#: What metadata calls also retry: Glance answers 500 to a database
+#: error of a moment (a deadlock, a lock held too long, a lost
+#: connection).  A create asked twice so may make two images: the
+#: import keeps the verified one and removes the others.
+METADATA_RETRY_STATUSES = RETRY_STATUSES + (500,)
 FIRST_DELAY = 0.5
 # States in which Glance takes (or will take again) an upload.
 UPLOADABLE = ('queued', 'saving', 'uploading', 'importing')
@@ -252,7 +257,8 @@ class ImageService:
     """Glance of one cloud, on a keystoneauth1 SESSION.
 
     ``cloud_name`` labels errors and logs.  ``retries`` bounds the
-    retries of a call after HTTP 429/502/503/504 or a connection error;
+    retries of a call after HTTP 429/502/503/504 (and 500 for metadata
+    calls) or a connection error;
     data transfers wait up to ``retry_max_delay`` seconds between two
     (exponential with jitter, or Retry-After); downloads are read in
     ``chunk_size`` pieces.
@@ -273,7 +279,8 @@ class ImageService:
         self.client = glance_client.Client(
             '2', session=session, connect_retries=retries,
             status_code_retries=retries,
-            retriable_status_codes=list(RETRY_STATUSES), **endpoint)
+            retriable_status_codes=list(METADATA_RETRY_STATUSES),
+            **endpoint)
         self._http = ks_adapter.Adapter(session, **endpoint)
 
     @classmethod

@@ -16,6 +16,7 @@ routes ``skipTest`` of every test under ``tests.functional`` through
 
 import hashlib
 import json
+import re
 import os
 import shutil
 import signal
@@ -251,6 +252,34 @@ class ServiceProcess:
         except OSError:
             return ""
 
+    def problems(self, n=400):
+        """The last ``n`` warnings and errors of the log, each with the
+        traceback that follows it: the cause of a failure may be older
+        than the log's tail.
+        """
+        lines, keep = [], False
+        for line in self.log_text().splitlines(keepends=True):
+            if _LOG_LINE.match(line):
+                keep = _PROBLEM.search(line) is not None
+            if keep:
+                lines.append(line)
+        return "".join(lines[-n:]) or "(none)"
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_PROBLEM = re.compile(r" (WARNING|ERROR|CRITICAL) ")
+
+
+def log_details(case, proc, lines=200):
+    """When ``case`` fails, attach the last ``lines`` of ``proc``'s log
+    and its warnings and errors.
+    """
+    case.addOnException(lambda exc_info: (
+        case.addDetail("log-%s" % proc.name,
+                       content.text_content(proc.tail(lines))),
+        case.addDetail("problems-%s" % proc.name,
+                       content.text_content(proc.problems()))))
+
 
 #: Config files of the test services.
 write_conf = devcloud_base.write_ini
@@ -354,8 +383,7 @@ class FunctionalTestCase(testtools.TestCase):
                   kw.pop("transport_url", self.broker.url()), peers, **kw)
         self.agents.append(a)
         self.addCleanup(a.discard)
-        self.addOnException(lambda exc_info, a=a: self.addDetail(
-            "log-%s" % a.name, content.text_content(a.tail(200))))
+        log_details(self, a)
         return a
 
     def mesh(self, layout):

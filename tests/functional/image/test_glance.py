@@ -303,7 +303,7 @@ class TestData(ImageServiceTestCase):
         self.assertEqual(sha512(data), image["os_hash_value"])
         self.assertEqual(1, proxy.count("reset"))
 
-    def test_metadata_calls_retry_503_and_429(self):
+    def test_metadata_calls_retry_503_429_and_500(self):
         g = self.glance("b")
         proxy = self.fault_proxy(g.endpoint)
         svc = self.noauth_service(proxy.url, "b")
@@ -316,6 +316,20 @@ class TestData(ImageServiceTestCase):
         self.assertEqual(3, proxy.count("fail"))
         self.assertIn("Retriable status code 503", self.log.output)
         self.assertIn("Retriable status code 429", self.log.output)
+        # A 500 is what Glance answers for a database error of a moment
+        # (its SQLite "database is locked" under load, a deadlock):
+        # asked again, as a 503, whatever the method.
+        proxy.fail(500, count=1, retry_after=None, method="GET")
+        self.assertEqual(image["id"], svc.get(image["id"])["id"])
+        proxy.fail(500, count=1, retry_after=None, method="POST")
+        created = svc.create({"disk_format": "raw",
+                              "container_format": "bare", "name": "again"})
+        self.assertEqual("queued", created["status"])
+        proxy.fail(500, count=1, retry_after=None, method="PATCH")
+        self.assertEqual("renamed", svc.update(created["id"],
+                                               {"name": "renamed"})["name"])
+        self.assertEqual(6, proxy.count("fail"))
+        self.assertIn("Retriable status code 500", self.log.output)
 
     def test_gives_up_when_glance_stays_unavailable(self):
         g = self.glance("b")

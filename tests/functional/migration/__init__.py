@@ -16,7 +16,6 @@ import time
 import uuid
 
 import oslo_messaging as messaging
-from testtools import content
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate import conf as dtn_conf
@@ -251,10 +250,7 @@ class Cloud:
                              self.glance_auth(), self.staging,
                              self.persistence)
         self.case.addCleanup(self.engine.discard)
-        self.case.addOnException(
-            lambda exc_info: self.case.addDetail(
-                "log-%s" % self.engine_name,
-                content.text_content(self.engine.tail(300))))
+        base.log_details(self.case, self.engine, 300)
         self.engine.start()
 
     def wait_ready(self):
@@ -320,8 +316,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         a = base.Agent(self.workdir, name, self.key,
                        kw.pop("transport_url"), peers, **kw)
         self.addCleanup(a.discard)
-        self.addOnException(lambda exc_info, a=a: self.addDetail(
-            "log-%s" % a.name, content.text_content(a.tail(200))))
+        base.log_details(self, a)
         return a
 
     def brokers(self, n=2):

@@ -501,7 +501,7 @@ class TestFromConf(testtools.TestCase):
         self.assertEqual(12, svc.session.timeout)
         self.assertEqual('http://ks.example/v3', svc.session.auth.auth_url)
         http = svc.client.http_client
-        self.assertEqual((2, 2, [429, 502, 503, 504]),
+        self.assertEqual((2, 2, [429, 502, 503, 504, 500]),
                          (http.connect_retries, http.status_code_retries,
                           http.retriable_status_codes))
 
