@@ -20,6 +20,7 @@ received files are removed once the outcome is saved
 
 import time
 
+from oslo_log import log as logging
 from taskflow.patterns import linear_flow
 from taskflow import retry
 import tenacity
@@ -28,6 +29,8 @@ from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import incoming as tasks
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
+
+LOG = logging.getLogger(__name__)
 
 NAME = "incoming-migration"
 IMPORT_ATTEMPTS = 3
@@ -45,18 +48,36 @@ class ImportRetry(retry.Times):
     """
 
     def __init__(self, attempts, delay=0.0, **kwargs):
+        # The migration, for the logs.
+        kwargs.setdefault("requires", ("migration_id",))
         super().__init__(attempts, **kwargs)
         self.delay = delay
         self.wait = tenacity.wait_exponential(multiplier=delay)
 
     def on_failure(self, history, *args, **kwargs):
+        mid = kwargs.get("migration_id")
+        why = "; ".join("%s: %s" % (name, failure.exception_str)
+                        for name, failure in history.outcomes_iter(-1))
         if any(history.caused_by(cls, index=-1) for cls in FINAL_FAILURES):
+            LOG.warning("import %s: attempt %d failed for good: %s", mid,
+                        len(history), why)
             return retry.REVERT
         decision = super().on_failure(history, *args, **kwargs)
+        delay = 0.0
         if decision == retry.RETRY and self.delay:
             state = tenacity.RetryCallState(None, None, (), {})
             state.attempt_number = len(history)
-            time.sleep(self.wait(state))
+            delay = self.wait(state)
+        if decision == retry.RETRY:
+            LOG.warning("import %s: attempt %d of %d failed: %s; again in "
+                        "%.1f s", mid, len(history), self._attempts, why,
+                        delay)
+            if delay:
+                time.sleep(delay)
+        else:
+            LOG.warning("import %s: attempt %d of %d failed: %s; no "
+                        "attempt left", mid, len(history), self._attempts,
+                        why)
         return decision
 
 

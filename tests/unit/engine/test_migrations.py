@@ -13,6 +13,7 @@ import time
 from unittest import mock
 import uuid
 
+import fixtures
 from futurist import _thread as futurist_thread
 from oslo_config import cfg
 import oslo_messaging as messaging
@@ -289,12 +290,17 @@ class TestMigrations(EngineTestCase):
         self.assertImported(image)
 
     def test_import_attempted_again_with_a_new_image(self):
+        log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.engine.flows.incoming"))
         image = self.image()
         self.glance_b.break_uploads = 1
         [m] = self.run_request([image["id"]])
         self.assertEqual("complete", m["state"], m["error"])
         self.assertImported(image)
         self.assertEqual(1, len(self.glance_b.images))
+        [imported] = self.b.list()
+        self.assertIn("import %s: attempt 1 of 3 failed: upload-image: "
+                      % imported["migration_id"], log.output)
 
     def test_reconcile_imports_a_lost_notification(self):
         image = self.image()

@@ -3,6 +3,7 @@
 import hashlib
 import io
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -11,6 +12,7 @@ import time
 import types
 from unittest import mock
 
+import fixtures
 import oslo_messaging as messaging
 from taskflow import retry
 from taskflow.types import failure
@@ -89,6 +91,26 @@ class TestImportRetry(testtools.TestCase):
             self.assertEqual(retry.RETRY if n < 3 else retry.REVERT,
                              decision)
         self.assertEqual([0.5, 1.0], slept)
+
+    def test_each_failed_attempt_is_logged_with_its_cause(self):
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        r = incoming_flow.ImportRetry(3, 0.5, name="r")
+        cause = exception.ImageServiceUnavailable(cloud="b", reason="HTTP 500")
+        for n in (1, 3):
+            history = retry.History([(i, {"create-image": failure.Failure.
+                                          from_exception(cause)})
+                                     for i in range(n)])
+            with mock.patch("time.sleep"):
+                r.on_failure(history, migration_id=MID)
+        self.assertEqual(
+            ["import %s: attempt 1 of 3 failed: create-image: %s; again "
+             "in 0.5 s" % (MID, cause),
+             "import %s: attempt 3 of 3 failed: create-image: %s; no "
+             "attempt left" % (MID, cause)], log.output.splitlines())
+        self.assertEqual(retry.REVERT, self.decide(exception.InvalidInput(
+            reason="bad")))
+        self.assertIn("attempt 1 failed for good: upload-image: "
+                      "Invalid input: bad", log.output)
 
 
 class TestCreateImageRevert(testtools.TestCase):
