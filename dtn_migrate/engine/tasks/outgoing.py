@@ -7,6 +7,7 @@ report).
 """
 
 import json
+import time
 
 from oslo_log import log as logging
 
@@ -198,6 +199,12 @@ def _failed_stage(migration_id, stages, names, stage):
 
 #: States in which an outgoing transfer ended.
 FINAL_TRANSFER = ("complete", "failed", "cancelled")
+#: States in which a stage of this side ended.
+FINAL_STAGE = ("complete", "failed", "cancelled")
+#: Seconds a failed peer import waits for a running export or transfer
+#: to end, whose failure would explain it (see
+#: AwaitPeerImport._transfer_may_explain).
+IMPORT_FAILURE_GRACE = 5.0
 
 
 class TransferImage(base.MigrationTask):
@@ -399,8 +406,18 @@ class AwaitPeerImport(base.MigrationTask):
                     report_mod.attempt_of(report) < attempt:
                 report = None
             if report is not None:
-                result = self._reported(migration_id, peer, descriptor,
-                                        report)
+                try:
+                    result = self._reported(migration_id, peer, descriptor,
+                                            report)
+                except exception.MigrationFailed:
+                    # A failed export or transfer explains it (and may
+                    # still be checking the staged copy: not stopped).
+                    _failed_stage(migration_id, live.snapshot(),
+                                  ("export", "transfer"), "peer import")
+                    if not self._transfer_may_explain(migration_id,
+                                                      failed_since):
+                        raise
+                    result = None
                 if result is not None:
                     return result, None
             stages = live.snapshot()
@@ -413,7 +430,30 @@ class AwaitPeerImport(base.MigrationTask):
 
         key = events.key(events.REPORT, transfer_id)
         first = [True]
+        failed_since = []
         return self.follow(migration_id, "peer import", step, event=key)
+
+    def _transfer_may_explain(self, migration_id, failed_since):
+        """The peer's import failed while this side's export or transfer
+        has not ended: wait up to ``IMPORT_FAILURE_GRACE`` seconds for
+        them.  Bad bytes fail the peer's import and this transfer at
+        once, and the transfer's failure is the one that explains (and
+        checks the staged copy, which a retry then exports again);
+        taken first, the import's would stop it.  An export or transfer
+        that fails meanwhile ends this stage as StageFailed.
+        """
+        stages = self.live(migration_id).snapshot()
+        if all((stages.get(name) or {}).get("state") in FINAL_STAGE
+               for name in ("export", "transfer")):
+            return False
+        now = time.monotonic()
+        if not failed_since:
+            failed_since.append(now)
+            LOG.info("migration %s: the peer's import failed while the "
+                     "transfer runs; waiting up to %.0f s for the "
+                     "transfer's outcome", migration_id,
+                     IMPORT_FAILURE_GRACE)
+        return now - failed_since[0] < IMPORT_FAILURE_GRACE
 
     def _reported(self, migration_id, peer, descriptor, report):
         """The peer image of an ``active`` report; None while it runs."""

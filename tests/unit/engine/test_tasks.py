@@ -555,6 +555,48 @@ class TestAwaitPeerImport(testtools.TestCase):
         self.res.live_for(MID).stage("transfer", state="failed")
         self.assertRaises(base.StageFailed, self.execute)
 
+    def failed_import(self, transfer):
+        """The peer reports its import failed; this side's export is
+        complete and its transfer ``transfer``.
+        """
+        self.agent.get_peer_report.return_value = {
+            "state": "failed", "attempt": 2,
+            "error": "the received data has the wrong sha512"}
+        self.res.conf.engine.stall_timeout = 30
+        live = self.res.live_for(MID)
+        live.stage("export", state="complete")
+        live.stage("transfer", state=transfer)
+        return live
+
+    def test_a_failed_import_leaves_a_running_transfer_to_explain(self):
+        # Bad bytes fail the peer's import and the transfer at once; the
+        # import's report came first.  The transfer's failure (which
+        # checks the staged copy) is the one to report: the import
+        # stage ends as StageFailed, not with the import's error.
+        live = self.failed_import("running")
+        threading.Timer(0.5, live.stage, ("transfer",),
+                        {"state": "failed"}).start()
+        t0 = time.monotonic()
+        self.assertRaises(base.StageFailed, self.execute)
+        self.assertLess(time.monotonic() - t0,
+                        outgoing.IMPORT_FAILURE_GRACE)
+        self.assertFalse(live.stop.is_set())
+
+    def test_a_failed_import_fails_at_once_after_the_transfer(self):
+        self.failed_import("complete")
+        t0 = time.monotonic()
+        err = self.assertRaises(exception.MigrationFailed, self.execute)
+        self.assertLess(time.monotonic() - t0, 1)
+        self.assertIn("import at b failed: the received data", str(err))
+
+    def test_a_failed_import_waits_for_a_transfer_only_so_long(self):
+        self.failed_import("running")
+        with mock.patch.object(outgoing, "IMPORT_FAILURE_GRACE", 0.3):
+            t0 = time.monotonic()
+            err = self.assertRaises(exception.MigrationFailed, self.execute)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+        self.assertIn("import at b failed", str(err))
+
 
 class TestPushedEvents(testtools.TestCase):
     """Stages wait on what the agent pushes, and ask the agent only when
