@@ -246,28 +246,30 @@ def _run_block(case, step, cloud, values):
     return "".join(out), last
 
 
-def run(case, path, values):
+def run(case, path, values, sleep=time.sleep, clock=time.monotonic):
     """Run the runbook at PATH with CASE (an ApiPairTestCase: its
     ``openstack``, clouds ``a`` and ``b``), VALUES giving each
     placeholder ({"peer": ..., "tag": ..., ...}, names without angle
-    brackets).  Checks each block's expectations and waits; returns the
-    combined output of each step, in order.
+    brackets).  Checks each block's expectations and waits (``sleep``
+    and ``clock``: this call's own, which a unit test replaces without
+    touching other threads'); returns the combined output of each step,
+    in order.
     """
     values = dict(values)
     steps = parse(path)
     outputs = []
     for step in steps:
         cloud = {"a": case.a, "b": case.b}[step.cloud]
-        deadline = time.monotonic() + (step.wait[0] if step.wait else 0)
+        deadline = clock() + (step.wait[0] if step.wait else 0)
         while True:
             out, last = _run_block(case, step, cloud, values)
             if not step.wait or substitute(step.wait[1], values) in out:
                 break
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 case.fail("%s: no %r in the output of %s after %d s:\n%s"
                           % (step.where, substitute(step.wait[1], values),
                              step.commands, step.wait[0], out))
-            time.sleep(INTERVAL)
+            sleep(INTERVAL)
         for text in step.expect:
             case.assertIn(substitute(text, values), out,
                           "%s: %s" % (step.where, step.commands))
