@@ -47,11 +47,12 @@ class ImportRetry(retry.Times):
     seconds doubled for each attempt made.
     """
 
-    def __init__(self, attempts, delay=0.0, **kwargs):
+    def __init__(self, attempts, delay=0.0, sleep=time.sleep, **kwargs):
         # The migration, for the logs.
         kwargs.setdefault("requires", ("migration_id",))
         super().__init__(attempts, **kwargs)
         self.delay = delay
+        self._sleep = sleep
         self.wait = tenacity.wait_exponential(multiplier=delay)
 
     def on_failure(self, history, *args, **kwargs):
@@ -73,7 +74,7 @@ class ImportRetry(retry.Times):
                         "%.1f s", mid, len(history), self._attempts, why,
                         delay)
             if delay:
-                time.sleep(delay)
+                self._sleep(delay)
         else:
             LOG.warning("import %s: attempt %d of %d failed: %s; no "
                         "attempt left", mid, len(history), self._attempts,
