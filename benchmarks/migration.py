@@ -98,7 +98,6 @@ SETTINGS_HELP = ("what the engines and agents run with: the options' "
                  "defaults without debug logs (shipped), or the functional "
                  "tests' quicker polls, progress writes and 16 MiB commits "
                  "with debug logs (tests, what runs before 2026-11-28 used)")
-TESTS_COMMIT_INTERVAL = _clouds.TESTS_COMMIT_INTERVAL
 #: What the transfer alone sends as the migration descriptor: the peer
 #: engine, told of the transfer, rejects it at once instead of waiting
 #: for a descriptor until its stall timeout.
@@ -150,7 +149,8 @@ def commit_interval(args):
     """The engines' ``[staging] commit_interval_bytes``: the default
     (None) with ``--settings shipped``, else the functional tests' 16 MiB.
     """
-    return None if args.settings == "shipped" else TESTS_COMMIT_INTERVAL
+    return None if args.settings == "shipped" else \
+        _clouds.TESTS_COMMIT_INTERVAL
 
 
 def image_chunks(size, seed, hasher=None):

@@ -16,8 +16,8 @@ routes ``skipTest`` of every test under ``tests.functional`` through
 
 import hashlib
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket

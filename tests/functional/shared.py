@@ -67,5 +67,4 @@ class SharedPairTestCase(base.FunctionalTestCase):
     def setUp(self):
         super().setUp()
         for a in (self.src, self.dst):
-            self.addOnException(lambda exc_info, a=a: self.addDetail(
-                "log-%s" % a.name, base.content.text_content(a.tail(200))))
+            base.log_details(self, a)

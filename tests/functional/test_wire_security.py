@@ -91,8 +91,7 @@ class TestWireSecurity(base.FunctionalTestCase):
         super().setUp()
         self.key = self.shared_key
         for a in self.all_agents:
-            self.addOnException(lambda exc_info, a=a: self.addDetail(
-                "log-%s" % a.name, base.content.text_content(a.tail(200))))
+            base.log_details(self, a)
 
     def swarm(self, addresses, per_address, **kw):
         swarm = trickle.Swarm(self.dst.port, addresses, per_address, **kw)

@@ -64,21 +64,18 @@ class ImportRetry(retry.Times):
                         len(history), why)
             return retry.REVERT
         decision = super().on_failure(history, *args, **kwargs)
-        delay = 0.0
-        if decision == retry.RETRY and self.delay:
-            state = tenacity.RetryCallState(None, None, (), {})
-            state.attempt_number = len(history)
-            delay = self.wait(state)
-        if decision == retry.RETRY:
-            LOG.warning("import %s: attempt %d of %d failed: %s; again in "
-                        "%.1f s", mid, len(history), self._attempts, why,
-                        delay)
-            if delay:
-                self._sleep(delay)
-        else:
+        if decision != retry.RETRY:
             LOG.warning("import %s: attempt %d of %d failed: %s; no "
                         "attempt left", mid, len(history), self._attempts,
                         why)
+            return decision
+        state = tenacity.RetryCallState(None, None, (), {})
+        state.attempt_number = len(history)
+        delay = self.wait(state)
+        LOG.warning("import %s: attempt %d of %d failed: %s; again in "
+                    "%.1f s", mid, len(history), self._attempts, why, delay)
+        if delay:
+            self._sleep(delay)
         return decision
 
 

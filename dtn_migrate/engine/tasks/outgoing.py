@@ -197,10 +197,8 @@ def _failed_stage(migration_id, stages, names, stage):
                                    reason="%s failed" % name)
 
 
-#: States in which an outgoing transfer ended.
+#: States in which an outgoing transfer (or a stage of this side) ended.
 FINAL_TRANSFER = ("complete", "failed", "cancelled")
-#: States in which a stage of this side ended.
-FINAL_STAGE = ("complete", "failed", "cancelled")
 #: Seconds a failed peer import waits for a running export or transfer
 #: to end, whose failure would explain it (see
 #: AwaitPeerImport._transfer_may_explain).
@@ -443,15 +441,15 @@ class AwaitPeerImport(base.MigrationTask):
         that fails meanwhile ends this stage as StageFailed.
         """
         stages = self.live(migration_id).snapshot()
-        if all((stages.get(name) or {}).get("state") in FINAL_STAGE
+        if all((stages.get(name) or {}).get("state") in FINAL_TRANSFER
                for name in ("export", "transfer")):
             return False
         now = time.monotonic()
         if not failed_since:
             failed_since.append(now)
             LOG.info("migration %s: the peer's import failed while the "
-                     "transfer runs; waiting up to %.0f s for the "
-                     "transfer's outcome", migration_id,
+                     "export or transfer runs; waiting up to %.0f s for "
+                     "their outcome", migration_id,
                      IMPORT_FAILURE_GRACE)
         return now - failed_since[0] < IMPORT_FAILURE_GRACE
 
