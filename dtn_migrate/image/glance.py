@@ -261,14 +261,16 @@ class ImageService:
     calls) or a connection error;
     data transfers wait up to ``retry_max_delay`` seconds between two
     (exponential with jitter, or Retry-After); downloads are read in
-    ``chunk_size`` pieces.
+    ``chunk_size`` pieces.  ``sleep`` waits out a pause between two tries
+    of a data request that has no stop event.
     """
 
     def __init__(self, session, cloud_name='local', endpoint_override=None,
                  region_name=None, interface=None, service_type='image',
                  service_name=None, retries=8, retry_max_delay=30.0,
-                 chunk_size=MiB):
+                 chunk_size=MiB, sleep=time.sleep):
         self.session = session
+        self._sleep = sleep
         self.cloud_name = cloud_name
         self.retries = retries
         self.retry_max_delay = retry_max_delay
@@ -412,7 +414,7 @@ class ImageService:
         """
         def pause(seconds):
             if stop is None:
-                time.sleep(seconds)
+                self._sleep(seconds)
             elif stop.wait(seconds):
                 raise self._unavailable(_('stopped while waiting to retry '
                                           'a data request'))

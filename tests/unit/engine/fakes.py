@@ -8,7 +8,6 @@ does, and tell the peer engine about incoming transfers.
 import hashlib
 import os
 import threading
-import time
 import uuid
 
 from dtn_migrate import exception
@@ -211,6 +210,13 @@ class FakeAgents:
         self.wanted = {}                # (host, tid) -> attempt asked for
         self.cast_wanted = True         # tell the engine of a new one
         self.fail_start = 0             # transfers refused at their start
+        # Ends the senders of a test that is over: one waiting for a
+        # growing file whose writer is gone would otherwise poll forever,
+        # and spin in any later test that patches time.sleep.
+        self.closed = threading.Event()
+
+    def close(self):
+        self.closed.set()
 
     def ping(self, ctxt, host):
         peer = "b" if host == "dtn-a" else "a"
@@ -272,7 +278,11 @@ class FakeAgents:
                         self._set(tid, state="failed", error="source failed")
                         return
                     if avail <= sent:
-                        time.sleep(0.01)
+                        if (self.closed.wait(0.01) or
+                                not os.path.isdir(self.roots[src])):
+                            self._set(tid, state="failed",
+                                      error="the fake agents are closed")
+                            return
                         continue
                     fin.seek(sent)
                     n = min(avail - sent, 1 << 20)
@@ -281,7 +291,7 @@ class FakeAgents:
                     sent += n
                     done += n
                     if self.rate:
-                        time.sleep(n / self.rate)
+                        self.closed.wait(n / self.rate)
                     with self.lock:
                         self.incoming[key][f["name"]]["durable"] = sent
                         self.transfers[tid]["bytes_done"] = done

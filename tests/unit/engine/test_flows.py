@@ -80,6 +80,7 @@ class TestSiblingsStop(testtools.TestCase):
         for root in roots.values():
             os.makedirs(root, exist_ok=True)
         self.agents = agents_cls(roots)
+        self.addCleanup(self.agents.close)
         self.images = images_cls("a")
         db = "sqlite:///%s/a-%s.sqlite" % (self.tmp, agents_cls.__name__)
         conf = test_migrations.make_conf("dtn-a", db)

@@ -65,6 +65,7 @@ class EngineTestCase(testtools.TestCase):
             roots[host] = os.path.join(self.tmp, host)
             os.makedirs(roots[host])
         self.agents = fakes.FakeAgents(roots)
+        self.addCleanup(self.agents.close)
         self.glance_a = fakes.FakeImages("a")
         self.glance_b = fakes.FakeImages("b")
         self.a = self.engine("dtn-a", self.glance_a)
