@@ -95,10 +95,11 @@ def _unlink(path):
 class IncomingStore:
     """Persistent records of incoming transfers."""
 
-    def __init__(self, state_dir, retention=None):
+    def __init__(self, state_dir, retention=None, clock=time.time):
         """``retention``: seconds a record with a final report is kept
-        (None or 0: for ever).
+        (None or 0: for ever), by ``clock``.
         """
+        self.clock = clock
         self.dir = os.path.join(state_dir, "incoming")
         os.makedirs(self.dir, exist_ok=True)
         self.retention = retention or None
@@ -143,7 +144,7 @@ class IncomingStore:
         dataset.write_bytes_atomic(self._path(tid, "report"), raw)
         rec.update(report_state=report.get("state"),
                    report_attempt=report_mod.attempt_of(report),
-                   report_time=rec.get("report_time") or time.time())
+                   report_time=rec.get("report_time") or self.clock())
         self._save(rec)
         self._cache(tid, Stored.of(report, raw))
 
@@ -171,7 +172,7 @@ class IncomingStore:
     def note(self, transfer_id, peer):
         """A control session of ``transfer_id`` from ``peer`` begins."""
         tid = ids.check_id(transfer_id)
-        now = time.time()
+        now = self.clock()
         with self.lock:
             rec = self._load(tid)
             if rec is None:
@@ -207,7 +208,7 @@ class IncomingStore:
         tid = ids.check_id(transfer_id)
         raw = encode_report(report)
         stored = Stored.of(report, raw)
-        now = time.time()
+        now = self.clock()
         with self.lock:
             rec = self._load(tid)
             if rec is None:
@@ -255,7 +256,7 @@ class IncomingStore:
         except FileNotFoundError:
             return []
         tids = {m.group(1) for m in map(_FILE.match, names) if m}
-        now = time.time()
+        now = self.clock()
         out = []
         for tid in tids:
             # One record at a time: sessions being recorded wait little.

@@ -1,5 +1,6 @@
 """Incoming-transfer records, import reports and their RPC endpoints."""
 
+import contextlib
 import json
 import logging
 import os
@@ -220,12 +221,21 @@ class TestAttempts(StoreTestCase):
 class TestRetention(StoreTestCase):
     def setUp(self):
         super().setUp()
-        self.store = reports.IncomingStore(self.state, retention=7 * DAY)
+        # The store's own clock: a patched time.time would move every
+        # thread's.
         self.now = time.time()
+        self.days = 0
+        self.store = reports.IncomingStore(
+            self.state, retention=7 * DAY,
+            clock=lambda: self.now + self.days * DAY)
 
+    @contextlib.contextmanager
     def later(self, days):
-        return mock.patch.object(reports.time, "time",
-                                 return_value=self.now + days * DAY)
+        self.days = days
+        try:
+            yield
+        finally:
+            self.days = 0
 
     def test_final_records_expire_unless_active(self):
         done, failed, busy, pending, active = (uuid.uuid4().hex
@@ -507,8 +517,10 @@ class TestManagerReports(StoreTestCase):
             listed[lost]["peer"]))
 
     def test_list_incoming_keeps_active_transfers(self):
+        skew = [0]
         self.east.incoming = reports.IncomingStore(
-            os.path.join(self.tmp, "east-state"), retention=1)
+            os.path.join(self.tmp, "east-state"), retention=1,
+            clock=lambda: time.time() + skew[0])
         old, live = uuid.uuid4().hex, uuid.uuid4().hex
         for tid in (old, live):
             self.east.incoming.note(tid, "here")
@@ -516,9 +528,8 @@ class TestManagerReports(StoreTestCase):
         rec = sink.TransferRecord(live, "here")
         rec.active = True
         self.east_sink.records[live] = rec
-        with mock.patch.object(reports.time, "time",
-                               return_value=time.time() + 2):
-            listed = self.east.list_incoming({})
+        skew[0] = 2
+        listed = self.east.list_incoming({})
         self.assertEqual([live], [e["transfer_id"] for e in listed])
 
     def test_ping_names_the_staging_root(self):
