@@ -74,6 +74,8 @@ _scratch = sinkhash.scratch
 # Files smaller than this are not preallocated: a fallocate costs more
 # than it saves for them (many small files).
 PREALLOCATE_MIN = 4 << 20
+#: accept() errors after which the listening socket is no more.
+_LISTENER_GONE = frozenset((errno.EBADF, errno.EINVAL, errno.ENOTSOCK))
 
 
 class SinkServer:
@@ -240,10 +242,17 @@ class SinkServer:
         while not self._stopping.is_set():
             try:
                 sock, addr = self._sock.accept()
-            except OSError:
+            except OSError as exc:
                 if self._stopping.is_set():
                     return
-                time.sleep(0.05)
+                if exc.errno in _LISTENER_GONE:
+                    # Trying again would spin: nothing mends a closed
+                    # or shut down socket.
+                    LOG.error("sink %s: its listening socket is gone (%s); "
+                              "it accepts no more connections", self.name,
+                              exc)
+                    return
+                time.sleep(0.05)    # out of descriptors or memory, say
                 continue
             ticket, why = self.admission.admit(sock, addr[0])
             if ticket is None:

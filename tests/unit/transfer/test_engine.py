@@ -7,10 +7,12 @@ repeat the important ones with agents in separate processes.
 import hashlib
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
 
+import fixtures
 import testtools
 
 from dtn_migrate.transfer import config
@@ -380,7 +382,6 @@ class TestFaults(EngineTestCase):
 
 class TestSinkIsolation(EngineTestCase):
     def test_other_transfers_survive_a_bad_connection(self):
-        import socket
         write_file(os.path.join(self.src, "a"), 8 * MiB, 1)
         server = self.start_sink()
         t = self.transfer(server.port, ["a"], cfg=self.cfg(
@@ -396,6 +397,20 @@ class TestSinkIsolation(EngineTestCase):
         self.assertEqual("complete", result["state"], result.get("error"))
         self.assertEqual(1, result["attempts"])
         self.assertSameFile("a")
+
+    def test_a_listener_closed_under_the_sink_ends_its_accept_loop(self):
+        # Not through stop(): accept() then fails for ever, and the loop
+        # used to try again every 0.05 s for the life of the process.
+        log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.transfer.sink"))
+        server = self.start_sink()
+        accept = [t for t in server._threads if t.name == "sink-accept"]
+        self.assertEqual(1, len(accept))
+        server._sock.shutdown(socket.SHUT_RDWR)
+        server._sock.close()
+        accept[0].join(5)
+        self.assertFalse(accept[0].is_alive())
+        self.assertIn("its listening socket is gone", log.output)
 
     def test_errors_name_the_problem(self):
         self.assertEqual(errors.Code.NO_SPACE, errors.NoSpaceError("x").code)
