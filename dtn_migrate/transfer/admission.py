@@ -144,3 +144,57 @@ class Admission:
                             "within %.1f s; closing it", ticket.address,
                             self.handshake_timeout)
                 ticket.shutdown()
+
+
+class AcceptTrouble:
+    """A run of failed ``accept()`` calls that may mend (out of
+    descriptors or memory, no thread to be had): how long to wait before
+    the next try, and what to log, so that the sink neither spins nor
+    fails silently nor floods its log.
+
+    The first failure of a run is logged as a warning, then one line
+    every ``log_every`` seconds while the run lasts, and its end (the
+    next connection accepted) once; the wait doubles from ``first`` to
+    ``longest``.
+    """
+
+    def __init__(self, name, first=0.05, longest=1.0, log_every=60.0,
+                 clock=time.monotonic):
+        self.name = name
+        self.first = first
+        self.longest = longest
+        self.log_every = log_every
+        self.clock = clock
+        self.count = 0
+        self.since = None
+        self.logged = None
+        self.delay = 0.0
+
+    def failed(self, what):
+        """One more failure (``what``: why); the seconds to wait."""
+        now = self.clock()
+        self.count += 1
+        if self.since is None:
+            self.since = self.logged = now
+            self.delay = self.first
+            LOG.warning("sink %s: cannot accept connections: %s; trying "
+                        "again", self.name, what)
+        else:
+            self.delay = min(self.longest, self.delay * 2)
+            if now - self.logged >= self.log_every:
+                self.logged = now
+                LOG.warning("sink %s: still cannot accept connections: %s "
+                            "(%d failures in %.0f s)", self.name, what,
+                            self.count, now - self.since)
+        return self.delay
+
+    def mended(self):
+        """A connection was accepted: the run, if any, is over."""
+        if self.since is None:
+            return
+        LOG.info("sink %s: accepting connections again after %d failures "
+                 "in %.1f s", self.name, self.count,
+                 self.clock() - self.since)
+        self.count = 0
+        self.since = self.logged = None
+        self.delay = 0.0

@@ -239,6 +239,7 @@ class SinkServer:
 
     # Connections.
     def _accept_loop(self):
+        trouble = admission.AcceptTrouble(self.name)
         while not self._stopping.is_set():
             try:
                 sock, addr = self._sock.accept()
@@ -252,7 +253,8 @@ class SinkServer:
                               "it accepts no more connections", self.name,
                               exc)
                     return
-                time.sleep(0.05)    # out of descriptors or memory, say
+                # Out of descriptors or memory, say: that may mend.
+                self._stopping.wait(trouble.failed(exc))
                 continue
             ticket, why = self.admission.admit(sock, addr[0])
             if ticket is None:
@@ -264,9 +266,14 @@ class SinkServer:
                 threading.Thread(target=self._handle,
                                  args=(sock, addr, ticket), name="sink-conn",
                                  daemon=True).start()
-            except RuntimeError:      # no thread to be had
+            except RuntimeError as exc:     # no thread to be had
                 self.admission.release(ticket)
                 sock.close()
+                self._stopping.wait(trouble.failed(
+                    "no thread for a connection from %s (%s)"
+                    % (addr[0], exc)))
+            else:
+                trouble.mended()
 
     def _handle(self, sock, addr, ticket):
         try:

@@ -9,6 +9,10 @@ import os
 import threading
 import time
 
+import fixtures
+import testtools
+
+from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report
 from dtn_migrate.transfer import source
@@ -106,3 +110,48 @@ class TestPreAuthLimits(test_engine.EngineTestCase):
             self.assertIn(b"CONNECT body of %d bytes" % P.MAX_BODY,
                           t.received)
             self.assertIn(b"exceeds %d" % P.MAX_PREAUTH_BODY, t.received)
+
+
+class TestAcceptTrouble(testtools.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.now = 100.0
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.transfer.admission"))
+        self.trouble = admission.AcceptTrouble(
+            "s", clock=lambda: self.now)
+
+    def test_the_wait_doubles_up_to_its_longest(self):
+        waits = [self.trouble.failed("EMFILE") for _ in range(8)]
+        self.assertEqual([0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0], waits)
+
+    def test_a_run_is_logged_once_a_minute_then_its_end(self):
+        self.trouble.failed("EMFILE")
+        for _ in range(100):
+            self.now += 0.5
+            self.trouble.failed("EMFILE")
+        # 50 s of failures: only the first one said so.
+        self.assertEqual(["sink s: cannot accept connections: EMFILE; "
+                          "trying again"], self.log.output.splitlines())
+        self.now += 10
+        self.trouble.failed("EMFILE")
+        lines = self.log.output.splitlines()
+        self.assertEqual(["sink s: cannot accept connections: EMFILE; "
+                          "trying again",
+                          "sink s: still cannot accept connections: EMFILE "
+                          "(102 failures in 60 s)"], lines)
+        self.trouble.mended()
+        self.assertIn("accepting connections again after 102 failures in "
+                      "60.0 s", self.log.output)
+
+    def test_a_new_run_starts_afresh(self):
+        self.trouble.failed("EMFILE")
+        self.trouble.failed("EMFILE")
+        self.trouble.mended()
+        self.assertEqual(0.05, self.trouble.failed("ENOBUFS"))
+        self.assertEqual(2, self.log.output.count("cannot accept "
+                                                  "connections: "))
+
+    def test_mended_without_a_run_says_nothing(self):
+        self.trouble.mended()
+        self.assertEqual("", self.log.output)

@@ -4,6 +4,7 @@ These exercise the engine's protocol paths quickly; the functional tests
 repeat the important ones with agents in separate processes.
 """
 
+import errno
 import hashlib
 import os
 import shutil
@@ -380,6 +381,26 @@ class TestFaults(EngineTestCase):
         self.assertGreaterEqual(status["attempts"], 2)
 
 
+class _FailingAccepts:
+    """A listening socket whose next ``failures`` accept() calls fail
+    with EMFILE.
+    """
+
+    def __init__(self, sock, failures):
+        self.sock = sock
+        self.failures = failures
+        self.calls = 0
+
+    def accept(self):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return self.sock.accept()
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
 class TestSinkIsolation(EngineTestCase):
     def test_other_transfers_survive_a_bad_connection(self):
         write_file(os.path.join(self.src, "a"), 8 * MiB, 1)
@@ -411,6 +432,27 @@ class TestSinkIsolation(EngineTestCase):
         accept[0].join(5)
         self.assertFalse(accept[0].is_alive())
         self.assertIn("its listening socket is gone", log.output)
+
+    def test_accept_failures_are_logged_waited_out_and_mended(self):
+        # Out of descriptors: accept() fails until some are closed.  The
+        # loop used to try again every 0.05 s for ever without a word.
+        log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.transfer"))
+        write_file(os.path.join(self.src, "a"), 1 * MiB, 1)
+        server = self.start_sink()
+        listener = _FailingAccepts(server._sock, 3)
+        server._sock = listener
+        # The loop sits in the real socket's accept(): one connection
+        # brings it round to the failing one.
+        socket.create_connection(("127.0.0.1", server.port)).close()
+        status = self.run_transfer(self.transfer(server.port, ["a"]))
+        self.assertEqual("complete", status["state"], status["error"])
+        self.assertSameFile("a")
+        self.assertGreater(listener.calls, 3)     # and then it accepted
+        self.assertEqual(1, log.output.count(
+            "cannot accept connections: [Errno 24]"), log.output)
+        self.assertIn("accepting connections again after 3 failures",
+                      log.output)
 
     def test_errors_name_the_problem(self):
         self.assertEqual(errors.Code.NO_SPACE, errors.NoSpaceError("x").code)
