@@ -1,5 +1,5 @@
 """The benchmarks' own logic: CPU profile, page cache, staged reads,
-comparisons of runs, and the throughput targets."""
+comparisons of runs, the throughput targets and CPU by thread."""
 
 import argparse
 import json
@@ -15,6 +15,7 @@ from benchmarks import migration
 from benchmarks import pagecache
 from benchmarks import peers
 from benchmarks import stagedread
+from benchmarks import threadcpu
 from benchmarks import throughput
 from dtn_migrate.conf import engine as engine_opts
 
@@ -213,3 +214,57 @@ class MigrationSettingsTest(unittest.TestCase):
                               commit_interval_bytes=16 << 20)
         self.addCleanup(shutil.rmtree, os.path.dirname(cloud.dir), True)
         self.assertEqual(16 << 20, cloud.staging["commit_interval_bytes"])
+
+
+PY_SPY_DUMP = """\
+Process 20610: dtn-migrate-agent --config-file /x/dtn-b-1/agent.conf
+Python v3.11.2 (/usr/bin/python3.11)
+
+Thread 20622 (idle): "sink-io_2"
+    _worker (concurrent/futures/thread.py:81)
+    Thread.run (threading.py:975)
+Thread 20612 (active): "sink-io_0"
+    ResumableSha512.update (dtn_migrate/transfer/checksum.py:98)
+Thread 20260 (idle): "Thread-2 (_runner)"
+    TCPTransport._read (amqp/transport.py:648)
+Thread 20306 (idle): "Thread-3"
+    Condition.wait (threading.py:324)
+    LoopingCallBase._sleep (oslo_service/backend/_threading/loopingcall.py:84)
+Thread 21003 (idle): "flow-62ade6bd_0"
+    HTTPConnection.send (http/client.py:998)
+"""
+
+
+class ThreadCpuTest(unittest.TestCase):
+    def test_threads_are_named_by_pool_or_by_their_code(self):
+        self.assertEqual({20622: "sink-io", 20612: "sink-io",
+                          20260: "_runner",
+                          20306: "LoopingCallBase._sleep",
+                          21003: "flow"},
+                         threadcpu.thread_names(PY_SPY_DUMP))
+
+    def test_repetitions_are_charged_with_what_each_thread_used(self):
+        s = threadcpu.Sampler(dump_after=1e9)
+        s.names = {("agent-b", 1): "sink-io", ("agent-b", 2): "sink-io",
+                   ("engine-b", 3): "flow"}
+        s.now = {("agent-b", 1): 5.0, ("agent-b", 2): 1.0,
+                 ("engine-b", 3): 2.0}
+        s.rep = (1, "pipelined", dict(s.now), 0.0, True)
+        s.now = {("agent-b", 1): 7.5, ("agent-b", 2): 3.0,
+                 ("engine-b", 3): 2.5, ("engine-a", 9): 1.25}
+        s.close_rep()
+        self.assertEqual([{"repetition": 1, "mode": "pipelined", "threads": [
+            ["agent-b", "sink-io", 4.5], ["engine-a", threadcpu.ENDED, 1.25],
+            ["engine-b", "flow", 0.5]]}], s.reps)
+        table = threadcpu.table(s.reps)
+        self.assertIn("| **agent-b** | all | **4.5** |", table)
+        self.assertIn("| **all four** | – | **6.2** |", table)
+        rst = threadcpu.table_rst(s.reps)
+        self.assertIn("   * - **agent-b**\n     - all\n     - **4.5**\n",
+                      rst)
+
+    def test_benchmark_lines_open_and_close_repetitions(self):
+        self.assertEqual(("2", "pipelined"), threadcpu.BEGIN.search(
+            "[03:14:23] repetition 2 of 2: pipelined").groups())
+        self.assertEqual("pipelined", threadcpu.END.search(
+            "[03:15:06] pipelined           41.7 s   102.9 MB/s").group(1))
