@@ -77,6 +77,26 @@ def _name(cmdline):
     return re.sub(r"-[0-9a-f]{4}$", "", m.group(2)) if m else None
 
 
+def engines_and_agents(known=()):
+    """{pid (a string): name} of the engines and agents running now,
+    but for the pids in ``known``.
+    """
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid in known:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(
+                    "utf-8", "replace")
+        except OSError:
+            continue
+        name = _name(cmd)
+        if name:
+            found[pid] = name
+    return found
+
+
 class Watcher(threading.Thread):
     """Notes the engines and agents (pid -> name) while the run lasts."""
 
@@ -87,18 +107,7 @@ class Watcher(threading.Thread):
 
     def run(self):
         while not self.done.wait(0.5):
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit() or pid in self.pids:
-                    continue
-                try:
-                    with open("/proc/%s/cmdline" % pid, "rb") as f:
-                        cmd = f.read().replace(b"\0", b" ").decode(
-                            "utf-8", "replace")
-                except OSError:
-                    continue
-                name = _name(cmd)
-                if name:
-                    self.pids[pid] = name
+            self.pids.update(engines_and_agents(self.pids))
 
 
 def parse(lines, pids):

@@ -36,10 +36,9 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
+from benchmarks import cpuprofile  # noqa: E402
 from benchmarks import report  # noqa: E402
 
-PROCESS = re.compile(r"dtn-migrate-(agent|engine) --config-file "
-                     r"\S*/(dtn|engine)-([ab])")
 BEGIN = re.compile(r"repetition (\d+) of \d+: (\S+)")
 END = re.compile(r"\] (\S+) +[\d.]+ s ")
 THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)? \(\w+\): '
@@ -49,20 +48,11 @@ ENDED = "(ended before the dump)"
 
 
 def processes():
-    """{pid: 'agent-a' ...} of the running engines and agents."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        m = PROCESS.search(cmd)
-        if m:
-            found[int(pid)] = "%s-%s" % (m.group(1), m.group(3))
-    return found
+    """{pid: 'agent-a' ...} of the running engines and agents, named as
+    in the migration benchmark's CPU table.
+    """
+    return {int(pid): re.sub(r"^dtn-", "agent-", name)
+            for pid, name in cpuprofile.engines_and_agents().items()}
 
 
 def thread_times(procs):
@@ -137,7 +127,9 @@ class Sampler:
         self.dump_after = dump_after
         self.now = {}           # (process, tid) -> CPU seconds
         self.names = {}         # (process, tid) -> group name
-        self.rep = None         # (number, mode, start times, began)
+        # The repetition under way: its number, mode, the threads' CPU
+        # seconds when it began, and when to name them (None: done).
+        self.rep = None
         self.reps = []
 
     def tick(self, lines):
@@ -146,26 +138,27 @@ class Sampler:
         for line in lines:
             m = BEGIN.search(line)
             if m:
-                self.rep = (int(m.group(1)), m.group(2), dict(self.now),
-                            time.monotonic(), False)
-            m = END.search(line)
-            if m and self.rep is not None:
+                self.rep = {"number": int(m.group(1)), "mode": m.group(2),
+                            "start": dict(self.now),
+                            "name_at": time.monotonic() + self.dump_after}
+            if END.search(line) and self.rep is not None:
                 self.close_rep()
-        if self.rep is not None and not self.rep[4] and \
-                time.monotonic() - self.rep[3] >= self.dump_after:
+        if self.rep is not None and self.rep["name_at"] is not None and \
+                time.monotonic() >= self.rep["name_at"]:
             for pid, proc in procs.items():
                 for tid, name in thread_names(py_spy_dump(pid)).items():
                     self.names[(proc, tid)] = name
-            self.rep = self.rep[:4] + (True,)
+            self.rep["name_at"] = None
 
     def close_rep(self):
-        number, mode, start, _, _ = self.rep
+        start = self.rep["start"]
         used = collections.Counter()
         for key, seconds in self.now.items():
             spent = seconds - start.get(key, 0.0)
             if spent > 0:
                 used[(key[0], self.names.get(key, ENDED))] += spent
-        self.reps.append({"repetition": number, "mode": mode,
+        self.reps.append({"repetition": self.rep["number"],
+                          "mode": self.rep["mode"],
                           "threads": [[p, n, round(s, 2)] for (p, n), s in
                                       sorted(used.items())]})
         self.rep = None

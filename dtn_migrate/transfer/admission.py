@@ -165,10 +165,9 @@ class AcceptTrouble:
         self.longest = longest
         self.log_every = log_every
         self.clock = clock
-        self.count = 0
-        self.since = None
-        self.logged = None
-        self.delay = 0.0
+        self.count = 0          # failures in the run
+        self.since = None       # when the run began
+        self.logged = None      # when it was last logged
 
     def failed(self, what):
         """One more failure (``what``: why); the seconds to wait."""
@@ -176,17 +175,15 @@ class AcceptTrouble:
         self.count += 1
         if self.since is None:
             self.since = self.logged = now
-            self.delay = self.first
             LOG.warning("sink %s: cannot accept connections: %s; trying "
                         "again", self.name, what)
-        else:
-            self.delay = min(self.longest, self.delay * 2)
-            if now - self.logged >= self.log_every:
-                self.logged = now
-                LOG.warning("sink %s: still cannot accept connections: %s "
-                            "(%d failures in %.0f s)", self.name, what,
-                            self.count, now - self.since)
-        return self.delay
+        elif now - self.logged >= self.log_every:
+            self.logged = now
+            LOG.warning("sink %s: still cannot accept connections: %s "
+                        "(%d failures in %.0f s)", self.name, what,
+                        self.count, now - self.since)
+        return min(self.longest,
+                   self.first * 2 ** min(self.count - 1, 32))
 
     def mended(self):
         """A connection was accepted: the run, if any, is over."""
@@ -197,4 +194,3 @@ class AcceptTrouble:
                  self.clock() - self.since)
         self.count = 0
         self.since = self.logged = None
-        self.delay = 0.0

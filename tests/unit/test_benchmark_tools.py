@@ -249,7 +249,8 @@ class ThreadCpuTest(unittest.TestCase):
                    ("engine-b", 3): "flow"}
         s.now = {("agent-b", 1): 5.0, ("agent-b", 2): 1.0,
                  ("engine-b", 3): 2.0}
-        s.rep = (1, "pipelined", dict(s.now), 0.0, True)
+        s.rep = {"number": 1, "mode": "pipelined", "start": dict(s.now),
+                 "name_at": None}
         s.now = {("agent-b", 1): 7.5, ("agent-b", 2): 3.0,
                  ("engine-b", 3): 2.5, ("engine-a", 9): 1.25}
         s.close_rep()

@@ -454,6 +454,28 @@ class TestSinkIsolation(EngineTestCase):
         self.assertIn("accepting connections again after 3 failures",
                       log.output)
 
+    def test_accept_failures_that_come_back_are_a_run_of_their_own(self):
+        # The fault again after the sink mended: warned of and waited out
+        # again, from the shortest wait.
+        log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.transfer"))
+        server = self.start_sink()
+        listener = _FailingAccepts(server._sock, 3)
+        server._sock = listener
+        socket.create_connection(("127.0.0.1", server.port)).close()
+        for name in ("a", "b"):
+            write_file(os.path.join(self.src, name), 1 * MiB, 1)
+            status = self.run_transfer(self.transfer(server.port, [name]))
+            self.assertEqual("complete", status["state"], status["error"])
+            self.assertSameFile(name)
+            # The loop waits in the real accept() (counted): the next
+            # three after it fail.
+            listener.failures = listener.calls + 3
+        self.assertEqual(2, log.output.count(
+            "cannot accept connections: [Errno 24]"), log.output)
+        self.assertEqual(2, log.output.count(
+            "accepting connections again after 3 failures"), log.output)
+
     def test_errors_name_the_problem(self):
         self.assertEqual(errors.Code.NO_SPACE, errors.NoSpaceError("x").code)
 
