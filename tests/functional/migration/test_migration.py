@@ -131,4 +131,11 @@ class TestMigration(migration.MigrationTestCase):
                            content.text_content("%d pushed, %d asked for"
                                                 % (pushed, asked)))
             self.assertGreater(pushed, 0)
-            self.assertLess(asked, pushed)
+            # Each engine asks for a first value of the two keys it
+            # follows at most (A: the transfer's status and the peer's
+            # report; B: the watermarks of the descriptor and the image
+            # data), and never again: the migration is shorter than
+            # event_fallback_interval.  (Not ``asked < pushed``: on a
+            # fast machine the agent may push as few events as the
+            # engine asked for.)
+            self.assertLessEqual(asked, 2)
