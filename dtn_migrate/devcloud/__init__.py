@@ -28,6 +28,7 @@ from dtn_migrate.devcloud.faultproxy import FaultProxy
 from dtn_migrate.devcloud.glance import GlanceServer
 from dtn_migrate.devcloud.glance import make_qcow2
 from dtn_migrate.devcloud.glance import wait_image
+from dtn_migrate.devcloud.glance import wait_import_end
 from dtn_migrate.devcloud.keystone import KeystoneServer
 
 __all__ = [
@@ -35,5 +36,5 @@ __all__ = [
     "DevcloudError",
     "FaultProxy", "free_port", "GlanceServer", "ImageFailed",
     "KeystoneServer", "make_qcow2", "openstack_env", "personas",
-    "ServerFailed", "wait_image",
+    "ServerFailed", "wait_image", "wait_import_end",
 ]

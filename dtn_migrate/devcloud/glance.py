@@ -24,6 +24,8 @@ import shutil
 import subprocess
 import time
 
+import tenacity
+
 from dtn_migrate.devcloud import _base
 from dtn_migrate.devcloud import identity
 
@@ -309,6 +311,43 @@ def wait_image(client, image_id, status="active", timeout=120):
             raise TimeoutError("image %s still %s after %ss" % (
                 image_id, image["status"], timeout))
         time.sleep(0.2)
+
+
+#: Statuses of a Glance task that has not ended.
+TASK_RUNNING = ("pending", "processing")
+
+
+def import_holds(client, image_id):
+    """What of Glance's import still holds the image, or None: its lock
+    (``os_glance_import_task``) or a task that has not ended.
+    """
+    image = client.images.get(image_id)
+    if image.get("os_glance_import_task"):
+        return "the import lock of task %s" % image["os_glance_import_task"]
+    tasks = client.images.get_associated_image_tasks(image_id)
+    running = sorted(t["id"] for t in tasks.get("tasks", ())
+                     if t.get("status") in TASK_RUNNING)
+    if running:
+        return "task %s" % ", ".join(running)
+    return None
+
+
+def wait_import_end(client, image_id, timeout=60):
+    """Poll until Glance's import has let go of the image.  The image
+    goes active before the import's last step saves its task and drops
+    its lock: a delete in between races those writes, and on SQLite a
+    "database is locked" there half-deletes the image (listed with
+    status ``deleted``, refused by every later delete).
+    """
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_result(bool),
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(0.2))
+    try:
+        retrying(import_holds, client, image_id)
+    except tenacity.RetryError as exc:
+        raise TimeoutError("image %s: %s still holds it after %ss" % (
+            image_id, exc.last_attempt.result(), timeout))
 
 
 def make_qcow2(path, size, seed=0, virtual_size=None):

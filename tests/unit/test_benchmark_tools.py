@@ -216,6 +216,93 @@ class MigrationSettingsTest(unittest.TestCase):
         self.assertEqual(16 << 20, cloud.staging["commit_interval_bytes"])
 
 
+class _Glance:
+    """Glance B as benchmarks.migration sees it: images by id, a delete
+    that a half-deleted image refuses, as Glance does, and an import
+    that holds the image for two polls after it went active.
+    """
+
+    def __init__(self, images):
+        self.store = {i["id"]: dict(i) for i in images}
+        self.deleted = []
+        self.images = self
+        self.held = 0
+
+    def list(self):
+        return list(self.store.values())
+
+    def delete(self, image_id):
+        if self.store[image_id]["status"] == "deleted":
+            raise RuntimeError("HTTP 400 Bad Request: Image status "
+                               "transition from deleted to deleted is not "
+                               "allowed")
+        self.deleted.append(image_id)
+        del self.store[image_id]
+
+    def create(self, **fields):
+        self.store["gd"] = dict(fields, id="gd", status="queued")
+        return self.store["gd"]
+
+    def image_import(self, image_id, **kwargs):
+        self.store[image_id].update(status="active", size=4,
+                                    os_glance_import_task="t")
+        self.held = 2
+
+    def get(self, image_id):
+        image = self.store[image_id]
+        if image.get("os_glance_import_task"):
+            self.held -= 1
+            if self.held < 0:
+                del image["os_glance_import_task"]
+        return dict(image)
+
+    def get_associated_image_tasks(self, image_id):
+        return {"tasks": [{"id": "t", "status": "success"}]}
+
+
+class MigrationTidyTest(unittest.TestCase):
+    """benchmarks.migration between runs: Glance B's images go, a
+    half-deleted one is left, and a glance-download's image is deleted
+    only once Glance's import let go of it.
+    """
+
+    def bench(self, glance):
+        work = tempfile.mkdtemp(prefix="dtnm-bt-")
+        self.addCleanup(shutil.rmtree, work, True)
+        clouds = argparse.Namespace(link_endpoint="http://link")
+        for name in ("a", "b"):
+            staging = os.path.join(work, name)
+            os.makedirs(os.path.join(staging, "tid"))
+            setattr(clouds, name, argparse.Namespace(
+                staging_dir=staging, client=lambda: glance,
+                images=lambda: glance))
+        bench = migration.Bench(argparse.Namespace(timeout=30))
+        bench.clouds = clouds
+        bench.source = {"size": 4, "image_id": "src", "sha512": "x"}
+        return bench
+
+    def test_half_deleted_images_are_left_and_the_rest_removed(self):
+        glance = _Glance([{"id": "1", "status": "active"},
+                          {"id": "2", "status": "deleted"},
+                          {"id": "3", "status": "queued"}])
+        bench = self.bench(glance)
+        bench.tidy()
+        self.assertEqual(["1", "3"], glance.deleted)
+        self.assertEqual(["2"], list(glance.store))
+        for c in (bench.clouds.a, bench.clouds.b):
+            self.assertEqual([], os.listdir(c.staging_dir))
+
+    def test_glance_download_returns_once_the_import_let_go(self):
+        glance = _Glance([])
+        bench = self.bench(glance)
+        bench.check_peer_image = lambda image_id: None
+        [(name, seconds, extra)] = bench.run_glance_download()
+        self.assertEqual("glance-download", name)
+        self.assertNotIn("os_glance_import_task", glance.store["gd"])
+        bench.tidy()
+        self.assertEqual(["gd"], glance.deleted)
+
+
 PY_SPY_DUMP = """\
 Process 20610: dtn-migrate-agent --config-file /x/dtn-b-1/agent.conf
 Python v3.11.2 (/usr/bin/python3.11)
