@@ -13,8 +13,9 @@ import subunit
 import testtools
 
 FAILED = ("fail", "uxsuccess")
-#: Attachments that hold a failure's cause (testtools names them so).
-TRACEBACKS = ("traceback", "reason")
+#: The attachment that holds a failure's cause (testtools names a
+#: test's tracebacks "traceback", "traceback-1" ...).
+TRACEBACK = "traceback"
 
 
 def failures(stream):
@@ -28,7 +29,7 @@ def failures(stream):
             return
         texts = []
         for name, detail in sorted(test["details"].items()):
-            if name.split("-")[0] in TRACEBACKS:
+            if name.split("-")[0] == TRACEBACK:
                 texts.append(b"".join(detail.iter_bytes()).decode(
                     "utf-8", "replace"))
         found.append((test["id"], test["status"], "".join(texts)))
