@@ -139,10 +139,24 @@ def shipped_engine():
 def agent_conf(args):
     """Sections the agents' configuration gets: with ``--settings
     shipped``, no debug logging (their other options are the defaults
-    already).
+    already); then each ``--agent-option SECTION.KEY=VALUE``.
     """
-    return {"DEFAULT": {"debug": "false"}} \
+    sections = {"DEFAULT": {"debug": "false"}} \
         if args.settings == "shipped" else {}
+    for option in getattr(args, "agent_option", None) or ():
+        name, _, value = option.partition("=")
+        section, _, key = name.rpartition(".")
+        sections.setdefault(section or "DEFAULT", {})[key] = value
+    return sections
+
+
+def _agent_option(text):
+    """argparse type of ``--agent-option``: SECTION.KEY=VALUE."""
+    name, eq, _ = text.partition("=")
+    if not eq or not name.rpartition(".")[2]:
+        raise argparse.ArgumentTypeError(
+            "expected SECTION.KEY=VALUE, got %r" % text)
+    return text
 
 
 def commit_interval(args):
@@ -1056,6 +1070,11 @@ def main(argv=None):
                         "change), for a side-by-side run")
     p.add_argument("--settings", choices=SETTINGS, default=SETTINGS[0],
                    help=SETTINGS_HELP)
+    p.add_argument("--agent-option", action="append", type=_agent_option,
+                   metavar="SECTION.KEY=VALUE",
+                   help="an option of both agents' configuration, over "
+                        "the --settings ones (repeatable); for example "
+                        "transfer.direct_io=false")
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
     p.add_argument("--smoke", action="store_true",

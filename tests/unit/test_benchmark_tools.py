@@ -215,6 +215,22 @@ class MigrationSettingsTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, os.path.dirname(cloud.dir), True)
         self.assertEqual(16 << 20, cloud.staging["commit_interval_bytes"])
 
+    def test_agent_options_go_over_the_settings(self):
+        args = self.args("shipped")
+        args.agent_option = ["transfer.receive_low_water=false",
+                             "debug=true", "a.b.c=x=y"]
+        self.assertEqual({"DEFAULT": {"debug": "true"},
+                          "transfer": {"receive_low_water": "false"},
+                          "a.b": {"c": "x=y"}},
+                         migration.agent_conf(args))
+
+    def test_a_malformed_agent_option_is_refused(self):
+        for bad in ("transfer.receive_low_water", "transfer.=x", "=x"):
+            self.assertRaises(argparse.ArgumentTypeError,
+                              migration._agent_option, bad)
+        self.assertEqual("transfer.x=", migration._agent_option(
+            "transfer.x="))
+
 
 class _Glance:
     """Glance B as benchmarks.migration sees it: images by id, a delete
