@@ -144,18 +144,26 @@ def agent_conf(args):
     sections = {"DEFAULT": {"debug": "false"}} \
         if args.settings == "shipped" else {}
     for option in getattr(args, "agent_option", None) or ():
-        name, _, value = option.partition("=")
-        section, _, key = name.rpartition(".")
-        sections.setdefault(section or "DEFAULT", {})[key] = value
+        section, key, value = _split_agent_option(option)
+        sections.setdefault(section, {})[key] = value
     return sections
 
 
-def _agent_option(text):
-    """argparse type of ``--agent-option``: SECTION.KEY=VALUE."""
-    name, eq, _ = text.partition("=")
-    if not eq or not name.rpartition(".")[2]:
+def _split_agent_option(text):
+    """SECTION.KEY=VALUE as (section, key, value); no section is
+    DEFAULT.  ArgumentTypeError without a key or an ``=``.
+    """
+    name, eq, value = text.partition("=")
+    section, _, key = name.rpartition(".")
+    if not eq or not key:
         raise argparse.ArgumentTypeError(
             "expected SECTION.KEY=VALUE, got %r" % text)
+    return section or "DEFAULT", key, value
+
+
+def _agent_option(text):
+    """argparse type of ``--agent-option``: checked, kept as given."""
+    _split_agent_option(text)
     return text
 
 
