@@ -71,6 +71,28 @@ def fmt_range(s, digits=1):
                            fmt(s['max'], digits))
 
 
+def verdict(median, values, ok):
+    """Whether a target holds, read over every repetition as well as
+    the median: 'met, 5 of 5 repetitions', 'met by the median only, 4 of
+    5 repetitions', 'NOT met, 1 of 5 repetitions' (``ok(value)`` says
+    whether one value meets the target; None values are not counted).
+    A median that meets the target while a repetition misses it is a
+    result that noise can flip, and says so.
+    """
+    if median is None:
+        return 'not measured'
+    vals = [v for v in values or () if v is not None]
+    if not vals:
+        return 'met' if ok(median) else 'NOT met'
+    good = sum(1 for v in vals if ok(v))
+    count = '%d of %d repetitions' % (good, len(vals))
+    if not ok(median):
+        return 'NOT met, ' + count
+    if good == len(vals):
+        return 'met, ' + count
+    return 'met by the median only, ' + count
+
+
 def fmt_pct(x, digits=0):
     return '–' if x is None else '%.*f %%' % (digits, 100.0 * x)
 

@@ -1,5 +1,5 @@
 """The benchmarks' own logic: CPU profile, page cache, staged reads,
-comparisons of runs, the throughput targets and CPU by thread."""
+comparisons of runs, the targets' verdicts and CPU by thread."""
 
 import argparse
 import json
@@ -14,6 +14,8 @@ from benchmarks import cpuprofile
 from benchmarks import migration
 from benchmarks import pagecache
 from benchmarks import peers
+from benchmarks import report
+from benchmarks import sparse
 from benchmarks import stagedread
 from benchmarks import threadcpu
 from benchmarks import throughput
@@ -176,6 +178,114 @@ class GridFTPVerifiedTest(unittest.TestCase):
         kept = {'bytes': 4 << 30, 'cpu_client_s': 1.0, 'cpu_server_s': 2.0,
                 'cpu_s': 3.0, 'cpu_s_per_GiB': 0.75}
         self.assertEqual(kept, throughput.checked_cpu(dict(kept)))
+
+
+class VerdictTest(unittest.TestCase):
+    """A target is read over every repetition as well as the median."""
+
+    def test_the_verdict_counts_the_repetitions(self):
+        def at_most_one(v):
+            return v <= 1.0
+        self.assertEqual("met, 3 of 3 repetitions",
+                         report.verdict(0.8, [0.7, 0.8, 0.9], at_most_one))
+        self.assertEqual("met by the median only, 4 of 5 repetitions",
+                         report.verdict(0.9, [0.7, 0.8, 0.9, 0.95, 1.1],
+                                        at_most_one))
+        self.assertEqual("NOT met, 1 of 3 repetitions",
+                         report.verdict(1.2, [0.9, 1.2, 1.3], at_most_one))
+        self.assertEqual("met, 2 of 2 repetitions",
+                         report.verdict(0.5, [None, 0.5, 0.6], at_most_one))
+        self.assertEqual("met", report.verdict(0.5, [], at_most_one))
+        self.assertEqual("NOT met", report.verdict(2.0, None, at_most_one))
+        self.assertEqual("not measured",
+                         report.verdict(None, [0.5], at_most_one))
+
+    def samples(self):
+        """Three interleaved repetitions of dtn-migrate and GridFTP in its
+        verified mode: dtn-migrate's first repetition is slow.
+        """
+        out = []
+        for rep, (mb, cpu, ref_mb, ref_cpu) in enumerate([
+                (300.0, 6.0, 250.0, 5.5), (450.0, 3.5, 230.0, 5.0),
+                (470.0, 3.4, 240.0, 5.2)]):
+            for tool, mbps, per_gib in (("dtn-migrate", mb, cpu),
+                                        ("gridftp-verify", ref_mb, ref_cpu)):
+                out.append({"link": "loopback", "workload": "big",
+                            "tool": tool, "rep": rep, "MBps": mbps,
+                            "seconds": 4294.967296 / mbps, "bytes": 4 << 30,
+                            "cpu_s_per_GiB": per_gib})
+        return out
+
+    def test_throughput_targets_are_read_repetition_by_repetition(self):
+        results = throughput.summarize(
+            {"samples": self.samples()}, ["loopback"], ["big"],
+            ["dtn-migrate", "gridftp-verify"])
+        ratios = results["ratios"][0]
+        self.assertEqual([1.2, 450 / 230, 470 / 240],
+                         ratios["per_rep"]["dtn-migrate/gridftp-verify"])
+        self.assertEqual(450 / 240, ratios["dtn-migrate/gridftp-verify"])
+        t, = results["targets"]
+        # The medians meet both targets; the slow first repetition does
+        # not, and the verdicts say so.
+        self.assertTrue(t["speed_met"])
+        self.assertTrue(t["cpu_met"])
+        self.assertEqual("met by the median only, 2 of 3 repetitions",
+                         t["speed_verdict"])
+        self.assertEqual("met by the median only, 2 of 3 repetitions",
+                         t["cpu_verdict"])
+        _, rows = throughput.target_table(results, {})
+        self.assertEqual("1.88 (1.20–1.96): met by the median only, 2 of 3 "
+                         "repetitions", rows[0][4])
+        self.assertTrue(rows[0][5].startswith("0.67 (0.65–1.09): met by"))
+
+    def test_a_repetition_that_lacks_a_tool_is_not_counted(self):
+        samples = [s for s in self.samples()
+                   if not (s["rep"] == 0 and s["tool"] == "gridftp-verify")]
+        results = throughput.summarize(
+            {"samples": samples}, ["loopback"], ["big"],
+            ["dtn-migrate", "gridftp-verify"])
+        t, = results["targets"]
+        self.assertIsNone(t["speed_reps"][0])
+        self.assertEqual("met, 2 of 2 repetitions", t["speed_verdict"])
+
+    def test_migration_targets_are_read_repetition_by_repetition(self):
+        bench = migration.Bench(argparse.Namespace())
+        bench.source = {"size": 4 << 30}
+        bench.settings = {"repeat": 3}
+        cpu = {"engine-a": 2.8, "agent-a": 3.0, "engine-b": 2.6}
+        for rep, (pipelined, glance, agent_b) in enumerate([
+                (36.9, 74.2, 10.0), (37.0, 74.3, 10.0), (37.1, 72.1, 11.0)]):
+            for what, seconds in (("pipelined", pipelined),
+                                  ("glance-download", glance),
+                                  ("export", 3.6), ("transfer", 36.1),
+                                  ("import", 32.0)):
+                extra = {"cpu_seconds": dict(cpu, **{"agent-b": agent_b})} \
+                    if what == "pipelined" else {}
+                bench.samples.append({"what": what, "rep": rep,
+                                      "seconds": seconds, "extra": extra})
+        ratios = bench.ratios(bench.summary())
+        _, rows = bench.targets_table(ratios)
+        got = {row[0].split()[0]: row[1:] for row in rows}
+        self.assertEqual(["1.02 (1.02–1.03)", "met, 3 of 3 repetitions"],
+                         got["pipelined"])
+        self.assertEqual(["2.01 (1.94–2.01)",
+                          "met by the median only, 2 of 3 repetitions"],
+                         got["glance-download"])
+        self.assertEqual(["4.60 (4.60–4.85)", "met, 3 of 3 repetitions"],
+                         got["engines"])
+
+    def test_sparse_link_bytes_are_read_run_by_run(self):
+        data = 10 << 20
+        limit = sparse.link_target(data)
+        self.assertEqual(
+            "met by the median only, 2 of 3 repetitions",
+            sparse.link_verdict(report.summarize(
+                [limit - 1, limit + 1, limit - 2]), data))
+        self.assertEqual("met, 1 of 1 repetitions", sparse.link_verdict(
+            report.summarize([limit]), data))
+        self.assertEqual("–", sparse.link_verdict(None, data))
+        self.assertEqual("–", sparse.link_verdict(
+            report.summarize([1.0]), 0))
 
 
 class MigrationSettingsTest(unittest.TestCase):
