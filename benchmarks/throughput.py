@@ -34,6 +34,7 @@ See benchmarks/README.md for what each number means.
 """
 
 import argparse
+import fcntl
 import json
 import os
 import resource
@@ -651,6 +652,38 @@ def main(argv=None):
         'small_size': small_size})
 
 
+class DestinationBusy(Exception):
+    pass
+
+
+_held = []
+
+
+def hold_destination(dst_dir):
+    """Hold ``<dst_dir>.lock`` (flock) for the rest of this process.
+    Every tool's destination is emptied before and after each of its
+    runs, so two runs on one destination root would delete each other's
+    copies and report tool failures; the second one is refused instead.
+    Raises DestinationBusy, naming the process that holds it.
+    """
+    path = os.path.abspath(dst_dir).rstrip('/') + '.lock'
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors='replace').strip()
+        os.close(fd)
+        raise DestinationBusy(
+            'another benchmark run (pid %s) is using the destination %s; '
+            'wait for it to end, or give this one another --dst-dir'
+            % (holder or '?', dst_dir)) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b'%d\n' % os.getpid(), 0)
+    _held.append(fd)
+    return fd
+
+
 def measure(args, datasets, wl_titles, settings=None):
     """Run every (link, workload, tool, repetition) of ``args`` over
     ``datasets`` ({workload: object with ensure(), root, files,
@@ -667,6 +700,10 @@ def measure(args, datasets, wl_titles, settings=None):
                 t, ', '.join(TOOLS)))
     cmd = report.command_line()
     print('command:', cmd, flush=True)
+    try:
+        hold_destination(args.dst_dir)
+    except DestinationBusy as exc:
+        sys.exit(str(exc))
 
     def on_term(signum, frame):
         raise SystemExit(128 + signum)

@@ -167,6 +167,21 @@ class GridFTPVerifiedTest(unittest.TestCase):
         self.assertEqual(['gridftp', 'gridftp-verify'],
                          sorted(r[3] for r in rows))
 
+    def test_a_second_run_on_the_same_destination_is_refused(self):
+        work = tempfile.mkdtemp(prefix="dtnm-bt-")
+        self.addCleanup(shutil.rmtree, work, True)
+        dst = os.path.join(work, "dst")
+        fd = throughput.hold_destination(dst)
+        self.addCleanup(os.close, fd)
+        self.addCleanup(throughput._held.remove, fd)
+        with self.assertRaises(throughput.DestinationBusy) as got:
+            throughput.hold_destination(dst + "/")
+        self.assertIn("(pid %d)" % os.getpid(), str(got.exception))
+        self.assertIn("--dst-dir", str(got.exception))
+        other = throughput.hold_destination(os.path.join(work, "other"))
+        self.addCleanup(os.close, other)
+        self.addCleanup(throughput._held.remove, other)
+
     def test_a_server_that_read_no_cpu_has_no_cpu_figures(self):
         lost = throughput.checked_cpu({
             'bytes': 4 << 30, 'cpu_client_s': 10.0, 'cpu_server_s': 0.0,
