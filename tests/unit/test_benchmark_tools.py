@@ -289,6 +289,24 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(["4.60 (4.60–4.85)", "met, 3 of 3 repetitions"],
                          got["engines"])
 
+    def test_a_migration_ratio_is_the_ratio_of_the_medians(self):
+        # As results.rst gives it; the repetitions' own ratios give the
+        # range and the count (their median, 2.06, is not the value).
+        bench = migration.Bench(argparse.Namespace())
+        bench.source = {"size": 4 << 30}
+        bench.settings = {"repeat": 3}
+        for rep, (pipelined, glance) in enumerate([
+                (36.0, 74.0), (37.0, 72.0), (40.0, 90.0)]):
+            for what, seconds in (("pipelined", pipelined),
+                                  ("glance-download", glance)):
+                bench.samples.append({"what": what, "rep": rep,
+                                      "seconds": seconds, "extra": {}})
+        _, rows = bench.targets_table(bench.ratios(bench.summary()))
+        got = {row[0].split()[0]: row[1:] for row in rows}
+        self.assertEqual(["2.00 (1.95–2.25)",
+                          "met by the median only, 2 of 3 repetitions"],
+                         got["glance-download"])
+
     def test_sparse_link_bytes_are_read_run_by_run(self):
         data = 10 << 20
         limit = sparse.link_target(data)
