@@ -34,7 +34,6 @@ See benchmarks/README.md for what each number means.
 """
 
 import argparse
-import fcntl
 import json
 import os
 import resource
@@ -50,6 +49,7 @@ if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
 from benchmarks import linkstats, peers, report, workloads  # noqa: E402
+from dtn_migrate.engine import lock as engine_lock  # noqa: E402
 from tests.functional import netns  # noqa: E402
 
 DEFAULT_TOOLS = 'dtn-migrate,iperf3,gridftp,rsync,xrdcp'
@@ -481,10 +481,7 @@ def _verdict(value, reps, verdict):
     """'1.74 (1.63–1.88): met, 5 of 5 repetitions' for a table cell."""
     if value is None:
         return '–'
-    vals = [v for v in reps or () if v is not None]
-    spread = ' (%.2f–%.2f)' % (min(vals), max(vals)) if len(vals) > 1 \
-        else ''
-    return '%.2f%s: %s' % (value, spread, verdict)
+    return '%s: %s' % (report.fmt_spread(value, reps), verdict)
 
 
 def _mb(s):
@@ -660,28 +657,23 @@ _held = []
 
 
 def hold_destination(dst_dir):
-    """Hold ``<dst_dir>.lock`` (flock) for the rest of this process.
-    Every tool's destination is emptied before and after each of its
-    runs, so two runs on one destination root would delete each other's
-    copies and report tool failures; the second one is refused instead.
-    Raises DestinationBusy, naming the process that holds it.
+    """Hold ``<dst_dir>.lock`` (the engine's FileLock) for the rest of
+    this process.  Every tool's destination is emptied before and after
+    each of its runs, so two runs on one destination root would delete
+    each other's copies and report tool failures; the second one is
+    refused instead.  Raises DestinationBusy, naming the process that
+    holds it.
     """
-    path = os.path.abspath(dst_dir).rstrip('/') + '.lock'
+    path = os.path.abspath(dst_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors='replace').strip()
-        os.close(fd)
+    lock = engine_lock.FileLock(path, owner='pid %d' % os.getpid())
+    if not lock.acquire():
         raise DestinationBusy(
-            'another benchmark run (pid %s) is using the destination %s; '
+            'another benchmark run (%s) is using the destination %s; '
             'wait for it to end, or give this one another --dst-dir'
-            % (holder or '?', dst_dir)) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, b'%d\n' % os.getpid(), 0)
-    _held.append(fd)
-    return fd
+            % (lock.holder(), dst_dir))
+    _held.append(lock)
+    return lock
 
 
 def measure(args, datasets, wl_titles, settings=None):

@@ -44,11 +44,15 @@ def _owner():
                                                  os.getpid())
 
 
-class _FileLock:
-    """flock on a file next to an SQLite database."""
+class FileLock:
+    """flock on ``<path>.lock`` (next to an SQLite database, or to any
+    file or directory one process at a time may use), naming its holder
+    (``owner``, by default this engine) in the file.
+    """
 
-    def __init__(self, path):
+    def __init__(self, path, owner=None):
         self.path = path + ".lock"
+        self.owner = owner
         self.file = None
 
     def acquire(self):
@@ -59,7 +63,7 @@ class _FileLock:
             f.close()
             return False
         f.truncate(0)
-        f.write(_owner() + "\n")
+        f.write((self.owner or _owner()) + "\n")
         f.flush()
         self.file = f
         return True
@@ -179,7 +183,7 @@ class _PostgreSQLLock(_SqlLock):
 def _impl(connection):
     path = persistence.sqlite_path(connection)
     if path is not None:
-        return _FileLock(path)
+        return FileLock(path)
     if connection.startswith("sqlite"):
         return None                 # in memory: this process's own
     backend = sa.engine.make_url(connection).get_backend_name()

@@ -171,15 +171,15 @@ class GridFTPVerifiedTest(unittest.TestCase):
         work = tempfile.mkdtemp(prefix="dtnm-bt-")
         self.addCleanup(shutil.rmtree, work, True)
         dst = os.path.join(work, "dst")
-        fd = throughput.hold_destination(dst)
-        self.addCleanup(os.close, fd)
-        self.addCleanup(throughput._held.remove, fd)
+        held = throughput.hold_destination(dst)
+        self.addCleanup(held.release)
+        self.addCleanup(throughput._held.remove, held)
         with self.assertRaises(throughput.DestinationBusy) as got:
             throughput.hold_destination(dst + "/")
         self.assertIn("(pid %d)" % os.getpid(), str(got.exception))
         self.assertIn("--dst-dir", str(got.exception))
         other = throughput.hold_destination(os.path.join(work, "other"))
-        self.addCleanup(os.close, other)
+        self.addCleanup(other.release)
         self.addCleanup(throughput._held.remove, other)
 
     def test_a_server_that_read_no_cpu_has_no_cpu_figures(self):
