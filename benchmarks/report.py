@@ -71,6 +71,19 @@ def fmt_range(s, digits=1):
                            fmt(s['max'], digits))
 
 
+def fmt_spread(value, values, digits=2):
+    """'2.00 (1.95–2.25)': VALUE and the range of VALUES (None entries
+    ignored; no range with fewer than two); '–' without a value.
+    """
+    if value is None:
+        return '–'
+    vals = [v for v in values or () if v is not None]
+    if len(vals) < 2:
+        return fmt(value, digits)
+    return '%s (%s–%s)' % (fmt(value, digits), fmt(min(vals), digits),
+                           fmt(max(vals), digits))
+
+
 def verdict(median, values, ok):
     """Whether a target holds, read over every repetition as well as
     the median: 'met, 5 of 5 repetitions', 'met by the median only, 4 of
