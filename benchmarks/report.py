@@ -65,10 +65,8 @@ def fmt_range(s, digits=1):
     """'median (min–max)' from a summarize() dict."""
     if not s or s.get('median') is None:
         return '–'
-    if s['n'] == 1:
-        return fmt(s['median'], digits)
-    return '%s (%s–%s)' % (fmt(s['median'], digits), fmt(s['min'], digits),
-                           fmt(s['max'], digits))
+    return fmt_spread(s['median'], (s['min'], s['max']) if s['n'] > 1
+                      else (), digits)
 
 
 def fmt_spread(value, values, digits=2):
