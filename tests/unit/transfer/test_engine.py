@@ -20,6 +20,7 @@ from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import sink
+from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from tests import relay
 
@@ -136,13 +137,13 @@ class TestTransfers(EngineTestCase):
         write_file(os.path.join(self.src, "f"), 1 * MiB + 5, 1)
         release = threading.Event()
         self.addCleanup(release.set)
-        confirm = sink.SinkSession._confirm_installed
+        confirm = sinksession.SinkSession._confirm_installed
 
         def slow_confirm(session, batch, dirs_durable=False):
             if batch:
                 release.wait(30)
             return confirm(session, batch, dirs_durable)
-        self.patch(sink.SinkSession, "_confirm_installed", slow_confirm)
+        self.patch(sinksession.SinkSession, "_confirm_installed", slow_confirm)
         server = self.start_sink()
         t = self.transfer(server.port, ["f"])
         result = {}

@@ -19,6 +19,7 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinkrecv
+from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import tcp
 from tests.unit.transfer import test_direct
@@ -41,7 +42,7 @@ class DataTestCase(base.SessionTestCase):
                             0, OBJ, 1, os.urandom(32), "source")
         self.notified = []
         self.record = sink.TransferRecord(tid.hex(), "source", self.listen)
-        self.session = sink.SinkSession(
+        self.session = sinksession.SinkSession(
             self.server, connect, self.control, 1, tcp.TcpSinkPlane(),
             self.record, self.caps)
         self.addCleanup(self.session.close, "test over")
@@ -200,7 +201,7 @@ class TestZeroExtents(DataTestCase):
         # The next session resumes it (objects 0..1 reported done).
         done = bitmap.Bitmap(8)
         done.add_range(0, 2)
-        self.session = sink.SinkSession(
+        self.session = sinksession.SinkSession(
             self.server, P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0,
                                    0, bytes.fromhex(self.record.transfer_id),
                                    0, OBJ, 1, os.urandom(32), "source"),
@@ -477,7 +478,7 @@ class TestPrefixHash(DataTestCase):
         del self.reads[:]
         done = bitmap.Bitmap(8)
         done.add_range(0, 5)
-        self.session = sink.SinkSession(
+        self.session = sinksession.SinkSession(
             self.server, P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0,
                                    0, bytes.fromhex(self.record.transfer_id),
                                    0, OBJ, 1, os.urandom(32), "source"),
@@ -561,7 +562,8 @@ class TestSmallFiles(DataTestCase):
             "os.posix_fallocate", lambda *a: spied.append(a)))
         self.server.memory_fs = False
         self.session.preallocate = True
-        self.announce(sink.PREALLOCATE_MIN // OBJ, flags=P.FileFlags.NO_SHA512)
+        self.announce(sinksession.PREALLOCATE_MIN // OBJ,
+                      flags=P.FileFlags.NO_SHA512)
         self.assertEqual(1, len(spied))
 
 

@@ -11,7 +11,7 @@ from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer import sinksession
 
 MiB = 1 << 20
 KEY = hashlib.sha256(b"a").hexdigest()[:40]
@@ -22,7 +22,7 @@ class TestHashCheckpoint(testtools.TestCase):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-sinkresume-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.s = sink.SinkSession.__new__(sink.SinkSession)
+        self.s = sinksession.SinkSession.__new__(sinksession.SinkSession)
         self.s.pdir = os.open(self.tmp, os.O_RDONLY | os.O_DIRECTORY)
         self.addCleanup(os.close, self.s.pdir)
         self.s.cfg = config.TransferConfig(min_free_bytes=0,

@@ -21,6 +21,7 @@ from dtn_migrate.transfer import config
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sink
+from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import tcp
 
@@ -88,7 +89,7 @@ class SessionTestCase(testtools.TestCase):
         connect = P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0, tid,
                             0, OBJ, 1, os.urandom(32), "source")
         self.control = FakeControl(self.events)
-        self.session = sink.SinkSession(
+        self.session = sinksession.SinkSession(
             self.server, connect, self.control, 1, tcp.TcpSinkPlane(),
             sink.TransferRecord(tid.hex(), "source"))
         self.addCleanup(self.session.close, "test over")

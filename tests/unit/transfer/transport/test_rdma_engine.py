@@ -218,7 +218,8 @@ class TestRdmaEngine(RdmaEngineTestCase):
         # arrives afterwards is drained.  "good" goes on meanwhile.
         names = self.files({"bad": 8 * MiB, "good": 2 * MiB})
         real_pwrite = os.pwrite
-        # The sink's partial copy of "bad" (sink._prepare names it).
+        # The sink's partial copy of "bad" (named as
+        # sinksession.SinkSession._prepare names it).
         bad = hashlib.sha256(b"bad").hexdigest()[:40] + ".part"
 
         def pwrite(fd, data, offset):
@@ -244,7 +245,7 @@ class TestRdmaEngine(RdmaEngineTestCase):
             discard = mock.patch.object(
                 rdma.RdmaSinkPlane, "discard", autospec=True,
                 side_effect=rdma.RdmaSinkPlane.discard)
-            with mock.patch("dtn_migrate.transfer.sink.os.pwrite",
+            with mock.patch("dtn_migrate.transfer.sinkrecv.os.pwrite",
                             pwrite), \
                     mock.patch.object(rdma.RdmaSourcePlane, "send", send), \
                     discard as drained:
