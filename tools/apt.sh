@@ -11,8 +11,11 @@ apt_ensure() {
   done
   [ -n "$missing" ] || return 0
   echo "$tag: installing$missing"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # Another apt (unattended-upgrades on a fresh machine) is waited for.
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
+    update -qq
   # shellcheck disable=SC2086
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
+    install -y -qq \
     --no-install-recommends $missing >/dev/null
 }
