@@ -18,6 +18,7 @@ import time
 import fixtures
 
 from dtn_migrate.staging import backend
+from dtn_migrate.staging import blocks
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import stream as staging_stream
@@ -178,7 +179,7 @@ class TestServerFaults(test_libnfs.LibnfsTestCase):
         # Whatever the watermark claims is really there.
         self.assertEqual(data[:committed],
                          local_bytes(srv, "img")[:committed])
-        result = copy.stage(be, "img", copy.file_source(src), len(data),
+        result = copy.stage(be, "img", blocks.file_source(src), len(data),
                             expected_sha512=sha(data), options=options())
         self.assertEqual(committed, result.start)
         self.assertEqual(len(data) - committed, result.bytes_copied)
@@ -195,10 +196,11 @@ class TestServerFaults(test_libnfs.LibnfsTestCase):
         url = srv.url_for(srv.client_ns)
         script = (
             "import sys, time\n"
-            "from dtn_migrate.staging import copy, copycommon, libnfs\n"
+            "from dtn_migrate.staging import blocks, copy, copycommon\n"
+            "from dtn_migrate.staging import libnfs\n"
             "be = libnfs.LibnfsBackend(sys.argv[1])\n"
             "def slow(offset):\n"
-            "    for chunk in copy._read_chunks(open(sys.argv[2], 'rb'),"
+            "    for chunk in blocks._read_chunks(open(sys.argv[2], 'rb'),"
             " offset, 1 << 20):\n"
             "        time.sleep(0.02)\n"
             "        yield chunk\n"
@@ -223,7 +225,7 @@ class TestServerFaults(test_libnfs.LibnfsTestCase):
         self.assertLess(committed, len(data))
         self.assertEqual(data[:committed],
                          local_bytes(srv, "img")[:committed])
-        result = copy.stage(be, "img", copy.file_source(src), len(data),
+        result = copy.stage(be, "img", blocks.file_source(src), len(data),
                             expected_sha512=sha(data), options=options())
         self.assertEqual(committed, result.start)
         self.assertEqual(data, local_bytes(srv, "img"))

@@ -23,6 +23,7 @@ import fixtures
 import testtools
 
 from dtn_migrate.staging import backend
+from dtn_migrate.staging import blocks
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import localfs
@@ -623,7 +624,7 @@ class TestStageSpace(StagingTestCase):
                           self._failing(data, 1 * MiB))
         committed = copy.committed_bytes(self.backend, "img", len(data))
         b = FaultyBackend(self.root, free=len(data) - committed)
-        self.stage(data, copy.file_source(self._file(data)), backend=b)
+        self.stage(data, blocks.file_source(self._file(data)), backend=b)
         self.assertEqual(data, self.content("img"))
 
     def _failing(self, data, at):

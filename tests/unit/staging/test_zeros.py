@@ -7,6 +7,7 @@ import os
 import testtools
 
 from dtn_migrate.staging import backend
+from dtn_migrate.staging import blocks
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import stream as staging_stream
 from tests.unit.staging.test_copy import (
@@ -54,15 +55,15 @@ def holey(blocks):
 
 class TestIsZero(testtools.TestCase):
     def test_shapes(self):
-        self.assertTrue(copy.is_zero(b""))
-        self.assertTrue(copy.is_zero(bytes(3 * MiB + 5)))
-        self.assertTrue(copy.is_zero(bytearray(100)))
-        self.assertTrue(copy.is_zero(memoryview(bytes(10))))
+        self.assertTrue(blocks.is_zero(b""))
+        self.assertTrue(blocks.is_zero(bytes(3 * MiB + 5)))
+        self.assertTrue(blocks.is_zero(bytearray(100)))
+        self.assertTrue(blocks.is_zero(memoryview(bytes(10))))
         for where in (0, 1, MiB - 1, MiB, 2 * MiB + 4):
             data = bytearray(2 * MiB + 5)
             data[where] = 1
-            self.assertFalse(copy.is_zero(data), where)
-            self.assertFalse(copy.is_zero(memoryview(bytes(data))), where)
+            self.assertFalse(blocks.is_zero(data), where)
+            self.assertFalse(blocks.is_zero(memoryview(bytes(data))), where)
 
 
 class TestSkipZeros(StagingTestCase):
@@ -134,7 +135,7 @@ class TestSkipZeros(StagingTestCase):
         path = os.path.join(self.root, "src")
         with open(path, "wb") as f:
             f.write(data)
-        result = self.stage_on(b, data, source=copy.file_source(path),
+        result = self.stage_on(b, data, source=blocks.file_source(path),
                                expected_sha512=sha(data))
         self.assertEqual(committed, result.start)
         self.assertEqual(data, self.content("img"))
@@ -154,9 +155,9 @@ class TestSkipZeros(StagingTestCase):
             f.write(data)
         short = SizingBackend(self.root, free=5 * BLOCK)
         self.assertRaises(backend.NoSpace, self.stage_on, short, data,
-                          source=copy.file_source(path))
+                          source=blocks.file_source(path))
         enough = SizingBackend(self.root, free=6 * BLOCK)
-        self.stage_on(enough, data, source=copy.file_source(path))
+        self.stage_on(enough, data, source=blocks.file_source(path))
         self.assertEqual(data, self.content("img"))
 
     def test_backend_without_truncate_writes_zeros(self):
@@ -221,7 +222,7 @@ class Mutable:
 
 class TestRealignment(testtools.TestCase):
     def blocks(self, chunks, size, block=BLOCK):
-        return list(copy._blocks(chunks, 0, size, block, "img"))
+        return list(blocks._blocks(chunks, 0, size, block, "img"))
 
     def test_immutable_parts_are_joined_once(self):
         data = payload(3 * BLOCK + 100)
