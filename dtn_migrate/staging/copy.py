@@ -94,7 +94,7 @@ def cleanup(backend, name, suffix=watermark.SUFFIX):
         backend.remove(victim)
 
 
-# Sources.
+# The staged prefix's sha512, and starting over.
 
 def _saved_hash(backend, name, end, opts):
     """The saved sha512 state of ``name`` covering at most ``end`` bytes,
