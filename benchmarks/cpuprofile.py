@@ -4,8 +4,10 @@ agent during a benchmark, grouped by what the CPU was doing.
 Runs a benchmark command (by default one pipelined 2 GiB migration of
 ``benchmarks.migration``) under ``perf record -a`` at ``--frequency``
 Hz, notes the process id of every ``dtn-migrate-engine`` and
-``dtn-migrate-agent`` as they appear, and sorts each process's samples
-by the function the CPU was in:
+``dtn-migrate-agent`` as they appear, and of the two Glances' uwsgi
+processes (``glance-a``, ``glance-b``: what the import and the export
+cost the clouds beside them), and sorts each process's samples by the
+function the CPU was in:
 
 ``write into page cache``
     ``copy_folio_from_iter_atomic``: the kernel copying written bytes
@@ -47,6 +49,8 @@ DEFAULT = [sys.executable, "-m", "benchmarks.migration", "--size", "2G",
            "--out", "/tmp/bench-cpuprofile/migration"]
 PROCESS = re.compile(r"bin/dtn-migrate-(engine|agent)\b.*?"
                      r"([^/\s]+)/(?:engine|agent)\.conf")
+# The dev clouds' Glance: a uwsgi master and its workers, one ini each.
+GLANCE = re.compile(r"\buwsgi\b.*?/(glance-[ab])/uwsgi\.ini\b")
 KINDS = ("write into page cache", "socket copies", "libcrypto", "xxh3",
          "zstd", "Python", "other kernel", "other")
 
@@ -63,23 +67,29 @@ def kind(symbol, dso):
         return "xxh3"
     if "zstd" in symbol.lower() or dso.startswith("backend_c"):
         return "zstd"
-    if dso.startswith("python3"):
+    if dso.startswith(("python3", "libpython3")):
         return "Python"
     if dso == "[kernel.kallsyms]":
         return "other kernel"
     return "other"
 
 
-def _name(cmdline):
-    """'engine-a-1234' and the like, from a process's command line."""
+def _name(cmdline, glance=False):
+    """'engine-a' and the like, from a process's command line; with
+    ``glance``, 'glance-a' or 'glance-b' for the Glances' uwsgi.
+    """
     m = PROCESS.search(cmdline)
-    # Without the run's random suffix: engine-a, dtn-b.
-    return re.sub(r"-[0-9a-f]{4}$", "", m.group(2)) if m else None
+    if m:
+        # Without the run's random suffix: engine-a, dtn-b.
+        return re.sub(r"-[0-9a-f]{4}$", "", m.group(2))
+    m = GLANCE.search(cmdline) if glance else None
+    return m.group(1) if m else None
 
 
-def engines_and_agents(known=()):
-    """{pid (a string): name} of the engines and agents running now,
-    but for the pids in ``known``.
+def engines_and_agents(known=(), glance=False):
+    """{pid (a string): name} of the engines and agents running now
+    (with ``glance``, and the Glances' processes), but for the pids in
+    ``known``.
     """
     found = {}
     for pid in os.listdir("/proc"):
@@ -91,14 +101,16 @@ def engines_and_agents(known=()):
                     "utf-8", "replace")
         except OSError:
             continue
-        name = _name(cmd)
+        name = _name(cmd, glance)
         if name:
             found[pid] = name
     return found
 
 
 class Watcher(threading.Thread):
-    """Notes the engines and agents (pid -> name) while the run lasts."""
+    """Notes the engines, agents and Glances (pid -> name) while the run
+    lasts.
+    """
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -107,7 +119,7 @@ class Watcher(threading.Thread):
 
     def run(self):
         while not self.done.wait(0.5):
-            self.pids.update(engines_and_agents(self.pids))
+            self.pids.update(engines_and_agents(self.pids, glance=True))
 
 
 def parse(lines, pids):

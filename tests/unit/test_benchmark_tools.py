@@ -59,6 +59,17 @@ class CpuProfileTest(unittest.TestCase):
             "/var/tmp/dtnm-bench-migration-x/dtn-b-4e4e/agent.conf"))
         self.assertIsNone(cpuprofile._name("/usr/bin/uwsgi --ini g.ini"))
 
+    def test_the_glances_are_named_when_asked_for(self):
+        cmd = ("/root/.cache/dtn-migrate/venv-clouds/bin/uwsgi --ini "
+               "/var/tmp/dtnm-bench-migration-x/glance-b/uwsgi.ini")
+        self.assertIsNone(cpuprofile._name(cmd))
+        self.assertEqual("glance-b", cpuprofile._name(cmd, glance=True))
+        self.assertIsNone(cpuprofile._name(
+            "/usr/bin/uwsgi --ini /x/keystone-ks/uwsgi.ini", glance=True))
+        self.assertEqual("engine-a", cpuprofile._name(
+            "/w/.venv/bin/dtn-migrate-engine --config-file "
+            "/var/tmp/d/engine-a-7661/engine.conf", glance=True))
+
     def test_kinds(self):
         self.assertEqual("socket copies",
                          cpuprofile.kind("_copy_to_iter", "[kernel.kallsyms]"))
@@ -66,6 +77,9 @@ class CpuProfileTest(unittest.TestCase):
                          cpuprofile.kind("handle_softirqs",
                                          "[kernel.kallsyms]"))
         self.assertEqual("other", cpuprofile.kind("malloc", "libc.so.6"))
+        # A Python linked against libpython (the dev clouds' uwsgi).
+        self.assertEqual("Python", cpuprofile.kind(
+            "_PyEval_EvalFrameDefault", "libpython3.11.so.1.0"))
 
 
 class PageCacheTest(unittest.TestCase):
