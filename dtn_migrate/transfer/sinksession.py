@@ -34,9 +34,6 @@ from dtn_migrate.transfer.transport import stream
 
 LOG = logging.getLogger(__name__)
 
-XATTR_SHA512 = sinkfile.XATTR_SHA512
-UNCONFIRMED = sinkfile.UNCONFIRMED
-SinkFile = sinkfile.SinkFile
 # Files smaller than this are not preallocated: a fallocate costs more
 # than it saves for them (many small files).
 PREALLOCATE_MIN = 4 << 20
@@ -271,7 +268,7 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
                 return False
             if msg.flags & P.FileFlags.HAS_SHA512:
                 try:
-                    return os.getxattr(fd, XATTR_SHA512) == \
+                    return os.getxattr(fd, sinkfile.XATTR_SHA512) == \
                         msg.sha512.hex().encode()
                 except OSError:
                     return False
@@ -290,7 +287,7 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
             st = None
         fresh = flags & P.FileFlags.RESTART or not len(done) or \
             st is None or st.st_size != msg.size or \
-            self._exists(key + UNCONFIRMED)
+            self._exists(key + sinkfile.UNCONFIRMED)
         status = P.FileStatus.OPEN
         if fresh and len(done):
             status = P.FileStatus.RESET
@@ -301,7 +298,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
             # A copy created afresh holds nothing a done set may claim
             # until it reports objects of its own: the source may not
             # have heard the RESET (or logged its RESTART) before a crash.
-            os.close(os.open(key + UNCONFIRMED, os.O_WRONLY | os.O_CREAT |
+            os.close(os.open(key + sinkfile.UNCONFIRMED,
+                             os.O_WRONLY | os.O_CREAT |
                              os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                              dir_fd=self.pdir))
             fd = self._create(part, msg, st)
@@ -315,7 +313,7 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
             sidecar = True
         if flags & P.FileFlags.NO_SHA512:
             hasher = None
-        f = SinkFile(msg, parts, key, fd, done, hasher)
+        f = sinkfile.SinkFile(msg, parts, key, fd, done, hasher)
         if self.cfg.direct_io:
             f.dfd = direct.reopen(fd)
         f.unconfirmed = bool(fresh)
@@ -341,7 +339,7 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
         """
         for f in files:
             if f.unconfirmed:
-                self._unlink(f.key + UNCONFIRMED)
+                self._unlink(f.key + sinkfile.UNCONFIRMED)
                 f.unconfirmed = False
 
     def _create(self, part, msg, st):
