@@ -7,8 +7,8 @@ change the machine.
 
 import os
 import subprocess
-import tempfile
 
+import fixtures
 import testtools
 
 TOP = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
@@ -41,8 +41,7 @@ class AptEnsureTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.bin = tempfile.mkdtemp()
-        self.addCleanup(subprocess.call, ["rm", "-rf", self.bin])
+        self.bin = self.useFixture(fixtures.TempDir()).path
         for name, text in (("dpkg-query", DPKG_QUERY),
                            ("apt-get", APT_GET)):
             path = os.path.join(self.bin, name)
