@@ -1,35 +1,37 @@
 """Where a co-located process's time goes: running, or waiting for a CPU.
 
-    runqueue.py sample OUT.json SECONDS
-        every 0.5 s, for each Glance, dtn-migrate and RabbitMQ process:
-        its CPU time (/proc/PID/stat, ended threads included) and the
-        run-queue wait of its threads, summed (/proc/PID/task/TID/
-        schedstat: ns runnable but waiting for a CPU)
-    runqueue.py window OUT.json START END
-        what each process used between two epoch times; a process some
-        of whose threads ended in between has no wait ("-"): an ended
-        thread's schedstat is gone
+On the 2-core testbed both clouds' Glances, the engines and the agents
+share the cores.  This samples, every 0.5 s, each of those processes
+(named as ``benchmarks.cpuprofile`` names them) for its CPU time
+(``/proc/PID/stat``, ended threads included) and the run-queue wait of
+its threads, summed (``/proc/PID/task/TID/schedstat``: time runnable
+but waiting for a CPU), and reports what each used between two times::
+
+    .venv/bin/python -m benchmarks.runqueue sample OUT.json SECONDS
+    .venv/bin/python -m benchmarks.runqueue window OUT.json START END
+
+(START and END in seconds since the epoch, for example read from a kept
+migration's logs).  A process some of whose threads ended in between
+has no wait figure ("-"): an ended thread's schedstat is gone.
 """
 
+import argparse
 import json
 import os
-import re
-import sys
 import time
 
-WATCHED = re.compile(r"glance|dtn-migrate|dtn_migrate|beam|keystone|uwsgi")
+from benchmarks import cpuprofile
+
 TICK = os.sysconf("SC_CLK_TCK")
-ROLE = re.compile(r"/(dtn-[ab]|engine-[ab]|glance-[ab])[-/]")
 
 
-def snapshot():
+def snapshot(pids):
+    """{pid: [name, CPU-s, run-queue wait s, thread ids]} of ``pids``
+    ({pid: name}) still running.
+    """
     found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, name in pids.items():
         try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            if not WATCHED.search(cmd) or "runqueue.py" in cmd:
-                continue
             with open("/proc/%s/stat" % pid) as f:
                 stat = f.read().rsplit(")", 1)[1].split()
             cpu = (int(stat[11]) + int(stat[12])) / TICK
@@ -39,48 +41,59 @@ def snapshot():
                     wait += int(f.read().split()[1])
         except OSError:         # gone meanwhile
             continue
-        found[pid] = (cmd, cpu, wait / 1e9, tids)
+        found[pid] = [name, cpu, wait / 1e9, tids]
     return found
 
 
-def sample(out, seconds):
-    samples = []
+def sample(out, seconds, interval=0.5):
+    samples, pids = [], {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        samples.append((time.time(), snapshot()))
-        time.sleep(0.5)
+        pids.update(cpuprofile.engines_and_agents(pids, glance=True))
+        samples.append((time.time(), snapshot(pids)))
+        time.sleep(interval)
     with open(out, "w") as f:
         json.dump(samples, f)
 
 
-def label(cmd):
-    m = ROLE.search(cmd)
-    if m:
-        return m.group(1).replace("dtn-", "agent-")
-    return "rabbitmq" if "beam" in cmd else cmd.split()[0]
-
-
-def window(path, start, end):
-    with open(path) as f:
-        samples = json.load(f)
+def window(samples, start, end):
+    """(seconds between the samples nearest ``start`` and ``end``, rows
+    of (CPU-s, wait s or None, pid, name)), busiest first.
+    """
     first = min(samples, key=lambda s: abs(s[0] - start))
     last = min(samples, key=lambda s: abs(s[0] - end))
-    print("window %.1f s (CPU-s and run-queue wait in s, summed over "
-          "threads)" % (last[0] - first[0]))
     rows = []
-    for pid, (cmd, cpu, wait, tids) in last[1].items():
-        cpu0, wait0, tids0 = (first[1].get(pid) or (cmd, 0, 0, []))[1:]
-        used = cpu - cpu0
+    for pid, (name, cpu, wait, tids) in last[1].items():
+        _, cpu0, wait0, tids0 = first[1].get(pid) or (name, 0, 0, [])
         waited = wait - wait0 if set(tids0) <= set(tids) else None
-        if used > 0.2 or (waited or 0) > 0.2:
-            rows.append((used, pid, label(cmd), waited))
-    for used, pid, name, waited in sorted(rows, reverse=True):
+        if cpu - cpu0 > 0.2 or (waited or 0) > 0.2:
+            rows.append((cpu - cpu0, waited, pid, name))
+    return last[0] - first[0], sorted(rows, reverse=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.runqueue",
+                                description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("out")
+    s.add_argument("seconds", type=float)
+    w = sub.add_parser("window")
+    w.add_argument("samples")
+    w.add_argument("start", type=float)
+    w.add_argument("end", type=float)
+    args = p.parse_args(argv)
+    if args.what == "sample":
+        sample(args.out, args.seconds)
+        return
+    with open(args.samples) as f:
+        seconds, rows = window(json.load(f), args.start, args.end)
+    print("window %.1f s (CPU-s and run-queue wait in s, summed over "
+          "threads)" % seconds)
+    for cpu, waited, pid, name in rows:
         print("%7.1f cpu %6s runq  %-8s %s" % (
-            used, "-" if waited is None else "%.1f" % waited, pid, name))
+            cpu, "-" if waited is None else "%.1f" % waited, pid, name))
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "sample":
-        sample(sys.argv[2], float(sys.argv[3]))
-    else:
-        window(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+    main()

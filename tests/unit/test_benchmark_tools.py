@@ -15,6 +15,7 @@ from benchmarks import migration
 from benchmarks import pagecache
 from benchmarks import peers
 from benchmarks import report
+from benchmarks import runqueue
 from benchmarks import sparse
 from benchmarks import stagedread
 from benchmarks import threadcpu
@@ -80,6 +81,42 @@ class CpuProfileTest(unittest.TestCase):
         # A Python linked against libpython (the dev clouds' uwsgi).
         self.assertEqual("Python", cpuprofile.kind(
             "_PyEval_EvalFrameDefault", "libpython3.11.so.1.0"))
+
+
+class RunQueueTest(unittest.TestCase):
+    SAMPLES = [
+        (100.0, {"1": ["glance-b", 10.0, 1.0, ["1"]],
+                 "2": ["dtn-b", 5.0, 2.0, ["2", "3"]],
+                 "4": ["engine-a", 1.0, 0.5, ["4"]]}),
+        (110.2, {"1": ["glance-b", 17.5, 3.5, ["1"]],
+                 # A thread ended: its wait is gone with it.
+                 "2": ["dtn-b", 9.0, 1.0, ["2"]],
+                 "4": ["engine-a", 1.1, 0.6, ["4"]],
+                 # Started inside the window.
+                 "5": ["engine-b", 0.9, 0.3, ["5"]]}),
+    ]
+
+    def test_a_window_is_what_each_process_used_between_two_samples(self):
+        seconds, rows = runqueue.window(self.SAMPLES, 99.9, 110.0)
+        self.assertAlmostEqual(10.2, seconds)
+        self.assertEqual(["glance-b", "dtn-b", "engine-b"],
+                         [r[3] for r in rows])
+        cpu, waited, pid, _ = rows[0]
+        self.assertAlmostEqual(7.5, cpu)
+        self.assertAlmostEqual(2.5, waited)
+        self.assertEqual("1", pid)
+        self.assertAlmostEqual(4.0, rows[1][0])
+        self.assertIsNone(rows[1][1])
+        self.assertAlmostEqual(0.3, rows[2][1])
+
+    def test_a_snapshot_reads_this_process(self):
+        me = str(os.getpid())
+        got = runqueue.snapshot({me: "me", "999999999": "gone"})
+        self.assertEqual(["me"], [v[0] for v in got.values()])
+        name, cpu, wait, tids = got[me]
+        self.assertGreater(cpu, 0)
+        self.assertGreaterEqual(wait, 0)
+        self.assertIn(me, tids)
 
 
 class PageCacheTest(unittest.TestCase):
