@@ -5,7 +5,7 @@ from oslo_log import log as logging
 
 from dtn_migrate import context as context_mod
 from dtn_migrate.engine import events as events_mod
-from dtn_migrate.engine import migrations as migrations_mod
+from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 
@@ -73,7 +73,7 @@ class EngineManager:
                                            request_id, context=ctx)
         except exception.DtnMigrateException as exc:
             LOG.warning("migration request to %s refused: %s", peer, exc)
-            self.migrations._notify("error", {
+            self.migrations.notify("error", {
                 "request_id": request_id, "peer": peer, "images": images,
                 "selector": selector, "state": "refused",
                 "project_id": ctx.project_id, "error": str(exc)})
@@ -83,7 +83,7 @@ class EngineManager:
     def get_migration(self, ctxt, migration_id):
         ctx = context_mod.from_rpc(ctxt)
         record = self.migrations.get(migration_id, _scope(ctx))
-        return migrations_mod.to_rpc(
+        return records.to_rpc(
             record, self.migrations.events(record["migration_id"]))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
@@ -93,20 +93,20 @@ class EngineManager:
         ctx = context_mod.from_rpc(ctxt)
         if filters is not None and not isinstance(filters, dict):
             raise exception.InvalidInput(reason="filters must be a mapping")
-        return [migrations_mod.to_rpc(r) for r in self.migrations.list(
+        return [records.to_rpc(r) for r in self.migrations.list(
             request_id, direction, filters, marker, limit, sort_keys,
             sort_dirs, project_id=_scope(ctx))]
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def cancel_migration(self, ctxt, migration_id):
         ctx = context_mod.from_rpc(ctxt)
-        return migrations_mod.to_rpc(
+        return records.to_rpc(
             self.migrations.cancel(migration_id, _scope(ctx)))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def retry_migration(self, ctxt, migration_id):
         ctx = context_mod.from_rpc(ctxt)
-        return migrations_mod.to_rpc(
+        return records.to_rpc(
             self.migrations.retry(migration_id, _scope(ctx)))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
@@ -130,7 +130,7 @@ class EngineManager:
         """Cast by this cloud's DTN agent when a peer starts sending, and
         when the source asks for the report of a later import attempt.
         """
-        return migrations_mod.to_rpc(
+        return records.to_rpc(
             self.migrations.incoming(transfer_id, peer, attempt))
 
     def transfer_event(self, ctxt, kind, transfer_id, name=None,

@@ -15,7 +15,7 @@ asked again at once).  Failures that would only repeat
 The received files stay on the DTN until the image is verified.  Once
 it is, nothing deletes it: report-import retries with backoff.  The
 received files are removed once the outcome is saved
-(:meth:`dtn_migrate.engine.migrations.Migrations.remove_staged`).
+(:meth:`dtn_migrate.engine.outcomes.Outcomes.remove_staged`).
 """
 
 import time

@@ -10,7 +10,7 @@ flow under the parallel engine) and meet through the staged file's
 watermarks: the agent sends what staging committed, the peer imports
 what its DTN made durable.  In serial mode they run one after another.
 The staged files are removed once the outcome is saved
-(:meth:`dtn_migrate.engine.migrations.Migrations.remove_staged`), so
+(:meth:`dtn_migrate.engine.outcomes.Outcomes.remove_staged`), so
 that a migration is complete as soon as the peer holds the image.
 """
 

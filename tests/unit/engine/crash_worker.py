@@ -25,6 +25,7 @@ from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.staging import localfs
+from tests.unit.engine import base
 from tests.unit.engine import fakes
 
 IMAGE_ID = "c0ffee00-0000-4000-8000-000000000001"
@@ -101,9 +102,7 @@ def main(tmp, db, seed, point, migration_id=None):
 
 
 def _engine(host, db, images, agents, roots):
-    # Imported here: that test module imports this one.
-    from tests.unit.engine import test_migrations
-    conf = test_migrations.make_conf(host, db)
+    conf = base.make_conf(host, db)
     res = resources.Resources(conf, images, agents,
                               localfs.LocalBackend(roots[host]))
     return migrations.Migrations(conf, persistence.Store(db), res)

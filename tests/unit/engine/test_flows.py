@@ -15,8 +15,8 @@ from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate import exception
 from dtn_migrate.staging import localfs
+from tests.unit.engine import base
 from tests.unit.engine import fakes
-from tests.unit.engine import test_migrations
 
 MiB = 1 << 20
 SIZE = 8 * MiB
@@ -83,7 +83,7 @@ class TestSiblingsStop(testtools.TestCase):
         self.addCleanup(self.agents.close)
         self.images = images_cls("a")
         db = "sqlite:///%s/a-%s.sqlite" % (self.tmp, agents_cls.__name__)
-        conf = test_migrations.make_conf("dtn-a", db)
+        conf = base.make_conf("dtn-a", db)
         conf.set_override("stall_timeout", STALL, "engine")
         store = persistence.Store(db)
         self.addCleanup(store.close)
