@@ -284,6 +284,12 @@ def parse_args(argv=None):
                     "a ballast as large as the dataset in the destination "
                     "file system (see README: VM page reporting); 'off'; "
                     "or a size such as 2G")
+    ap.add_argument('--warmup', type=int, default=1,
+                    help='untimed rounds before the repetitions of each '
+                    'link and workload: every tool runs once per round, '
+                    'and nothing of it is recorded (the first run on a '
+                    'fresh machine pays its first touch of the memory it '
+                    'writes, and would charge it to the first tool alone)')
     ap.add_argument('--streams', type=int, default=None,
                     help='dtn-migrate --streams')
     ap.add_argument('--object-size', default=None,
@@ -313,7 +319,7 @@ def parse_args(argv=None):
 #: What --smoke puts before the command line (options given win).
 SMOKE_ARGS = ['--links', 'loopback,1gbit', '--workloads', 'big', '--tools',
               'dtn-migrate,dtn-migrate-xxh3,gridftp', '--size-big', '128M',
-              '--reps', '2', '--timeout', '120']
+              '--reps', '2', '--warmup', '0', '--timeout', '120']
 
 
 def link_rate(link):
@@ -718,7 +724,7 @@ def measure(args, datasets, wl_titles, settings=None):
         'command': cmd, 'machine': report.machine_info(),
         'settings': dict({
             'links': links, 'workloads': wls, 'tools': {}, 'reps': args.reps,
-            'mtu': args.mtu, 'warm': args.warm,
+            'mtu': args.mtu, 'warm': args.warm, 'warmup': args.warmup,
             'data_dir': args.data_dir, 'dst_dir': args.dst_dir,
             'wl_titles': wl_titles,
             'title': getattr(args, 'title', None),
@@ -825,6 +831,22 @@ def print_sample(sample):
         ' %10.1f MB on link' % (sample['link_bytes'] / 1e6)), flush=True)
 
 
+def warm_up(rounds, active, names, lab, link, wl, ds):
+    """``rounds`` untimed runs of every tool, recorded nowhere: a failure
+    here is printed, and the repetitions that count find it again.
+    """
+    for n in range(rounds):
+        for tool in names:
+            try:
+                timed_run(active[tool], ds, lab)
+            except peers.PeerError as exc:
+                print('warm-up %d %s %s %s failed: %s' % (
+                    n + 1, link, wl, tool, str(exc)[:500]), flush=True)
+            else:
+                print('warm-up %d %s %s %s done' % (n + 1, link, wl, tool),
+                      flush=True)
+
+
 def run_block(args, results, lab, link, wl, ds, tools):
     """All reps of all tools for one (link, workload), interleaved."""
     active = {}
@@ -849,6 +871,7 @@ def run_block(args, results, lab, link, wl, ds, tools):
             active[tool] = peer
             results['settings']['tools'][tool] = peer.describe()
         names = [t for t in tools if t in active]
+        warm_up(args.warmup, active, names, lab, link, wl, ds)
         for rep in range(args.reps):
             k = rep % max(1, len(names))
             order = names[k:] + names[:k]
