@@ -19,8 +19,6 @@ from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
 
-FINAL_STATES = requests.FINAL_STATES
-
 
 class Outcomes:
     """Migrations' outcomes: saved, told and cleaned up; and those a
@@ -121,7 +119,7 @@ class Outcomes:
         """
         try:
             left = self.store.records({"cleanup": records.CLEANUP_PENDING,
-                                       "state": list(FINAL_STATES)},
+                                       "state": list(requests.FINAL_STATES)},
                                       sort_keys=["created_at"],
                                       sort_dirs=["asc"])
         except persistence.DATABASE_ERRORS as exc:
@@ -138,7 +136,7 @@ class Outcomes:
                 meta = records.saved(self.store.record, migration_id)
                 if meta is not None and \
                         meta.get("cleanup") == records.CLEANUP_PENDING and \
-                        meta["state"] in FINAL_STATES:
+                        meta["state"] in requests.FINAL_STATES:
                     removed += self.remove_staged(
                         meta, "left when migration %s ended %s"
                         % (migration_id, meta["state"]))

@@ -30,7 +30,6 @@ from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
 
-ACTIVE_STATES = requests.ACTIVE_STATES
 #: Failures of a stage that only follow another stage's.
 _SECONDARY = base.SECONDARY
 #: Threads of one run of a migration's flow (its stages run in parallel).
@@ -92,9 +91,9 @@ class Running:
         """Queue the flows a previous run of the engine left running."""
         resumed = []
         for meta in self.store.records(
-                {"state": list(ACTIVE_STATES)}, sort_keys=["created_at"],
-                sort_dirs=["asc"]):
-            if meta.get("state") in ACTIVE_STATES:
+                {"state": list(requests.ACTIVE_STATES)},
+                sort_keys=["created_at"], sort_dirs=["asc"]):
+            if meta.get("state") in requests.ACTIVE_STATES:
                 with self.lock:
                     if meta["migration_id"] in self.pending:
                         continue
@@ -171,7 +170,7 @@ class Running:
             LOG.warning("migration %s is not in the database", migration_id)
             return
         book, detail, meta = loaded
-        if meta["state"] not in ACTIVE_STATES:
+        if meta["state"] not in requests.ACTIVE_STATES:
             return
         live = self.res.live_for(migration_id)
         if live.cancel.is_set():
