@@ -10,8 +10,8 @@ import time
 import urllib.parse
 
 from dtn_migrate.client import exceptions
-from dtn_migrate.client import migrations
 from dtn_migrate.client import policies
+from dtn_migrate.client import polling
 
 STATES = ("running", "passed", "failed", "error")
 FINAL_STATES = ("passed", "failed", "error")
@@ -63,24 +63,12 @@ class DrillManager:
         for up to ``outage`` seconds in a row.  Raises WaitTimeout after
         ``timeout`` seconds (None: no limit).
         """
-        start = time.monotonic()
-        away_since = None
-        while True:
-            try:
-                drill = self.get(drill_id)
-                away_since = None
-                if is_final(drill):
-                    return drill
-            except migrations.TRANSIENT:
-                now = time.monotonic()
-                away_since = away_since or now
-                if now - away_since > outage:
-                    raise
-            elapsed = time.monotonic() - start
-            if timeout is not None and elapsed >= timeout:
-                raise exceptions.WaitTimeout(
-                    "drill %s not finished after %d s" % (drill_id, timeout))
-            pause = interval
-            if timeout is not None:
-                pause = max(0.0, min(interval, timeout - elapsed))
-            sleep(pause)
+        def ended():
+            drill = self.get(drill_id)
+            return drill if is_final(drill) else None
+
+        drill = polling.poll(ended, interval, timeout, outage, sleep)
+        if drill is None:
+            raise exceptions.WaitTimeout(
+                "drill %s not finished after %d s" % (drill_id, timeout))
+        return drill

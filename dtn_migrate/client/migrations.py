@@ -8,6 +8,7 @@ import uuid
 import tenacity
 
 from dtn_migrate.client import exceptions
+from dtn_migrate.client import polling
 
 STATES = ("queued", "running", "complete", "failed", "cancelled")
 FINAL_STATES = ("complete", "failed", "cancelled")
@@ -20,10 +21,6 @@ SORT_KEYS = ("created_at", "updated_at", "state", "image_name", "peer",
 SORT_DIRS = ("asc", "desc")
 #: The API's largest page.
 MAX_PAGE = 1000
-#: Answers that mean the API is briefly away (a restart, a proxy).
-TRANSIENT = (exceptions.CommunicationError, exceptions.HttpBadGateway,
-             exceptions.HttpServiceUnavailable,
-             exceptions.HttpGatewayTimeout)
 
 
 def _quote(value):
@@ -81,7 +78,7 @@ class MigrationManager:
         if options:
             body["options"] = dict(options)
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(TRANSIENT),
+            retry=tenacity.retry_if_exception_type(polling.TRANSIENT),
             stop=tenacity.stop_after_attempt(1 + max(0, retries)),
             wait=tenacity.wait_exponential(multiplier=1, max=8),
             reraise=True)
@@ -177,34 +174,21 @@ class MigrationManager:
         ids = [migration_ids] if single else list(migration_ids)
         if not ids:
             return []
-        start = time.monotonic()
-        away_since = None
         latest = {}
-        while True:
-            try:
-                for mid in ids:
-                    if not is_final(latest.get(mid)):
-                        latest[mid] = self.get(mid)
-                away_since = None
-            except TRANSIENT:
-                now = time.monotonic()
-                away_since = away_since or now
-                if now - away_since > outage:
-                    raise
-            if len(latest) == len(ids):
-                current = [latest[mid] for mid in ids]
-                if callback is not None:
-                    callback(current)
-                if all(is_final(m) for m in current):
-                    return current[0] if single else current
-            elapsed = time.monotonic() - start
-            if timeout is not None and elapsed >= timeout:
-                pending = [mid for mid in ids
-                           if not is_final(latest.get(mid))]
-                raise exceptions.WaitTimeout(
-                    "%d migration(s) not finished after %d s: %s"
-                    % (len(pending), timeout, ", ".join(pending)))
-            pause = interval
-            if timeout is not None:
-                pause = max(0.0, min(interval, timeout - elapsed))
-            sleep(pause)
+
+        def ended():
+            for mid in ids:
+                if not is_final(latest.get(mid)):
+                    latest[mid] = self.get(mid)
+            current = [latest[mid] for mid in ids]
+            if callback is not None:
+                callback(current)
+            return all(is_final(m) for m in current) and current
+
+        current = polling.poll(ended, interval, timeout, outage, sleep)
+        if current is None:
+            pending = [mid for mid in ids if not is_final(latest.get(mid))]
+            raise exceptions.WaitTimeout(
+                "%d migration(s) not finished after %d s: %s"
+                % (len(pending), timeout, ", ".join(pending)))
+        return current[0] if single else current

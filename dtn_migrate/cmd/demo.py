@@ -39,6 +39,7 @@ from dtn_migrate.cmd import _progress  # noqa: E402
 from dtn_migrate import devcloud  # noqa: E402
 from dtn_migrate.engine import requests  # noqa: E402
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
+from dtn_migrate import utils  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -185,28 +186,30 @@ class Demo:
 
     def follow(self, api, migration_id, timeout):
         """Poll the migration until it ends, drawing the progress."""
-        deadline = time.monotonic() + timeout
         progress = _progress.Progress(sys.stdout, label=False)
-        misses = 0
-        while True:
+        seen = {"misses": 0, "state": None}
+
+        def ended():
             self.clouds.services.check()
             try:
                 rec = api.get_migration({}, migration_id)
-                misses = 0
+                seen["misses"] = 0
             except messaging.MessagingTimeout:
-                misses += 1
-                if misses >= 3:
+                seen["misses"] += 1
+                if seen["misses"] >= 3:
                     raise _democlouds.DemoError(
                         "engine a stopped answering on its bus")
-                continue
+                return None
             progress.draw([rec])
-            if rec["state"] in requests.FINAL_STATES:
-                return rec
-            if time.monotonic() > deadline:
-                raise _democlouds.DemoError(
-                    "migration %s not done after %d s (state %s)" % (
-                        migration_id, timeout, rec["state"]))
-            time.sleep(0.25)
+            seen["state"] = rec["state"]
+            return rec if rec["state"] in requests.FINAL_STATES else None
+
+        rec = utils.wait_for(ended, timeout, 0.25)
+        if not rec:
+            raise _democlouds.DemoError(
+                "migration %s not done after %d s (state %s)" % (
+                    migration_id, timeout, seen["state"]))
+        return rec
 
     def openstack(self, cloud, *args, capture=True):
         """Run ``openstack ARGS`` as CLOUD's admin; its output, or (not

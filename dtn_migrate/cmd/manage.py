@@ -70,6 +70,7 @@ from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import nfsmount
 from dtn_migrate.transfer import cli as transfer_cli
+from dtn_migrate import utils
 
 CONF = config.CONF
 EXIT = {"complete": 0, "failed": 1, "cancelled": 3}
@@ -139,16 +140,18 @@ def _api():
 
 
 def _wait(api, host, transfer_id, progress):
-    while True:
+    def ended():
         status = api.get_transfer({}, host, transfer_id)
         if progress and "bytes_total" in status:
             sys.stderr.write("\r" + transfer_cli.progress_line(status))
             sys.stderr.flush()
-        if status.get("state") in EXIT:
-            if progress:
-                sys.stderr.write("\n")
-            return status
-        time.sleep(0.5)
+        return status if status.get("state") in EXIT else None
+
+    status = utils.wait_for(ended, interval=0.5, clock=time.monotonic,
+                            sleep=time.sleep)
+    if progress:
+        sys.stderr.write("\n")
+    return status
 
 
 class TransferCommands:
@@ -309,27 +312,28 @@ def _follow(api, records, request_id=None, timeout=None):
     reused = {r["migration_id"] for r in records if r.get("reused")}
     current = {r["migration_id"]: r for r in records}
     progress = _progress.Progress(sys.stderr)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
+    pending = []
+
+    def settled():
+        if pending:
+            listed = {}
+            if request_id:
+                # Reused migrations belong to an earlier request: asked
+                # alone.
+                listed = {r["migration_id"]: r for r in api.list_migrations(
+                    {}, request_id=request_id)}
+            for i in pending:
+                record = listed.get(i) or api.get_migration({}, i)
+                current[i] = dict(record, reused=True) if i in reused \
+                    else record
         progress.draw([current[i] for i in ids])
-        pending = [i for i in ids if current[i].get("state")
-                   not in engine_requests.FINAL_STATES]
-        if not pending:
-            return [current[i] for i in ids], False
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return [current[i] for i in ids], True
-        time.sleep(POLL_INTERVAL if left is None
-                   else min(POLL_INTERVAL, left))
-        listed = {}
-        if request_id:
-            # Reused migrations belong to an earlier request: asked alone.
-            listed = {r["migration_id"]: r for r in api.list_migrations(
-                {}, request_id=request_id)}
-        for i in pending:
-            record = listed.get(i) or api.get_migration({}, i)
-            current[i] = dict(record, reused=True) if i in reused \
-                else record
+        pending[:] = [i for i in ids if current[i].get("state")
+                      not in engine_requests.FINAL_STATES]
+        return not pending
+
+    done = utils.wait_for(settled, timeout, POLL_INTERVAL,
+                          clock=time.monotonic, sleep=time.sleep)
+    return [current[i] for i in ids], not done
 
 
 def _exit_code(records):

@@ -20,6 +20,8 @@ import time
 import urllib.error
 import urllib.request
 
+from dtn_migrate import utils
+
 BOOTSTRAP = "tools/bootstrap-clouds.sh"
 _PORTS_LOCK = threading.Lock()
 _PORTS_GIVEN = set()
@@ -98,12 +100,8 @@ def free_port(host="127.0.0.1"):
 
 
 def wait_port_free(port, timeout=30, host="127.0.0.1"):
-    deadline = time.monotonic() + timeout
-    while not _port_free(port, host):
-        if time.monotonic() > deadline:
-            raise ServerFailed("port %d still busy after %ss" % (port,
-                                                                 timeout))
-        time.sleep(0.1)
+    if not utils.wait_for(lambda: _port_free(port, host), timeout):
+        raise ServerFailed("port %d still busy after %ss" % (port, timeout))
 
 
 def write_ini(path, sections):
@@ -327,19 +325,17 @@ class UwsgiServer:
 
     def wait_ready(self, timeout=60):
         """Wait until the server answers ``ready_path``."""
-        deadline = time.monotonic() + timeout
         url = self.endpoint + self.ready_path
-        while True:
+
+        def ready():
             if not self.running:
                 raise ServerFailed("%s %s exited: %s" % (
                     self.kind, self.name, self._tail(self.uwsgi_log)))
-            if http_status(url) in self.ready_status:
-                return
-            if time.monotonic() > deadline:
-                raise ServerFailed("%s %s not ready after %ss: %s" % (
-                    self.kind, self.name, timeout,
-                    self._tail(self.uwsgi_log)))
-            time.sleep(0.1)
+            return http_status(url) in self.ready_status
+
+        if not utils.wait_for(ready, timeout):
+            raise ServerFailed("%s %s not ready after %ss: %s" % (
+                self.kind, self.name, timeout, self._tail(self.uwsgi_log)))
 
     def stop(self, kill=False, timeout=15):
         """Stop master and workers: SIGTERM, or SIGKILL at once if KILL."""
@@ -366,9 +362,7 @@ class UwsgiServer:
         """Wait until no process of group PGID runs (zombies left to init
         to reap do not count).
         """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _group_alive(pgid):
-            time.sleep(0.05)
+        utils.wait_for(lambda: not _group_alive(pgid), timeout, 0.05)
 
     def close(self):
         """Kill (nothing of it is kept, so no need to wait for a graceful

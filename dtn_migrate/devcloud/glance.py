@@ -22,12 +22,10 @@ import os
 import random
 import shutil
 import subprocess
-import time
-
-import tenacity
 
 from dtn_migrate.devcloud import _base
 from dtn_migrate.devcloud import identity
+from dtn_migrate import utils
 
 IMPORT_METHODS = ("glance-direct", "web-download", "copy-image",
                   "glance-download")
@@ -289,9 +287,10 @@ def wait_image(client, image_id, status="active", timeout=120):
     failed, but left empty when an earlier step did (glance-download's
     metadata fetch): then only the image's import task says ``failure``.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        image = client.images.get(image_id)
+    seen = {}
+
+    def reached():
+        image = seen["image"] = client.images.get(image_id)
         if image["status"] == status:
             return image
         why = None
@@ -307,10 +306,13 @@ def wait_image(client, image_id, status="active", timeout=120):
         if why:
             raise _base.ImageFailed("image %s: status %s, %s" % (
                 image_id, image["status"], why))
-        if time.monotonic() > deadline:
-            raise TimeoutError("image %s still %s after %ss" % (
-                image_id, image["status"], timeout))
-        time.sleep(0.2)
+        return None
+
+    image = utils.wait_for(reached, timeout, 0.2)
+    if not image:
+        raise TimeoutError("image %s still %s after %ss" % (
+            image_id, seen["image"]["status"], timeout))
+    return image
 
 
 #: Statuses of a Glance task that has not ended.
@@ -339,15 +341,15 @@ def wait_import_end(client, image_id, timeout=60):
     "database is locked" there half-deletes the image (listed with
     status ``deleted``, refused by every later delete).
     """
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_result(bool),
-        stop=tenacity.stop_after_delay(timeout),
-        wait=tenacity.wait_fixed(0.2))
-    try:
-        retrying(import_holds, client, image_id)
-    except tenacity.RetryError as exc:
+    seen = {}
+
+    def let_go():
+        seen["holds"] = import_holds(client, image_id)
+        return not seen["holds"]
+
+    if not utils.wait_for(let_go, timeout, 0.2):
         raise TimeoutError("image %s: %s still holds it after %ss" % (
-            image_id, exc.last_attempt.result(), timeout))
+            image_id, seen["holds"], timeout))
 
 
 def make_qcow2(path, size, seed=0, virtual_size=None):

@@ -27,6 +27,7 @@ import urllib.request
 
 from dtn_migrate.devcloud import _base
 from dtn_migrate.devcloud import api as devcloud_api
+from dtn_migrate import utils
 
 #: The name of the settings module the server writes (in its directory).
 SETTINGS_MODULE = "dtnm_horizon_settings"
@@ -238,23 +239,24 @@ class HorizonServer(_base.UwsgiServer):
         first one compiles and compresses the page's assets.
         """
         url = self.endpoint + (path or self.login_path)
-        deadline = time.monotonic() + timeout
-        status = None
-        while time.monotonic() < deadline:
+        seen = {"status": None}
+
+        def answered():
             if not self.running:
-                break
+                raise _base.ServerFailed("horizon %s exited: %s" % (
+                    self.name, self._tail(self.server_log)))
             try:
                 with urllib.request.urlopen(url, timeout=timeout) as resp:
-                    status = resp.status
+                    seen["status"] = resp.status
             except urllib.error.HTTPError as e:
-                status = e.code
+                seen["status"] = e.code
             except OSError:
-                status = None
-            if status == 200:
-                return
-            time.sleep(0.2)
-        raise _base.ServerFailed("horizon %s: %s answered %s: %s" % (
-            self.name, url, status, self._tail(self.server_log)))
+                seen["status"] = None
+            return seen["status"] == 200
+
+        if not utils.wait_for(answered, timeout, 0.2):
+            raise _base.ServerFailed("horizon %s: %s answered %s: %s" % (
+                self.name, url, seen["status"], self._tail(self.server_log)))
 
     def _logs(self):
         return [self.log, self.server_log, self.install_log]

@@ -18,7 +18,6 @@ stranded one first.
 """
 
 import threading
-import time
 import uuid
 
 from oslo_log import log as logging
@@ -32,6 +31,7 @@ from dtn_migrate.engine import running as running_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
+from dtn_migrate import utils
 
 LOG = logging.getLogger(__name__)
 
@@ -328,9 +328,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 action="retry")
         # Its worker saves the outcome, then lets go of it: a retry
         # right after the outcome waits for that.
-        deadline = time.monotonic() + RETRY_WAIT
-        while migration_id in self.pending and time.monotonic() < deadline:
-            time.sleep(0.05)
+        utils.wait_for(lambda: migration_id not in self.pending,
+                       RETRY_WAIT, 0.05)
         with self.lock:
             self._settle_all()
             latest = self._latest_outgoing(record["image_id"],

@@ -27,6 +27,7 @@ from dtn_migrate.engine import records
 from dtn_migrate.engine import requests
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
+from dtn_migrate import utils
 
 LOG = logging.getLogger(__name__)
 
@@ -292,14 +293,11 @@ class Running:
 
     def wait_idle(self, timeout=None):
         """Block until nothing is queued or running (tests, demo)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
+        def idle():
             with self.lock:
-                if not self.pending:
-                    return True
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
+                return not self.pending
+
+        return utils.wait_for(idle, timeout)
 
 
 def _flow_threads(migration_id):

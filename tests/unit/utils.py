@@ -18,3 +18,21 @@ def conf_from_text(case, register_opts, text=''):
         f.write(text)
     conf(['--config-file', path], default_config_files=[])
     return conf
+
+
+class FakeTime:
+    """A clock that only sleeps move: ``monotonic`` and ``sleep`` for
+    code that takes them as arguments (or has its own ``time`` module
+    replaced); ``sleeps`` lists the pauses.
+    """
+
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds

@@ -20,6 +20,7 @@ from dtn_migrate.cmd import manage
 from dtn_migrate import config
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
+from tests.unit import utils as test_utils
 
 MiB = 1 << 20
 
@@ -296,19 +297,6 @@ class FakeEngine:
         return dict(rec(migration_id, "queued"), attempt=2)
 
 
-class FakeTime:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def monotonic(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def remote(exc):
     """``exc`` as the RPC client re-raises it (str() ends with the
     engine's traceback).
@@ -335,7 +323,7 @@ def documents(text):
 class MigrationTestCase(ManageTestCase):
     def setUp(self):
         super().setUp()
-        self.time = FakeTime()
+        self.time = test_utils.FakeTime()
         self.useFixture(fixtures.MockPatchObject(manage, "time", self.time))
         self.engine_cls = self.useFixture(fixtures.MockPatch(
             "dtn_migrate.engine.rpcapi.EngineAPI")).mock
