@@ -24,6 +24,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from dtn_migrate.engine.protection import catalog
+from dtn_migrate.engine import records
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -44,9 +45,7 @@ _TIMES = ("started_at", "finished_at", "created_at", "updated_at")
 
 
 def _iso(row):
-    return {k: v.isoformat(timespec="microseconds")
-            if k in _TIMES and hasattr(v, "isoformat") else v
-            for k, v in row.items()}
+    return {k: records.iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
 def qemu_img_check(path):

@@ -35,6 +35,7 @@ from dtn_migrate.engine.protection import policies as policies_mod
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import rpo
 from dtn_migrate.engine.protection import selectors
+from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 
@@ -49,11 +50,6 @@ DELETING = deletions_mod.DELETING
 #: Policy image states whose change needs no new migration.
 _SETTLED = (SYNCING, REPLICATED)
 _TIMES = ("created_at", "updated_at", "rpo_checked_at", "last_sync_at")
-
-
-def _iso(value):
-    return value.isoformat(timespec="microseconds") \
-        if hasattr(value, "isoformat") else value
 
 
 def _created_at(image):
@@ -97,7 +93,8 @@ class Protection:
 
     # Records.
     def record(self, row):
-        out = {k: _iso(v) if k in _TIMES else v for k, v in row.items()}
+        out = {k: records.iso(v) if k in _TIMES else v
+               for k, v in row.items()}
         counts = self.db.policy_image_counts([row["id"]]).get(row["id"])
         out["images"] = dict(counts or {})
         return out
