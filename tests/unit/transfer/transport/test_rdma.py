@@ -21,15 +21,19 @@ from unittest import mock
 
 import testtools
 
+from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
 from dtn_migrate.transfer.transport import rdma
 from dtn_migrate.transfer.transport import verbs as verbs_loader
+from dtn_migrate.transfer.transport.rdma import endpoint as endpoint_mod
+from dtn_migrate.transfer.transport.rdma import probing
+from dtn_migrate.transfer.transport.rdma import queuepair
 from tests.unit.transfer.transport import fakeverbs
 
 try:
-    VERBS = rdma._load_verbs()
+    VERBS = probing._load_verbs()
     VERBS_REASON = ""
 except Exception as exc:            # pragma: no cover - no pyverbs
     VERBS = None
@@ -129,7 +133,7 @@ class EndpointTest(testtools.TestCase):
             self.assertRaises(ValueError, ep.encode)
             # Same fields forged on the wire are refused as junk.
             good = endpoint()
-            blob = rdma._ENDPOINT_V1.pack(
+            blob = endpoint_mod._ENDPOINT_V1.pack(
                 b"DTNR", 1, ep.link_layer, ep.mtu, ep.rd_atomic, ep.lid, 0,
                 ep.qpn & 0xffffffff, ep.psn, ep.gid)
             self.assertNotEqual(good.encode(), blob)
@@ -150,10 +154,10 @@ class EndpointTest(testtools.TestCase):
                 pass
 
     def test_gid_text(self):
-        text = rdma._gid_text(IB_GID_A)
+        text = endpoint_mod._gid_text(IB_GID_A)
         self.assertEqual("fe80:0000:0000:0000:0002:c903:0000:0001", text)
-        self.assertEqual(IB_GID_A, rdma._gid_raw(text))
-        self.assertRaises(ValueError, rdma._gid_raw, "fe80::1")
+        self.assertEqual(IB_GID_A, endpoint_mod._gid_raw(text))
+        self.assertRaises(ValueError, endpoint_mod._gid_raw, "fe80::1")
 
 
 class RegionTest(testtools.TestCase):
@@ -209,10 +213,10 @@ class RegionTest(testtools.TestCase):
         self.assertRaises(ValueError, region.address_of,
                           other.acquire())
         self.assertRaises(ValueError, region.address_of,
-                          rdma.buffers.Buffer(buf.index,
-                                              memoryview(bytearray(5000))))
+                          buffers.Buffer(buf.index,
+                                         memoryview(bytearray(5000))))
         self.assertRaises(ValueError, region.address_of,
-                          rdma.buffers.Buffer(99, buf.view))
+                          buffers.Buffer(99, buf.view))
 
     def test_bad_regions(self):
         self.assertRaises(ValueError, rdma.Region, bytearray(100), 0, 1, 50,
@@ -277,7 +281,7 @@ def fake_verbs(devices=("fake0",), link=rdma.LINK_ETHERNET, state=4,
 class ProbeTest(testtools.TestCase):
 
     def probe(self, verbs, **kw):
-        with mock.patch.object(rdma, "_load_verbs", return_value=verbs):
+        with mock.patch.object(probing, "_load_verbs", return_value=verbs):
             return rdma.probe(**kw)
 
     def test_probe_here_does_not_raise(self):
@@ -548,7 +552,7 @@ class QueuePairTest(testtools.TestCase):
         cq = FakeCQ()
         qp = FakeQP(cq, **kw)
         dev = dev or fake_dev()
-        return rdma._QueuePair(VERBS, dev, 0, qp, cq, dev.send_depth), qp
+        return queuepair._QueuePair(VERBS, dev, 0, qp, cq, dev.send_depth), qp
 
     @need_verbs
     def test_connect_roce(self):
@@ -567,14 +571,14 @@ class QueuePairTest(testtools.TestCase):
         self.assertEqual(qpair.psn, rts["sq_psn"])
         self.assertEqual(4, rts["max_rd_atomic"])     # peer accepts 4
         self.assertEqual(16, rts["max_dest_rd_atomic"])
-        self.assertEqual((rdma.QP_TIMEOUT, rdma.QP_RETRY_CNT,
-                          rdma.QP_RNR_RETRY, rdma.QP_MIN_RNR_TIMER),
+        self.assertEqual((queuepair.QP_TIMEOUT, queuepair.QP_RETRY_CNT,
+                          queuepair.QP_RNR_RETRY, queuepair.QP_MIN_RNR_TIMER),
                          (rts["timeout"], rts["retry_cnt"],
                           rts["rnr_retry"], rts["min_rnr_timer"]))
         self.assertEqual(1, rts["is_global"])
-        self.assertEqual(rdma._gid_text(GID_B), rts["dgid"])
+        self.assertEqual(endpoint_mod._gid_text(GID_B), rts["dgid"])
         self.assertEqual(3, rts["sgid_index"])
-        self.assertEqual(rdma.GRH_HOP_LIMIT, rts["hop_limit"])
+        self.assertEqual(queuepair.GRH_HOP_LIMIT, rts["hop_limit"])
         self.assertEqual((1, 1), (rts["port_num"], rts["ah_port"]))
         ours = qpair.endpoint()
         self.assertEqual((0x1234, GID_A, 5, 16),
@@ -689,7 +693,7 @@ class QueuePairTest(testtools.TestCase):
         self.assertFalse(qp.cq.done)
 
     def useFixture_patch(self, name, value):
-        patcher = mock.patch.object(rdma, name, value)
+        patcher = mock.patch.object(queuepair, name, value)
         patcher.start()
         self.addCleanup(patcher.stop)
 
@@ -725,10 +729,10 @@ class QueuePairTest(testtools.TestCase):
         self.assertEqual([], qpair._wait(start + 0.05))
         self.assertGreaterEqual(time.monotonic() - start, 0.05)
         # Spins first, then sleeps: far fewer polls than a busy loop.
-        self.assertLess(qp.cq.polls, 0.05 / rdma.POLL_SLEEP_MIN + 100)
+        self.assertLess(qp.cq.polls, 0.05 / queuepair.POLL_SLEEP_MIN + 100)
 
 
-class SimQueuePair(rdma._QueuePair):
+class SimQueuePair(queuepair._QueuePair):
     """A queue pair whose READs are memmoves checked like an adapter's."""
 
     def _post_read(self, local_addr, lkey, remote_addr, rkey, length):
