@@ -9,10 +9,6 @@ from dtn_migrate.transfer.transport.rdma import queuepair
 from dtn_migrate.transfer.transport.rdma import resources
 
 
-class _Unusable(Exception):
-    """This device or port cannot be used; the text says why."""
-
-
 class RdmaDevice:
     """An open device port, its protection domain and registered pools.
 
@@ -41,17 +37,18 @@ class RdmaDevice:
         try:
             pattr = self._ctx.query_port(port)
         except v.error as exc:
-            raise _Unusable("RDMA device %s has no port %d: %s"
-                            % (name, port, exc))
+            raise resources.DeviceUnusable(
+                "RDMA device %s has no port %d: %s" % (name, port, exc))
         if pattr.state != e.IBV_PORT_ACTIVE:
             try:
                 state = v.device.port_state_to_str(pattr.state)
             except Exception:
                 state = str(pattr.state)
-            raise _Unusable("port %d of RDMA device %s is not active "
-                            "(state %s)" % (port, name, state))
+            raise resources.DeviceUnusable(
+                "port %d of RDMA device %s is not active (state %s)"
+                % (port, name, state))
         self.link_layer = pattr.link_layer
-        if self.link_layer not in endpoint_mod._LINK_NAMES:
+        if self.link_layer not in endpoint_mod.LINK_NAMES:
             # Unspecified (old drivers) means InfiniBand.
             self.link_layer = endpoint_mod.LINK_INFINIBAND
         self.lid = pattr.lid
@@ -68,19 +65,22 @@ class RdmaDevice:
         if gid_index is None:
             gid_index = self._pick_gid(pattr.gid_tbl_len)
         try:
-            self.gid = endpoint_mod._gid_raw(
+            self.gid = endpoint_mod.gid_raw(
                 self._ctx.query_gid(port, gid_index))
         except (v.error, ValueError) as exc:
-            raise _Unusable("cannot read GID %d of port %d of RDMA device "
-                            "%s: %s" % (gid_index, port, name, exc))
+            raise resources.DeviceUnusable(
+                "cannot read GID %d of port %d of RDMA device %s: %s"
+                % (gid_index, port, name, exc))
         self.gid_index = gid_index
         if self.link_layer == endpoint_mod.LINK_ETHERNET and not any(self.gid):
-            raise _Unusable("GID %d of port %d of RDMA device %s is empty "
-                            "(RoCE needs an address on the interface)"
-                            % (gid_index, port, name))
+            raise resources.DeviceUnusable(
+                "GID %d of port %d of RDMA device %s is empty "
+                "(RoCE needs an address on the interface)"
+                % (gid_index, port, name))
         if self.link_layer == endpoint_mod.LINK_INFINIBAND and not self.lid:
-            raise _Unusable("port %d of RDMA device %s has no LID (no "
-                            "subnet manager?)" % (port, name))
+            raise resources.DeviceUnusable(
+                "port %d of RDMA device %s has no LID (no subnet manager?)"
+                % (port, name))
 
     def _pick_gid(self, table_len):
         """On RoCE prefer the first RoCE v2 GID; otherwise index 0."""
@@ -89,7 +89,7 @@ class RdmaDevice:
         e, first = self._v.e, None
         for index in range(min(table_len, 256)):
             try:
-                raw = endpoint_mod._gid_raw(
+                raw = endpoint_mod.gid_raw(
                     self._ctx.query_gid(self.port, index))
                 if not any(raw):
                     continue
@@ -107,9 +107,9 @@ class RdmaDevice:
 
     def describe(self):
         return "%s port %d (%s, LID %#x, GID[%d] %s, MTU %d)" % (
-            self.name, self.port, endpoint_mod._LINK_NAMES[self.link_layer],
-            self.lid, self.gid_index, endpoint_mod._gid_text(self.gid),
-            endpoint_mod._MTU_BYTES.get(self.mtu, 0))
+            self.name, self.port, endpoint_mod.LINK_NAMES[self.link_layer],
+            self.lid, self.gid_index, endpoint_mod.gid_text(self.gid),
+            endpoint_mod.MTU_BYTES.get(self.mtu, 0))
 
     def __enter__(self):
         return self
@@ -164,7 +164,7 @@ class RdmaDevice:
             # up as other transfers end, so the caller may retry.
             raise resources.RdmaExhausted(
                 "cannot register %d bytes of buffers with %s: %s%s"
-                % (length, self.name, exc, memory._memlock_hint(length)))
+                % (length, self.name, exc, memory.memlock_hint(length)))
         region = memory.Region(block, address, count, size, lkey=mr.lkey,
                                rkey=mr.rkey, stride=stride, mr=mr,
                                owner=self)
@@ -224,7 +224,7 @@ class RdmaDevice:
 
     def _queue_pair(self, stream, access, pd):
         self._check_open()
-        return queuepair._QueuePair.create(self, stream, access, pd)
+        return queuepair.QueuePair.create(self, stream, access, pd)
 
     def close(self):
         """Close every plane, deregister every pool, close the device.

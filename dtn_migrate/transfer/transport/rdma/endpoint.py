@@ -13,10 +13,10 @@ from dtn_migrate.transfer import errors
 # ibv_port_attr.link_layer values.
 LINK_INFINIBAND = 1
 LINK_ETHERNET = 2
-_LINK_NAMES = {LINK_INFINIBAND: "InfiniBand", LINK_ETHERNET: "Ethernet"}
+LINK_NAMES = {LINK_INFINIBAND: "InfiniBand", LINK_ETHERNET: "Ethernet"}
 
 # ibv_mtu: 1 (256 bytes) .. 5 (4096 bytes).
-_MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
 _ENDPOINT_MAGIC = b"DTNR"
 ENDPOINT_VERSION = 1
@@ -80,9 +80,9 @@ class Endpoint:
         return ep
 
     def _problem(self):
-        if self.link_layer not in _LINK_NAMES:
+        if self.link_layer not in LINK_NAMES:
             return "unknown link layer %r" % (self.link_layer,)
-        if self.mtu not in _MTU_BYTES:
+        if self.mtu not in MTU_BYTES:
             return "path MTU code %r out of range" % (self.mtu,)
         if not 1 <= self.rd_atomic <= 255:
             return "responder resources %r out of range" % (self.rd_atomic,)
@@ -102,16 +102,16 @@ class Endpoint:
 
     def describe(self):
         return "QPN %#x LID %#x GID %s" % (
-            self.qpn, self.lid, _gid_text(self.gid))
+            self.qpn, self.lid, gid_text(self.gid))
 
 
-def _gid_text(raw):
+def gid_text(raw):
     """16 raw GID bytes as pyverbs' 'xxxx:xxxx:...' text."""
     h = raw.hex()
     return ":".join(h[i:i + 4] for i in range(0, 32, 4))
 
 
-def _gid_raw(text):
+def gid_raw(text):
     """pyverbs' GID text as 16 raw bytes."""
     raw = bytes.fromhex(str(text).replace(":", ""))
     if len(raw) != 16:

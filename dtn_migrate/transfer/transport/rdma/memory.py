@@ -108,7 +108,7 @@ class RegionPool(buffers.BufferPool):
         self.region = region
 
 
-def _memlock_hint(length):
+def memlock_hint(length):
     try:
         import resource
         soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)

@@ -5,6 +5,7 @@ pyverbs is imported here, lazily (``verbs.load``).
 
 from dtn_migrate.transfer.transport import verbs as verbs_loader
 from dtn_migrate.transfer.transport.rdma import device as device_mod
+from dtn_migrate.transfer.transport.rdma import resources
 
 # ibv_transport_type values.
 TRANSPORT_IB = 0             # InfiniBand and RoCE
@@ -71,7 +72,7 @@ def probe(device=None, port=1, gid_index=None):
             continue
         try:
             return device_mod.RdmaDevice(verbs, name, port, gid_index), ""
-        except device_mod._Unusable as exc:
+        except resources.DeviceUnusable as exc:
             reasons.append(str(exc))
         except Exception as exc:
             reasons.append("cannot open RDMA device %s: %s" % (name, exc))

@@ -47,7 +47,7 @@ _WC_HINTS = {
 }
 
 
-class _QueuePair:
+class QueuePair:
     """One RC queue pair and its completion queue (one data stream)."""
 
     def __init__(self, verbs, dev, stream, qp, cq, depth):
@@ -108,8 +108,8 @@ class _QueuePair:
         if remote.link_layer != dev.link_layer:
             raise errors.ProtocolError(
                 "RDMA link layers differ: peer %s, here %s"
-                % (endpoint_mod._LINK_NAMES[remote.link_layer],
-                   endpoint_mod._LINK_NAMES[dev.link_layer]))
+                % (endpoint_mod.LINK_NAMES[remote.link_layer],
+                   endpoint_mod.LINK_NAMES[dev.link_layer]))
         # RoCE always needs a GRH; InfiniBand only across subnets.
         routed = dev.link_layer == endpoint_mod.LINK_ETHERNET or (
             any(remote.gid) and remote.gid[:8] != dev.gid[:8])
@@ -121,7 +121,7 @@ class _QueuePair:
         attr.min_rnr_timer = QP_MIN_RNR_TIMER
         if routed:
             route = v.addr.GlobalRoute(
-                dgid=v.addr.GID(endpoint_mod._gid_text(remote.gid)),
+                dgid=v.addr.GID(endpoint_mod.gid_text(remote.gid)),
                 sgid_index=dev.gid_index, hop_limit=GRH_HOP_LIMIT)
             attr.ah_attr = v.addr.AHAttr(port_num=dev.port, is_global=1,
                                          gr=route, dlid=remote.lid)

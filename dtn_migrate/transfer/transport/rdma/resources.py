@@ -17,6 +17,12 @@ class RdmaExhausted(RdmaError, ConnectionError):
     """
 
 
+class DeviceUnusable(RdmaError):
+    """This device or port cannot be used; the text says why (``probe``
+    gives it as its reason, and tries the next device).
+    """
+
+
 def quiet_close(obj):
     if obj is None:
         return

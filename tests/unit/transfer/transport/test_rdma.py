@@ -154,10 +154,10 @@ class EndpointTest(testtools.TestCase):
                 pass
 
     def test_gid_text(self):
-        text = endpoint_mod._gid_text(IB_GID_A)
+        text = endpoint_mod.gid_text(IB_GID_A)
         self.assertEqual("fe80:0000:0000:0000:0002:c903:0000:0001", text)
-        self.assertEqual(IB_GID_A, endpoint_mod._gid_raw(text))
-        self.assertRaises(ValueError, endpoint_mod._gid_raw, "fe80::1")
+        self.assertEqual(IB_GID_A, endpoint_mod.gid_raw(text))
+        self.assertRaises(ValueError, endpoint_mod.gid_raw, "fe80::1")
 
 
 class RegionTest(testtools.TestCase):
@@ -552,7 +552,7 @@ class QueuePairTest(testtools.TestCase):
         cq = FakeCQ()
         qp = FakeQP(cq, **kw)
         dev = dev or fake_dev()
-        return queuepair._QueuePair(VERBS, dev, 0, qp, cq, dev.send_depth), qp
+        return queuepair.QueuePair(VERBS, dev, 0, qp, cq, dev.send_depth), qp
 
     @need_verbs
     def test_connect_roce(self):
@@ -576,7 +576,7 @@ class QueuePairTest(testtools.TestCase):
                          (rts["timeout"], rts["retry_cnt"],
                           rts["rnr_retry"], rts["min_rnr_timer"]))
         self.assertEqual(1, rts["is_global"])
-        self.assertEqual(endpoint_mod._gid_text(GID_B), rts["dgid"])
+        self.assertEqual(endpoint_mod.gid_text(GID_B), rts["dgid"])
         self.assertEqual(3, rts["sgid_index"])
         self.assertEqual(queuepair.GRH_HOP_LIMIT, rts["hop_limit"])
         self.assertEqual((1, 1), (rts["port_num"], rts["ah_port"]))
@@ -732,7 +732,7 @@ class QueuePairTest(testtools.TestCase):
         self.assertLess(qp.cq.polls, 0.05 / queuepair.POLL_SLEEP_MIN + 100)
 
 
-class SimQueuePair(queuepair._QueuePair):
+class SimQueuePair(queuepair.QueuePair):
     """A queue pair whose READs are memmoves checked like an adapter's."""
 
     def _post_read(self, local_addr, lkey, remote_addr, rkey, length):
