@@ -19,9 +19,6 @@ OWN_RULES = ("transfer", "staging")
 ALLOWED = {
     # The Ctrl-C-aware pause that poll loops of the CLI plugin use.
     "osc/v1/common.py": "ctrl_c_between_polls",
-    # Failback rounds: wait for a round's migrations, or pause when the
-    # engine started none, then fail back again.
-    "osc/v1/policies.py": "_until_complete",
 }
 
 

@@ -17,6 +17,7 @@ from osc_lib import utils
 from dtn_migrate.client import policies as client_policies
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import migrations as osc_migrations
+from dtn_migrate import utils as dtn_utils
 
 #: (key, heading) of ``policy list``; LONG_COLUMNS added by --long.  The
 #: keys are those of the flattened record (see flatten).
@@ -505,37 +506,39 @@ class Failback(command.ShowOne):
         """Wait for each round's migrations and fail back again, until
         complete; the last answer.
         """
-        deadline = None if parsed_args.timeout is None else \
-            time.monotonic() + parsed_args.timeout
-        while not result.get("complete"):
-            left = None if deadline is None else \
-                deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise exceptions.CommandError(
-                    "Failback of policy %s not complete after %d s; run "
-                    "'openstack dtn failback %s' again"
-                    % (policy_id, parsed_args.timeout, policy_id))
-            ids = [m["id"] for m in result.get("migrations") or ()
+        timeout = parsed_args.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        answer = {"result": result}
+
+        def round_complete():
+            ids = [m["id"] for m in answer["result"].get("migrations") or ()
                    if m.get("id")]
             if ids:
+                left = None if deadline is None else \
+                    max(0.0, deadline - time.monotonic())
                 waiter = common.Waiter(client,
                                        self.app.stderr or sys.stderr,
                                        interval=parsed_args.interval,
                                        timeout=left)
                 self.failed = common.failures(waiter.wait(ids))
                 if self.failed is not None:
-                    return result
-            else:
-                # Nothing started, but not complete (the engine is
-                # between two steps): ask again shortly.
-                time.sleep(parsed_args.interval if left is None
-                           else min(parsed_args.interval, left))
-            result = common.call(client.policies.failback, policy_id) \
-                or {}
+                    return True
+            # Nothing started but not complete (the engine is between
+            # two steps), or the round's migrations ended: ask again.
+            answer["result"] = common.call(
+                client.policies.failback, policy_id) or {}
             seen.update(dict.fromkeys(
-                m["id"] for m in result.get("migrations") or ()
+                m["id"] for m in answer["result"].get("migrations") or ()
                 if m.get("id")))
-        return result
+            return answer["result"].get("complete")
+
+        if not result.get("complete") and not dtn_utils.wait_for(
+                round_complete, timeout, parsed_args.interval):
+            raise exceptions.CommandError(
+                "Failback of policy %s not complete after %d s; run "
+                "'openstack dtn failback %s' again"
+                % (policy_id, timeout, policy_id))
+        return answer["result"]
 
     def take_action(self, parsed_args):
         osc_migrations._check_wait_options(parsed_args)
