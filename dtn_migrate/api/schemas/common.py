@@ -95,6 +95,37 @@ def limited(query, max_limit):
     return query
 
 
+def limit():
+    """A listing's page size; ``limited`` sets its maximum."""
+    return {'type': 'integer', 'minimum': 1, 'maximum': 1000,
+            'description': 'Page size (default [api] default_limit, at '
+                           'most [api] max_limit).'}
+
+
+def marker(what):
+    """The ``marker`` of a listing paged by the id of its last ``what``."""
+    return dict(UUID, description='The id of the last %s of the previous '
+                                  'page.' % what)
+
+
+def sorting(sort_keys):
+    """The ``sort_key`` (one of ``sort_keys``) and ``sort_dir`` of a
+    listing.
+    """
+    return {'sort_key': {'type': 'string', 'enum': sort_keys,
+                         'description': 'Sort by this attribute (default '
+                                        'created_at).'},
+            'sort_dir': {'type': 'string', 'enum': ['asc', 'desc'],
+                         'description': 'Sort direction (default desc).'}}
+
+
+def all_projects(items):
+    """The ``all_projects`` flag of a listing of ``items``."""
+    return {'type': 'boolean',
+            'description': '%s of every project (administrators only).'
+                           % items}
+
+
 def page_of(key, item):
     """The answer of a listing: ``key``'s array of ``item`` and the
     ``next`` link of a page that is not the last.

@@ -38,16 +38,9 @@ _LIST_QUERY = {
                   'items': {'type': 'string', 'enum': STATES},
                   'description': 'Only drills in these states (repeat '
                                  'for several).'},
-        'marker': dict(common.UUID,
-                       description='The id of the last drill of the '
-                                   'previous page.'),
-        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
-                  'description': 'Page size (default [api] '
-                                 'default_limit, at most [api] '
-                                 'max_limit).'},
-        'all_projects': {'type': 'boolean',
-                         'description': 'Drills of every project '
-                                        '(administrators only).'},
+        'marker': common.marker('drill'),
+        'limit': common.limit(),
+        'all_projects': common.all_projects('Drills'),
     },
     'additionalProperties': False,
 }

@@ -86,21 +86,10 @@ _LIST_QUERY = {
         'changes-since': {'type': 'string', 'format': 'date-time',
                           'description': 'Only migrations updated at or '
                                          'after this time (ISO 8601).'},
-        'marker': dict(common.UUID,
-                       description='The id of the last migration of the '
-                                   'previous page.'),
-        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
-                  'description': 'Page size (default [api] '
-                                 'default_limit, at most [api] '
-                                 'max_limit).'},
-        'sort_key': {'type': 'string', 'enum': SORT_KEYS,
-                     'description': 'Sort by this attribute (default '
-                                    'created_at).'},
-        'sort_dir': {'type': 'string', 'enum': ['asc', 'desc'],
-                     'description': 'Sort direction (default desc).'},
-        'all_projects': {'type': 'boolean',
-                         'description': 'Migrations of every project '
-                                        '(administrators only).'},
+        'marker': common.marker('migration'),
+        'limit': common.limit(),
+        **common.sorting(SORT_KEYS),
+        'all_projects': common.all_projects('Migrations'),
     },
     'additionalProperties': False,
 }

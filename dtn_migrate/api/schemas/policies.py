@@ -149,21 +149,10 @@ _LIST_QUERY = {
         'enabled': {'type': 'boolean',
                     'description': 'Only enabled (true) or disabled '
                                    '(false) policies.'},
-        'marker': dict(common.UUID,
-                       description='The id of the last policy of the '
-                                   'previous page.'),
-        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
-                  'description': 'Page size (default [api] '
-                                 'default_limit, at most [api] '
-                                 'max_limit).'},
-        'sort_key': {'type': 'string', 'enum': SORT_KEYS,
-                     'description': 'Sort by this attribute (default '
-                                    'created_at).'},
-        'sort_dir': {'type': 'string', 'enum': ['asc', 'desc'],
-                     'description': 'Sort direction (default desc).'},
-        'all_projects': {'type': 'boolean',
-                         'description': 'Policies of every project '
-                                        '(administrators only).'},
+        'marker': common.marker('policy'),
+        'limit': common.limit(),
+        **common.sorting(SORT_KEYS),
+        'all_projects': common.all_projects('Policies'),
     },
     'additionalProperties': False,
 }
@@ -178,10 +167,7 @@ _IMAGES_QUERY = {
         'marker': dict(common.UUID,
                        description='The image_id of the last image of '
                                    'the previous page.'),
-        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
-                  'description': 'Page size (default [api] '
-                                 'default_limit, at most [api] '
-                                 'max_limit).'},
+        'limit': common.limit(),
     },
     'additionalProperties': False,
 }

@@ -30,13 +30,8 @@ _LIST_QUERY = {
                    'maximum': 2 ** 63 - 1,
                    'description': 'The id of the last replica of the '
                                   'previous page.'},
-        'limit': {'type': 'integer', 'minimum': 1, 'maximum': 1000,
-                  'description': 'Page size (default [api] '
-                                 'default_limit, at most [api] '
-                                 'max_limit).'},
-        'all_projects': {'type': 'boolean',
-                         'description': 'Replicas of every project '
-                                        '(administrators only).'},
+        'limit': common.limit(),
+        'all_projects': common.all_projects('Replicas'),
     },
     'additionalProperties': False,
 }
