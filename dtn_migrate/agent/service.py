@@ -9,13 +9,13 @@ from oslo_service import service
 from dtn_migrate.agent import channels
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import peers
-from dtn_migrate.agent import pusher
 from dtn_migrate.agent import reports
 from dtn_migrate.agent import requests
 from dtn_migrate.agent import rpcapi
 from dtn_migrate.agent import transfers
 from dtn_migrate.conf import transfer as transfer_conf
 from dtn_migrate.engine import rpcapi as engine_rpcapi
+from dtn_migrate import pusher
 from dtn_migrate import rpc
 from dtn_migrate.transfer import report as report_mod
 from dtn_migrate.transfer import sink

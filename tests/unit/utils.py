@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import threading
 
 from oslo_config import cfg
 
@@ -36,3 +37,17 @@ class FakeTime:
     def sleep(self, seconds):
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+class Recorder:
+    """A callable that records the arguments of every call, from any
+    thread.
+    """
+
+    def __init__(self):
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def __call__(self, *args):
+        with self.lock:
+            self.calls.append(args)

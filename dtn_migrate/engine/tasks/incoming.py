@@ -8,8 +8,6 @@ the agent.
 """
 
 import json
-import threading
-import time
 
 from oslo_log import log as logging
 import tenacity
@@ -22,6 +20,7 @@ from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
+from dtn_migrate import pusher
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
@@ -444,59 +443,32 @@ class ReportImport(base.MigrationTask):
 
 
 class Reporter:
-    """Progress reports to the agent, sent by a thread of their own so
-    that the caller (the upload's data path) never waits for the agent:
-    the latest report wins, at most one every ``progress_interval``.
+    """Progress reports to the agent, sent by a pusher thread so that
+    the caller (the upload's data path) never waits for the agent: the
+    latest report wins; a new state goes at once, otherwise at most one
+    report every ``progress_interval``.
     """
 
     def __init__(self, res, transfer_id, attempt):
         self.res = res
         self.transfer_id = transfer_id
         self.attempt = attempt
-        self.interval = res.conf.engine.progress_interval
-        self.cond = threading.Condition()
-        self.latest = None
-        self.closed = False
-        self.thread = None
+        self.pusher = pusher.EventPusher(
+            self._send, res.conf.engine.progress_interval,
+            name="import-report-%s" % transfer_id[:8])
 
     def post(self, state, done):
         """Queue a report, replacing any not sent yet."""
-        with self.cond:
-            if self.closed:
-                return
-            self.latest = {"state": state, "bytes": done,
-                           "attempt": self.attempt}
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._loop, daemon=True,
-                    name="import-report-%s" % self.transfer_id[:8])
-                self.thread.start()
-            self.cond.notify()
+        report = {"state": state, "bytes": done, "attempt": self.attempt}
+        self.pusher.push("report", self.transfer_id, None, lambda: report)
 
     def close(self):
         """Send nothing more; a report being sent is not waited for."""
-        with self.cond:
-            self.closed = True
-            self.cond.notify()
+        self.pusher.close()
 
-    def _loop(self):
-        due = 0.0
-        while True:
-            with self.cond:
-                while not self.closed and (
-                        self.latest is None or time.monotonic() < due):
-                    self.cond.wait(None if self.latest is None
-                                   else due - time.monotonic())
-                if self.closed:
-                    return
-                report, self.latest = self.latest, None
-            due = time.monotonic() + self.interval
-            self._send(report)
-
-    def _send(self, report):
+    def _send(self, kind, transfer_id, name, report, origin):
         try:
             self.res.agent.set_import_report(
-                base.CTXT, self.res.agent_host, self.transfer_id, report)
+                base.CTXT, self.res.agent_host, transfer_id, report)
         except Exception as exc:  # noqa: B902 - progress is best effort
-            LOG.debug("progress report of %s failed: %s",
-                      self.transfer_id, exc)
+            LOG.debug("progress report of %s failed: %s", transfer_id, exc)

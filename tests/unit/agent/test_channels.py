@@ -11,11 +11,11 @@ import oslo_messaging as messaging
 
 from dtn_migrate.agent import channels
 from dtn_migrate.agent import manager
-from dtn_migrate.agent import pusher
 from dtn_migrate import exception
 from dtn_migrate.transfer import report as report_mod
 from tests.unit.agent import test_reports
 from tests.unit.agent import test_service
+from tests.unit import utils as test_utils
 
 REPORT = test_reports.REPORT
 
@@ -29,17 +29,6 @@ def wait_until(predicate, timeout=10):
     return predicate()
 
 
-class Recorder:
-    def __init__(self):
-        self.calls = []
-        self.cond = threading.Condition()
-
-    def __call__(self, *args):
-        with self.cond:
-            self.calls.append(args)
-            self.cond.notify_all()
-
-
 class TestReportChannels(test_service.ServiceTestCase):
     def setUp(self):
         super().setUp()
@@ -48,7 +37,7 @@ class TestReportChannels(test_service.ServiceTestCase):
     def here(self, east, **kwargs):
         peers = test_reports.FakePeers(east.sink.port)
         outgoing = test_reports.FakeOutgoing(peers, self.cfg)
-        self.reports = Recorder()
+        self.reports = test_utils.Recorder()
         chans = channels.ReportChannels(outgoing, on_report=self.reports,
                                         retry=0.1, **kwargs)
         self.addCleanup(chans.close)
@@ -146,7 +135,7 @@ class TestServeUpdates(test_service.ServiceTestCase):
         east = self.start_east()
         tid = uuid.uuid4().hex
         self.open_session(east, tid)
-        got = Recorder()
+        got = test_utils.Recorder()
         peer = test_reports.FakePeers(east.sink.port).source_peer("east")
         orig = report_mod.KEEPALIVE
         report_mod.KEEPALIVE = 0.2
@@ -162,50 +151,8 @@ class TestServeUpdates(test_service.ServiceTestCase):
 
 
 class TestPusher(test_service.ServiceTestCase):
-    def test_coalesces_and_sends_state_changes_at_once(self):
-        sent = Recorder()
-        # The interval is long next to the waits for what must not wait
-        # for it (a busy CI host took more than 0.4 s against 0.5).
-        p = pusher.EventPusher(sent, interval=3.0)
-        self.addCleanup(p.close)
-        value = {"state": "open", "durable": 0}
-        for i in range(50):
-            value = {"state": "open", "durable": i}
-            p.push("watermark", "t", "f", lambda v=value: v)
-        self.assertTrue(wait_until(lambda: sent.calls))
-        value = {"state": "done", "durable": 50}
-        p.push("watermark", "t", "f", lambda: value)
-        # A state change is not held back by the interval.
-        self.assertTrue(wait_until(
-            lambda: sent.calls[-1][3]["state"] == "done", 2.0))
-        self.assertLessEqual(len(sent.calls), 3)
-        # Numbered, so that the engine drops one handled late.
-        numbers = [c[4][1] for c in sent.calls]
-        self.assertEqual(sorted(set(numbers)), numbers)
-        self.assertEqual({p.run}, {c[4][0] for c in sent.calls})
-        # The latest value of a held key goes out after the interval.
-        p.push("watermark", "t", "f", lambda: {"state": "done",
-                                               "durable": 51})
-        self.assertTrue(wait_until(
-            lambda: sent.calls[-1][3]["durable"] == 51, 8))
-
-    def test_a_failing_send_or_getter_does_not_stop_it(self):
-        calls = []
-
-        def send(*args):
-            calls.append(args)
-            if len(calls) == 1:
-                raise RuntimeError("broker away")
-
-        p = pusher.EventPusher(send, interval=0.01)
-        self.addCleanup(p.close)
-        p.push("report", "t", None, lambda: 1 / 0)
-        p.push("report", "u", None, lambda: {"state": "a"})
-        p.push("report", "v", None, lambda: {"state": "b"})
-        self.assertTrue(wait_until(lambda: len(calls) == 2))
-
     def test_service_pushes_file_events_and_reports(self):
-        events = Recorder()
+        events = test_utils.Recorder()
         self.engine.transfer_event = \
             lambda ctxt, kind, tid, name=None, info=None, origin=None: \
             events(kind, tid, name, info)

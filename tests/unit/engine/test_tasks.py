@@ -30,6 +30,7 @@ from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
+from dtn_migrate import utils
 from tests.unit.engine import fakes
 
 MID = "1" * 32
@@ -236,6 +237,24 @@ class TestReporter(testtools.TestCase):
         reporter.post("uploading", 100)
         time.sleep(0.1)
         self.assertEqual(2, len(sent))
+
+    def test_a_new_state_is_sent_at_once(self):
+        sent = []
+        agent = mock.Mock()
+        agent.set_import_report.side_effect = \
+            lambda ctxt, host, tid, report: sent.append(report)
+        # An interval far longer than the test: only a state change
+        # may send the second report.
+        reporter = incoming.Reporter(
+            make_res(agent=agent, progress_interval=60), TID, 1)
+        self.addCleanup(reporter.close)
+        reporter.post("waiting", 0)
+        self.assertTrue(utils.wait_for(lambda: sent, 5))
+        reporter.post("uploading", 5)
+        self.assertTrue(utils.wait_for(lambda: len(sent) == 2, 5))
+        self.assertEqual(["waiting", "uploading"],
+                         [r["state"] for r in sent])
+        self.assertEqual(5, sent[-1]["bytes"])
 
 
 class TestWriteDescriptor(testtools.TestCase):

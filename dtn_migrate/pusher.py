@@ -1,13 +1,16 @@
-"""Events this agent pushes to its cloud's engine (RPC cast
-``transfer_event``, engine API 1.3): watermarks of incoming files, the
-status of outgoing transfers and the import reports of peers.
+"""Latest-value pushes on a thread of their own.
 
-Producers (the sink's file listener, the report channels, the outgoing
-transfers) only mark a key as changed and never wait: one thread reads
-the latest value of each changed key and sends it.  A key whose state
-changed is sent at once; otherwise at most one event per key every
-``interval`` seconds (the latest value wins), so that a file syncing
-many batches a second costs a few casts a second.
+Producers only mark a key as changed, with a getter of its latest
+value, and never wait: one thread reads the latest value of each
+changed key and sends it.  A key whose state changed is sent at once;
+otherwise at most one send per key every ``interval`` seconds (the
+latest value wins), so that a value changing many times a second costs
+a few sends a second.
+
+The agent pushes its events to its cloud's engine with it (RPC cast
+``transfer_event``, engine API 1.3: watermarks of incoming files, the
+status of outgoing transfers and the import reports of peers); the
+engine's import pushes its progress reports to the agent with it.
 """
 
 import collections
@@ -25,9 +28,11 @@ def _state(value):
 
 
 class EventPusher:
-    def __init__(self, send, interval, clock=time.monotonic):
-        """``send(kind, transfer_id, name, info, origin)`` casts one
-        event; ``origin`` is [this pusher's run id, event number].
+    def __init__(self, send, interval, clock=time.monotonic,
+                 name="event-pusher"):
+        """``send(kind, transfer_id, name, info, origin)`` sends one
+        value; ``origin`` is [this pusher's run id, event number].
+        ``name`` names the thread.
         """
         self.send = send
         self.run = uuid.uuid4().hex
@@ -40,6 +45,7 @@ class EventPusher:
         self.closed = False
         self.casts = 0
         self.thread = None
+        self.name = name
 
     def push(self, kind, transfer_id, name, getter):
         """``getter()`` returns the latest value of the key (called on
@@ -51,7 +57,7 @@ class EventPusher:
             self.pending[(kind, transfer_id, name)] = getter
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop,
-                                               name="event-pusher",
+                                               name=self.name,
                                                daemon=True)
                 self.thread.start()
             self.cond.notify()
@@ -99,9 +105,9 @@ class EventPusher:
             try:
                 self.send(k[0], k[1], k[2], value, [self.run, self.number])
                 self.casts += 1
-            except Exception as exc:  # noqa: B902 - the engine asks later
-                LOG.warning("could not push a %s event of transfer %s to "
-                            "the engine: %s", k[0], k[1], exc)
+            except Exception as exc:  # noqa: B902 - the receiver asks later
+                LOG.warning("could not push a %s event of transfer %s: %s",
+                            k[0], k[1], exc)
         return next_due or 0
 
     def _done(self, k, getter, sent):
