@@ -6,6 +6,8 @@ import threading
 
 from oslo_config import cfg
 
+from dtn_migrate import utils
+
 
 def conf_from_text(case, register_opts, text=''):
     """A fresh ConfigOpts with ``register_opts`` applied, loaded from a
@@ -51,3 +53,10 @@ class Recorder:
     def __call__(self, *args):
         with self.lock:
             self.calls.append(args)
+
+
+def wait_until(predicate, timeout=10, interval=0.02):
+    """``predicate()``'s first true value, asked every ``interval``
+    seconds for up to ``timeout``; its last, false, value after that.
+    """
+    return utils.wait_for(predicate, timeout, interval=interval)

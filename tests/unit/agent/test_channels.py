@@ -4,7 +4,6 @@ pushes to its engine (watermarks, transfer status, reports).
 """
 
 import threading
-import time
 import uuid
 
 import oslo_messaging as messaging
@@ -18,15 +17,6 @@ from tests.unit.agent import test_service
 from tests.unit import utils as test_utils
 
 REPORT = test_reports.REPORT
-
-
-def wait_until(predicate, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 class TestReportChannels(test_service.ServiceTestCase):
@@ -56,22 +46,24 @@ class TestReportChannels(test_service.ServiceTestCase):
         progress = {"state": "uploading", "bytes": 5, "attempt": 1}
         east.manager.set_import_report({}, self.tid, progress)
         # Pushed: the channel has it without being asked.
-        self.assertTrue(wait_until(lambda: chan.raw is not None))
+        self.assertTrue(test_utils.wait_until(lambda: chan.raw is not None))
         self.assertEqual(progress, here.get_peer_report({}, "east",
                                                         self.tid, 1))
         east.manager.set_import_report({}, self.tid, REPORT)
-        self.assertTrue(wait_until(
+        self.assertTrue(test_utils.wait_until(
             lambda: (self.tid, REPORT) in self.reports.calls))
         self.assertEqual(1, here.channels.opened)
         # A final report closes the connection; asking again opens a
         # new one, which answers with the report of then.
-        self.assertTrue(wait_until(lambda: chan.link is None))
-        self.assertTrue(wait_until(lambda: self.connections(east) == 1))
+        self.assertTrue(test_utils.wait_until(lambda: chan.link is None))
+        self.assertTrue(test_utils.wait_until(
+            lambda: self.connections(east) == 1))
         self.assertNotIn(("east", self.tid), here.channels.channels)
         self.assertEqual(REPORT, here.get_peer_report({}, "east", self.tid,
                                                       1))
         self.assertEqual(2, here.channels.opened)
-        self.assertTrue(wait_until(lambda: self.connections(east) == 1))
+        self.assertTrue(test_utils.wait_until(
+            lambda: self.connections(east) == 1))
         failed = {"state": "failed", "error": "x", "attempt": 1}
         east.manager.set_import_report({}, self.tid, failed)
         self.assertEqual(failed, here.get_peer_report({}, "east", self.tid,
@@ -93,7 +85,7 @@ class TestReportChannels(test_service.ServiceTestCase):
         self.assertEqual("failed", here.get_peer_report(
             {}, "east", self.tid, 2)["state"])
         self.assertEqual(2, here.channels.opened)
-        self.assertTrue(wait_until(
+        self.assertTrue(test_utils.wait_until(
             lambda: east.incoming.get(self.tid)["wanted_attempt"] == 2))
 
     def test_the_sink_forgets_a_channel_its_asker_closed(self):
@@ -105,7 +97,7 @@ class TestReportChannels(test_service.ServiceTestCase):
         self.assertEqual(before + 1, self.connections(east))
         here.channels.close()
         # The sink notices within its check interval.
-        self.assertTrue(wait_until(
+        self.assertTrue(test_utils.wait_until(
             lambda: self.connections(east) == before, 5))
 
     def test_an_unreachable_peer(self):
@@ -124,7 +116,7 @@ class TestReportChannels(test_service.ServiceTestCase):
         self.assertIsNone(here.get_peer_report({}, "east", self.tid, 1))
         chan = here.channels.channels[("east", self.tid)]
         east.manager.set_import_report({}, self.tid, REPORT)
-        self.assertTrue(wait_until(lambda: chan.raw is not None))
+        self.assertTrue(test_utils.wait_until(lambda: chan.raw is not None))
         self.assertEqual(REPORT, here.get_peer_report({}, "east", self.tid,
                                                       1))
         self.assertGreater(chan.link is None or chan.link.connections, 0)
@@ -146,7 +138,7 @@ class TestServeUpdates(test_service.ServiceTestCase):
         link = report_mod.ReportChannel(peer, tid, "here", self.cfg, 1, got,
                                         keepalive=0.2).start()
         self.addCleanup(link.close)
-        self.assertTrue(wait_until(lambda: len(got.calls) >= 3))
+        self.assertTrue(test_utils.wait_until(lambda: len(got.calls) >= 3))
         self.assertEqual(1, link.connections)
 
 
@@ -161,11 +153,11 @@ class TestPusher(test_service.ServiceTestCase):
         east.sink.record_for = None
         east.on_file_event(tid, "x/image.data")
         # Unknown to the sink: pushed as None.
-        self.assertTrue(wait_until(lambda: events.calls))
+        self.assertTrue(test_utils.wait_until(lambda: events.calls))
         self.assertEqual(("watermark", tid, "x/image.data", None),
                          events.calls[0])
         east.on_peer_report(tid, REPORT)
-        self.assertTrue(wait_until(lambda: len(events.calls) == 2))
+        self.assertTrue(test_utils.wait_until(lambda: len(events.calls) == 2))
         self.assertEqual(("report", tid, None, REPORT), events.calls[1])
         self.assertEqual(["watermark", "transfer", "report"],
                          east.manager.ping({})["pushes"])

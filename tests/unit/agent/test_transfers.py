@@ -18,6 +18,7 @@ from dtn_migrate import exception
 from dtn_migrate.transfer import config as engine
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
+from tests.unit import utils as test_utils
 
 KEY = b"q" * 32
 
@@ -73,13 +74,14 @@ class TestOutgoing(testtools.TestCase):
         return path
 
     def wait(self, tid, states=transfers.FINAL_STATES, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def reached():
             status = self.out.get(tid)
-            if status["state"] in states:
-                return status
-            time.sleep(0.02)
-        self.fail("transfer %s stuck: %s" % (tid, status))
+            return status if status["state"] in states else None
+
+        status = test_utils.wait_until(reached, timeout)
+        if not status:
+            self.fail("transfer %s stuck: %s" % (tid, self.out.get(tid)))
+        return status
 
     def test_transfer_completes_and_is_persisted(self):
         self.write("a.img", 300000)
@@ -117,10 +119,8 @@ class TestOutgoing(testtools.TestCase):
         self.assertEqual((when, rate), again.last_completed("east"))
         self.write("b.img", 1000)
         tid = again.start("east", ["b.img"])["transfer_id"]
-        deadline = time.monotonic() + 30
-        while again.get(tid)["state"] not in transfers.FINAL_STATES and \
-                time.monotonic() < deadline:
-            time.sleep(0.02)
+        test_utils.wait_until(
+            lambda: again.get(tid)["state"] in transfers.FINAL_STATES, 30)
         self.assertLess(when, again.last_completed("east")[0])
 
     def test_throughput_of_a_status(self):

@@ -35,6 +35,7 @@ from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
+from tests.unit import utils as test_utils
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -809,9 +810,8 @@ class TestStageCommits(StagingTestCase):
 
         def trickle():
             yield data[:128 * KiB]
-            deadline = time.monotonic() + 5
-            while cell.committed < 128 * KiB and time.monotonic() < deadline:
-                time.sleep(0.01)
+            test_utils.wait_until(lambda: cell.committed >= 128 * KiB, 5,
+                                  interval=0.01)
             yield data[128 * KiB:]
         self.stage(data, trickle(), observer=cell.publish,
                    opts=options(commit_interval=64 * MiB, commit_idle=0.02))

@@ -5,7 +5,6 @@ writer's (the sink's) word that the file is verified.
 import hashlib
 import os
 import threading
-import time
 from unittest import mock
 
 from dtn_migrate.staging import backend
@@ -19,6 +18,7 @@ from dtn_migrate.transfer import source
 from tests.unit.staging import test_copy
 from tests.unit.staging.test_copy import (
     KEY, KiB, MiB, StagingTestCase, chunked, options, payload, sha, slow)
+from tests.unit import utils as test_utils
 
 BLOCK = 64 * KiB
 
@@ -63,11 +63,8 @@ class Consumer(threading.Thread):
 
 
 def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.005)
+    if not test_utils.wait_until(predicate, timeout, interval=0.005):
+        raise AssertionError("timed out")
 
 
 class TestUntilDone(StagingTestCase):

@@ -22,6 +22,7 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
+from tests.unit import utils as test_utils
 from tests import relay
 
 KEY = b"k" * 32
@@ -150,13 +151,10 @@ class TestTransfers(EngineTestCase):
         th = threading.Thread(target=lambda: result.update(t.run()))
         th.start()
         final = os.path.join(self.dst, "f")
-        deadline = time.monotonic() + 20
-        info = None
-        while time.monotonic() < deadline:
-            info = server.watermark(t.transfer_id, "f")
-            if info and info.get("path") == final:
-                break
-            time.sleep(0.01)
+        test_utils.wait_until(
+            lambda: (server.watermark(t.transfer_id, "f") or {}).get(
+                "path") == final, 20, interval=0.01)
+        info = server.watermark(t.transfer_id, "f")
         self.assertEqual(final, info and info.get("path"), info)
         self.assertNotEqual("done", info["state"])
         self.assertEqual(1 * MiB + 5, info["durable"])

@@ -18,6 +18,7 @@ from dtn_migrate.transfer import report
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 from tests.unit.transfer import test_engine
+from tests.unit import utils as test_utils
 
 KEY = test_engine.KEY
 MiB = test_engine.MiB
@@ -197,9 +198,8 @@ class SinkReportTest(SinkTestCase):
 
 class OnIncomingTest(SinkTestCase):
     def wait_calls(self, calls, n, timeout=10):
-        deadline = time.monotonic() + timeout
-        while len(calls) < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        test_utils.wait_until(lambda: len(calls) >= n, timeout,
+                              interval=0.01)
         time.sleep(0.1)        # and no more than that
         return list(calls)
 

@@ -11,6 +11,7 @@ from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import source
 from tests.unit.transfer import test_engine as base
+from tests.unit import utils as test_utils
 
 KEY = base.KEY
 MiB = base.MiB
@@ -47,10 +48,9 @@ class SourceFilesTestCase(base.EngineTestCase):
         result = {}
         th = threading.Thread(target=lambda: result.update(t.run()))
         th.start()
-        deadline = time.monotonic() + 30
-        while t.progress.snapshot()["percent"] < percent and \
-                time.monotonic() < deadline and th.is_alive():
-            time.sleep(0.01)
+        test_utils.wait_until(
+            lambda: t.progress.snapshot()["percent"] >= percent or
+            not th.is_alive(), 30, interval=0.01)
         t.cancel()
         th.join(30)
         self.assertEqual("cancelled", result["state"], result)

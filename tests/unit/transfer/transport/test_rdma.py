@@ -31,6 +31,7 @@ from dtn_migrate.transfer.transport.rdma import endpoint as endpoint_mod
 from dtn_migrate.transfer.transport.rdma import probing
 from dtn_migrate.transfer.transport.rdma import queuepair
 from tests.unit.transfer.transport import fakeverbs
+from tests.unit import utils as test_utils
 
 try:
     VERBS = probing._load_verbs()
@@ -712,9 +713,7 @@ class QueuePairTest(testtools.TestCase):
 
         t = threading.Thread(target=reader)
         t.start()
-        deadline = time.monotonic() + 5
-        while not qp.pending and time.monotonic() < deadline:
-            time.sleep(0.001)
+        test_utils.wait_until(lambda: qp.pending, 5, interval=0.001)
         qpair.close()
         t.join(5)
         self.assertFalse(t.is_alive())
