@@ -3,12 +3,9 @@
 import testtools
 
 from dtn_migrate import pusher
-from dtn_migrate import utils
 from tests.unit import utils as test_utils
 
-
-def wait(predicate, timeout=10):
-    return utils.wait_for(predicate, timeout, interval=0.02)
+wait = test_utils.wait_until
 
 
 class TestEventPusher(testtools.TestCase):
@@ -65,3 +62,23 @@ class TestEventPusher(testtools.TestCase):
         p.thread.join(5)
         self.assertFalse(p.thread.is_alive())
         self.assertEqual(1, len(sent.calls))
+
+    def test_a_receiver_away_for_many_sends_gets_the_next_one(self):
+        calls = []
+
+        def send(*args):
+            calls.append(args)
+            if len(calls) <= 20:
+                raise RuntimeError("broker away")
+
+        p = pusher.EventPusher(send, interval=0.001)
+        self.addCleanup(p.close)
+        # Every push fails while the receiver is away, and none stops
+        # the pusher: a value pushed after it is back goes out.
+        for i in range(20):
+            p.push("report", "t", None, lambda i=i: {"state": "s%d" % i})
+            self.assertTrue(wait(lambda i=i: len(calls) > i))
+        p.push("report", "t", None, lambda: {"state": "back"})
+        self.assertTrue(wait(lambda: len(calls) == 21))
+        self.assertEqual({"state": "back"}, calls[-1][3])
+        self.assertTrue(p.thread.is_alive())

@@ -476,6 +476,11 @@ class Failover(command.ShowOne):
                                                  formatters=FORMATTERS)
 
 
+def _migration_ids(answer):
+    """The ids of the migrations a failback answer started."""
+    return [m["id"] for m in answer.get("migrations") or () if m.get("id")]
+
+
 class Failback(command.ShowOne):
     """Fail back a failed-over protection policy: send back to the peer
     what was created or changed here since the failover.
@@ -508,11 +513,10 @@ class Failback(command.ShowOne):
         """
         timeout = parsed_args.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        answer = {"result": result}
 
         def round_complete():
-            ids = [m["id"] for m in answer["result"].get("migrations") or ()
-                   if m.get("id")]
+            nonlocal result
+            ids = _migration_ids(result)
             if ids:
                 left = None if deadline is None else \
                     max(0.0, deadline - time.monotonic())
@@ -525,12 +529,9 @@ class Failback(command.ShowOne):
                     return True
             # Nothing started but not complete (the engine is between
             # two steps), or the round's migrations ended: ask again.
-            answer["result"] = common.call(
-                client.policies.failback, policy_id) or {}
-            seen.update(dict.fromkeys(
-                m["id"] for m in answer["result"].get("migrations") or ()
-                if m.get("id")))
-            return answer["result"].get("complete")
+            result = common.call(client.policies.failback, policy_id) or {}
+            seen.update(dict.fromkeys(_migration_ids(result)))
+            return result.get("complete")
 
         if not result.get("complete") and not dtn_utils.wait_for(
                 round_complete, timeout, parsed_args.interval):
@@ -538,15 +539,14 @@ class Failback(command.ShowOne):
                 "Failback of policy %s not complete after %d s; run "
                 "'openstack dtn failback %s' again"
                 % (policy_id, timeout, policy_id))
-        return answer["result"]
+        return result
 
     def take_action(self, parsed_args):
         osc_migrations._check_wait_options(parsed_args)
         client = self.app.client_manager.dtn
         policy = common.find_policy(client, parsed_args.policy)
         result = common.call(client.policies.failback, policy["id"]) or {}
-        seen = dict.fromkeys(m["id"] for m in result.get("migrations")
-                             or () if m.get("id"))
+        seen = dict.fromkeys(_migration_ids(result))
         if parsed_args.wait:
             result = self._until_complete(client, policy["id"],
                                           parsed_args, result, seen)
