@@ -246,8 +246,6 @@ class DataMixin:
                     f.sent.add(i)
                 conn.send(msg)
                 continue
-            if not f.sent.add(msg.index):
-                t.progress.add(bytes_resent=msg.length, objects_resent=1)
             self.rate.take(len(buf) if not block else msg.length,
                            self.stopped)
             before = conn.bytes_sent
@@ -268,7 +266,13 @@ class DataMixin:
                 if self.plane.releases_on_send and buf is not None:
                     self.pool.release(buf)
             t.wire.add(bytes_sent_wire=conn.bytes_sent - before)
-            t.progress.add(bytes_sent=msg.length)
+            # Counted once sent whole, as bytes_sent is: a send cut off
+            # by a failed attempt makes the next one no resend.
+            if f.sent.add(msg.index):
+                t.progress.add(bytes_sent=msg.length)
+            else:
+                t.progress.add(bytes_sent=msg.length, bytes_resent=msg.length,
+                               objects_resent=1)
 
     def _pulled_reader(self, stream_index, conn):
         while not self.stopped.is_set():
