@@ -355,6 +355,17 @@ class SinkServer:
                      "previous session", self.name, tid)
             old.close("replaced by a new connection")
         with self.lock:
+            if self.sessions.get(key) not in (None, old):
+                # Another connection of this transfer was registered
+                # while this one waited for the old session to close: it
+                # is the newer one.  Registered over, it would run on,
+                # unlisted and never closed; this one retries instead.
+                # (The old session itself may still be listed, if its own
+                # thread is closing it: that one is replaced.)
+                raise errors.ProtocolError(
+                    "transfer %s connected again while its previous "
+                    "session closed; this connection is the older one"
+                    % tid, code=errors.Code.LIMIT)
             if len(self.sessions) >= self.cfg.max_sessions:
                 raise errors.ProtocolError(
                     "sink %s is at its limit of %d sessions"

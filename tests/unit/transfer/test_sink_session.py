@@ -331,6 +331,67 @@ class TestSessionBounds(testtools.TestCase):
             self.assertIn("NEW_BLOCK body is %d bytes" % P.MAX_BODY,
                           err.message)
 
+    def test_overlapping_reconnections_leave_one_session(self):
+        """Two reconnections of one transfer overlap: the first waits
+        while the old session closes, and the second is registered
+        meanwhile.  The first is refused (a retry), not registered over
+        the second, which would run on, unlisted and never closed.
+        """
+        self.connect()
+        real_close = sinksession.SinkSession.close
+        waiting, go = threading.Event(), threading.Event()
+
+        def slow_close(session, reason):
+            if reason.startswith("replaced") and not waiting.is_set():
+                waiting.set()
+                go.wait(10)
+            real_close(session, reason)
+        self.useFixture(fixtures.MonkeyPatch(
+            "dtn_migrate.transfer.sinksession.SinkSession.close",
+            slow_close))
+        stale = {}
+
+        def reconnect():
+            try:
+                stale["ack"] = self.connect()[1]
+            except errors.PeerError as exc:
+                stale["error"] = exc
+        th = threading.Thread(target=reconnect)
+        th.start()
+        self.assertTrue(waiting.wait(10))
+        _, ack = self.connect()
+        key = ("source", self.tid.hex())
+        live = self.server.sessions[key]
+        self.assertEqual(ack.epoch, live.epoch)
+        go.set()
+        th.join(10)
+        self.assertNotIn("ack", stale, stale)
+        self.assertEqual(errors.Code.LIMIT, stale["error"].code)
+        self.assertIn("connected again", str(stale["error"]))
+        self.assertIs(live, self.server.sessions[key])
+        self.assertFalse(live.closed)
+
+    def test_a_session_still_closing_is_replaced(self):
+        """The old session's own thread is closing it (closed, not yet
+        unlisted) when the reconnection comes: it is replaced, not taken
+        for a newer connection.
+        """
+        self.connect()
+        key = ("source", self.tid.hex())
+        old = self.server.sessions[key]
+        real_close = sinksession.SinkSession.close
+        self.addCleanup(real_close, old, "test over")
+
+        def closing_elsewhere(session, reason):
+            session.closed = True
+        self.useFixture(fixtures.MonkeyPatch(
+            "dtn_migrate.transfer.sinksession.SinkSession.close",
+            closing_elsewhere))
+        _, ack = self.connect()
+        live = self.server.sessions[key]
+        self.assertIsNot(old, live)
+        self.assertEqual(ack.epoch, live.epoch)
+
 
 class TestUnconfirmedCopy(SessionTestCase):
     """A partial copy the sink created afresh (RESET, RESTART) holds no
