@@ -315,6 +315,47 @@ class WarmUpTest(unittest.TestCase):
         self.assertEqual(0, throughput.parse_args(["--smoke"]).warmup)
 
 
+class MigrationWarmUpTest(unittest.TestCase):
+    """benchmarks.migration --warmup: every mode runs first on the new
+    clouds, and those runs stay out of the samples the results use.
+    """
+
+    def run_bench(self, warmup):
+        bench = migration.Bench(argparse.Namespace(
+            warmup=warmup, repeat=2,
+            modes=["pipelined", "glance-download"]))
+        bench.source = {"size": 1 << 30}
+        runs = []
+
+        def run_mode(mode):
+            runs.append(mode)
+            return [(mode, float(len(runs)), {})]
+        with mock.patch.object(bench, "run_mode", run_mode), \
+                mock.patch.object(bench, "tidy"), \
+                mock.patch.object(bench, "save"), \
+                mock.patch.object(bench, "log"):
+            bench.run()
+        return bench, runs
+
+    def test_warm_up_runs_are_kept_apart(self):
+        bench, runs = self.run_bench(1)
+        self.assertEqual(["pipelined", "glance-download",      # warm-up
+                          "pipelined", "glance-download",      # rep 0
+                          "glance-download", "pipelined"], runs)
+        self.assertEqual([(-1, "pipelined", 1.0),
+                          (-1, "glance-download", 2.0)],
+                         [(s["rep"], s["what"], s["seconds"])
+                          for s in bench.warmup_samples])
+        self.assertEqual([3.0, 6.0], bench.seconds("pipelined"))
+        self.assertEqual([4.0, 5.0], bench.seconds("glance-download"))
+
+    def test_none_asked_for(self):
+        bench, runs = self.run_bench(0)
+        self.assertEqual(4, len(runs))
+        self.assertEqual([], bench.warmup_samples)
+        self.assertEqual([1.0, 4.0], bench.seconds("pipelined"))
+
+
 class VerdictTest(unittest.TestCase):
     """A target is read over every repetition as well as the median."""
 
