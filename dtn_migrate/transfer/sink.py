@@ -350,18 +350,26 @@ class SinkServer:
             # Checked again: another peer's session may have begun.
             self._check_owner(tid, connect.peer, rec and rec.peer)
             old = self.sessions.get(key)
+            last = rec and rec.session
         if old is not None:
             LOG.info("sink %s: transfer %s reconnected; closing its "
                      "previous session", self.name, tid)
             old.close("replaced by a new connection")
+        # The last session may be closing itself (unlisted already):
+        # until its close ends it still writes its files' checkpoints
+        # and removes the partial directory if empty, which the new
+        # session would have opened.
+        if last is not None and \
+                not last.gone.wait(self.cfg.handshake_timeout):
+            raise errors.ProtocolError(
+                "transfer %s: its previous session is still closing"
+                % tid, code=errors.Code.LIMIT)
         with self.lock:
-            if self.sessions.get(key) not in (None, old):
+            if key in self.sessions:
                 # Another connection of this transfer was registered
                 # while this one waited for the old session to close: it
                 # is the newer one.  Registered over, it would run on,
                 # unlisted and never closed; this one retries instead.
-                # (The old session itself may still be listed, if its own
-                # thread is closing it: that one is replaced.)
                 raise errors.ProtocolError(
                     "transfer %s connected again while its previous "
                     "session closed; this connection is the older one"
@@ -390,6 +398,7 @@ class SinkServer:
             session = sinksession.SinkSession(
                 self, connect, conn, rec.epoch, plane, rec, caps)
             self.sessions[key] = session
+            rec.session = session
         if self.on_session is not None:
             try:
                 self.on_session(tid, connect.peer, session.epoch)
@@ -542,6 +551,12 @@ class SinkServer:
                                session.plane.kind, self.name, remote,
                                int(session.caps)))
         session.run_data(conn, connect.stream)
+
+    def let_go(self, session):
+        """``session``'s close has ended: its record stops holding it."""
+        with self.lock:
+            if session.record.session is session:
+                session.record.session = None
 
     def forget(self, session):
         with self.lock:

@@ -78,6 +78,7 @@ class TransferRecord(progress.Counters):
         self.epoch = 0
         self.sessions = 0
         self.active = False
+        self.session = None  # the last SinkSession (maybe closing)
         self.bytes_received = 0
         self.objects_received = 0
         self.objects_written = 0

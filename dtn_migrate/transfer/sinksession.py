@@ -80,6 +80,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
         self.tasks = 0
         self.data = {}
         self.closed = False
+        # Set once close() has ended: a reconnection waits for it.
+        self.gone = threading.Event()
         self.pdir = self.root.partial_dir(self.transfer_id)
         self.pdir_durable = False
         # On tmpfs, fallocate would only zero-fill memory that the objects
@@ -436,12 +438,22 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
 
     # Teardown.
     def close(self, reason):
+        """Close the session (once; a second call returns at once, see
+        ``gone``).
+        """
         with self.lock:
             if self.closed:
                 return
             self.closed = True
             self.cond.notify_all()
             conns = list(self.data.values())
+        try:
+            self._close(conns, reason)
+        finally:
+            self.gone.set()
+            self.server.let_go(self)
+
+    def _close(self, conns, reason):
         self.server.forget(self)
         for conn in conns:
             conn.shutdown()

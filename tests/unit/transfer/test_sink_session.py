@@ -371,26 +371,44 @@ class TestSessionBounds(testtools.TestCase):
         self.assertIs(live, self.server.sessions[key])
         self.assertFalse(live.closed)
 
-    def test_a_session_still_closing_is_replaced(self):
-        """The old session's own thread is closing it (closed, not yet
-        unlisted) when the reconnection comes: it is replaced, not taken
-        for a newer connection.
+    def test_a_reconnection_waits_for_the_old_session_to_close(self):
+        """The old session is closing itself (its connection was lost)
+        when the transfer connects again: the new session starts only
+        after that close has ended, or the close would remove the
+        per-transfer partial directory, empty at that moment, that the
+        new session has just opened.
         """
-        self.connect()
+        conn, _ = self.connect()
         key = ("source", self.tid.hex())
         old = self.server.sessions[key]
-        real_close = sinksession.SinkSession.close
-        self.addCleanup(real_close, old, "test over")
+        syncing, release, removed = (threading.Event(), threading.Event(),
+                                     threading.Event())
+        real_sync = old._sync_now
 
-        def closing_elsewhere(session, reason):
-            session.closed = True
-        self.useFixture(fixtures.MonkeyPatch(
-            "dtn_migrate.transfer.sinksession.SinkSession.close",
-            closing_elsewhere))
-        _, ack = self.connect()
-        live = self.server.sessions[key]
-        self.assertIsNot(old, live)
-        self.assertEqual(ack.epoch, live.epoch)
+        def held_sync():
+            syncing.set()
+            release.wait(10)
+            real_sync()
+        old._sync_now = held_sync
+        real_remove = self.server.root.remove_partial_dir
+
+        def remove_partial_dir(transfer_hex):
+            real_remove(transfer_hex)
+            removed.set()
+        self.server.root.remove_partial_dir = remove_partial_dir
+        conn.close()
+        self.assertTrue(syncing.wait(10))   # closing, already unlisted
+        got = {}
+        th = threading.Thread(target=lambda: got.update(
+            conn=self.connect()[0]))
+        th.start()
+        th.join(0.3)
+        release.set()
+        self.assertTrue(removed.wait(10))
+        th.join(10)
+        reply = self.new_file(got["conn"], 0, 1 << 20)
+        self.assertEqual(P.FileStatus.OPEN, reply.status, reply)
+        self.assertTrue(old.gone.is_set())
 
 
 class TestUnconfirmedCopy(SessionTestCase):
