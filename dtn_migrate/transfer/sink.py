@@ -349,21 +349,23 @@ class SinkServer:
             rec = self.records.get(tid)
             # Checked again: another peer's session may have begun.
             self._check_owner(tid, connect.peer, rec and rec.peer)
-            old = self.sessions.get(key)
+            # The transfer's last session: listed while it runs, held by
+            # the record until its close has ended.
             last = rec and rec.session
-        if old is not None:
-            LOG.info("sink %s: transfer %s reconnected; closing its "
-                     "previous session", self.name, tid)
-            old.close("replaced by a new connection")
-        # The last session may be closing itself (unlisted already):
-        # until its close ends it still writes its files' checkpoints
-        # and removes the partial directory if empty, which the new
-        # session would have opened.
-        if last is not None and \
-                not last.gone.wait(self.cfg.handshake_timeout):
-            raise errors.ProtocolError(
-                "transfer %s: its previous session is still closing"
-                % tid, code=errors.Code.LIMIT)
+            running = key in self.sessions
+        if last is not None:
+            if running:
+                LOG.info("sink %s: transfer %s reconnected; closing its "
+                         "previous session", self.name, tid)
+            # Closed here, or already closing itself (unlisted): until
+            # its close ends it still writes its files' checkpoints and
+            # removes the partial directory if empty, which the new
+            # session would have opened.
+            last.close("replaced by a new connection")
+            if not last.gone.wait(self.cfg.handshake_timeout):
+                raise errors.ProtocolError(
+                    "transfer %s: its previous session is still closing"
+                    % tid, code=errors.Code.LIMIT)
         with self.lock:
             if key in self.sessions:
                 # Another connection of this transfer was registered

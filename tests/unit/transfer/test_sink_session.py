@@ -331,6 +331,22 @@ class TestSessionBounds(testtools.TestCase):
             self.assertIn("NEW_BLOCK body is %d bytes" % P.MAX_BODY,
                           err.message)
 
+    def hold_close(self):
+        """The transfer's session, and two events: ``syncing`` is set
+        when its close reaches the final sync (unlisted already), which
+        waits there until ``release`` is set.
+        """
+        session = self.server.sessions[("source", self.tid.hex())]
+        syncing, release = threading.Event(), threading.Event()
+        real_sync = session._sync_now
+
+        def held_sync():
+            syncing.set()
+            release.wait(10)
+            real_sync()
+        session._sync_now = held_sync
+        return session, syncing, release
+
     def test_overlapping_reconnections_leave_one_session(self):
         """Two reconnections of one transfer overlap: the first waits
         while the old session closes, and the second is registered
@@ -379,17 +395,8 @@ class TestSessionBounds(testtools.TestCase):
         new session has just opened.
         """
         conn, _ = self.connect()
-        key = ("source", self.tid.hex())
-        old = self.server.sessions[key]
-        syncing, release, removed = (threading.Event(), threading.Event(),
-                                     threading.Event())
-        real_sync = old._sync_now
-
-        def held_sync():
-            syncing.set()
-            release.wait(10)
-            real_sync()
-        old._sync_now = held_sync
+        old, syncing, release = self.hold_close()
+        removed = threading.Event()
         real_remove = self.server.root.remove_partial_dir
 
         def remove_partial_dir(transfer_hex):
@@ -409,6 +416,48 @@ class TestSessionBounds(testtools.TestCase):
         reply = self.new_file(got["conn"], 0, 1 << 20)
         self.assertEqual(P.FileStatus.OPEN, reply.status, reply)
         self.assertTrue(old.gone.is_set())
+
+    def test_many_reconnections_while_the_old_session_closes(self):
+        """Five reconnections of one transfer at once, while its old
+        session closes itself: each either gets a session or is refused
+        (LIMIT, to retry); of the sessions made, exactly one is left
+        open, the listed one, and it takes a file.
+        """
+        conn, _ = self.connect()
+        key = ("source", self.tid.hex())
+        _, syncing, release = self.hold_close()
+        made = []
+
+        class Recorded(sinksession.SinkSession):
+            def __init__(session, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                made.append(session)
+        self.useFixture(fixtures.MonkeyPatch(
+            "dtn_migrate.transfer.sinksession.SinkSession", Recorded))
+        conn.close()
+        self.assertTrue(syncing.wait(10))
+        acks, refused = [], []
+
+        def reconnect():
+            try:
+                acks.append(self.connect())
+            except errors.PeerError as exc:
+                refused.append(exc)
+        threads = [threading.Thread(target=reconnect) for _ in range(5)]
+        for th in threads:
+            th.start()
+        threads[0].join(0.3)
+        release.set()
+        for th in threads:
+            th.join(20)
+        self.assertEqual(5, len(made) + len(refused), (made, refused))
+        self.assertEqual([errors.Code.LIMIT] * len(refused),
+                         [exc.code for exc in refused])
+        live = self.server.sessions[key]
+        self.assertEqual([live], [s for s in made if not s.closed])
+        mine = [c for c, ack in acks if ack.epoch == live.epoch]
+        reply = self.new_file(mine[0], 0, 1 << 20)
+        self.assertEqual(P.FileStatus.OPEN, reply.status, reply)
 
 
 class TestUnconfirmedCopy(SessionTestCase):
