@@ -7,11 +7,13 @@ may be reported durable (BLOCK_SYNC) only after their file, its name in
 the partial directory and the directories above are on stable storage.
 """
 
+import dataclasses
 import hashlib
 import os
 import shutil
 import tempfile
 import threading
+import time
 
 import fixtures
 import testtools
@@ -416,6 +418,35 @@ class TestSessionBounds(testtools.TestCase):
         reply = self.new_file(got["conn"], 0, 1 << 20)
         self.assertEqual(P.FileStatus.OPEN, reply.status, reply)
         self.assertTrue(old.gone.is_set())
+
+    def test_a_close_that_hangs_refuses_the_reconnection_for_a_retry(self):
+        """The old session's close hangs (a stuck final sync): a
+        reconnection waits ``handshake_timeout`` for it, then is refused
+        with LIMIT, which the source retries, and nothing else changes;
+        once the close ends, the next reconnection gets a session.
+        """
+        # The sink's wait; the source still waits 10 s for its answer.
+        self.server.cfg = dataclasses.replace(self.cfg,
+                                              handshake_timeout=0.3)
+        conn, _ = self.connect()
+        old, syncing, release = self.hold_close()
+        self.addCleanup(release.set)
+        conn.close()
+        self.assertTrue(syncing.wait(10))
+        key = ("source", self.tid.hex())
+        started = time.monotonic()
+        err = self.assertRaises(errors.PeerError, self.connect)
+        self.assertGreaterEqual(time.monotonic() - started, 0.3)
+        self.assertEqual(errors.Code.LIMIT, err.code)
+        self.assertIn("previous session is still closing", str(err))
+        self.assertNotIn(key, self.server.sessions)
+        self.assertIs(old, self.server.records[self.tid.hex()].session)
+        release.set()
+        self.assertTrue(old.gone.wait(10))
+        conn, ack = self.connect()
+        self.assertIsNot(old, self.server.sessions[key])
+        reply = self.new_file(conn, 0, 1 << 20)
+        self.assertEqual(P.FileStatus.OPEN, reply.status, reply)
 
     def test_many_reconnections_while_the_old_session_closes(self):
         """Five reconnections of one transfer at once, while its old
