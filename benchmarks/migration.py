@@ -222,6 +222,35 @@ def finished_after(record, t0_wall):
     return end.replace(tzinfo=datetime.timezone.utc).timestamp() - t0_wall
 
 
+def payload_share(mtu):
+    """Share of a tbf-limited veth's rate that TCP carries as payload:
+    each full segment is ``mtu`` bytes of IPv4 (20) and TCP with
+    timestamps (32) headers and payload, and tbf counts it with its
+    14-byte Ethernet header.
+    """
+    return (mtu - 52) / (mtu + 14)
+
+
+def engine_timeline(events, t0_wall):
+    """Seconds from ``t0_wall`` (epoch) to the first ``<stage> started``
+    and ``<stage> finished`` event of the migration's record (the
+    engine's database rows, microsecond times), for the stages of
+    STAGES.
+    """
+    out = {}
+    for ev in events or ():
+        if ev.get("stage") not in STAGES or \
+                ev.get("event") not in ("started", "finished"):
+            continue
+        try:
+            when = datetime.datetime.fromisoformat(ev["created_at"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        at = when.replace(tzinfo=datetime.timezone.utc).timestamp()
+        out.setdefault("%s %s" % (ev["stage"], ev["event"]), at - t0_wall)
+    return out
+
+
 def _loadavg():
     try:
         with open("/proc/loadavg") as f:
@@ -414,14 +443,13 @@ class Bench:
         """
         a, b = self.clouds.a, self.clouds.b
         seen = len(a.events)
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         req = a.bus.engine.migrate({}, b.agent_name,
                                    images=[self.source["image_id"]],
                                    options={"mode": mode, "force": True})
         [m] = req["migrations"]
         mid = m["migration_id"]
         timeline = {"queued": time.monotonic() - t0}
-        t0_wall = time.time()
         rec, end, polled = None, None, t0
         deadline = self.deadline()
         while end is None and time.monotonic() < deadline:
@@ -458,12 +486,15 @@ class Bench:
         self.check_peer_image(rec["peer_image"]["image_id"])
         stages = {k: {f: v.get(f) for f in ("rate", "done", "state")}
                   for k, v in (rec.get("stages") or {}).items()}
+        # The record's stage events, for the exact timeline.
+        events = a.bus.engine.get_migration({}, mid).get("events")
         return [(mode, seconds, {
             "migration_id": rec["migration_id"],
             "transfer_id": rec["transfer_id"],
             "engine_seconds": _iso_seconds(rec.get("created_at"),
                                            rec.get("finished_at")),
-            "engine_stages": stages, "timeline": timeline})]
+            "engine_stages": stages, "timeline": timeline,
+            "engine_timeline": engine_timeline(events, t0_wall)})]
 
     def note_stages(self, rec, timeline, now):
         """First time (s after the request) each stage was seen running
@@ -735,6 +766,10 @@ class Bench:
              one("pipelined"))
         pair("serial/sum_of_stages", one("serial"), total)
         pair("transfer/line", one("transfer"), lambda rep: line)
+        payload = self.payload_seconds()
+        pair("pipelined/payload", one("pipelined"), lambda rep: payload)
+        pair("glance-download/payload", one("glance-download"),
+             lambda rep: payload)
         cores = (self.loaded or {}).get("machine", {}).get("cpus") or \
             os.cpu_count()
 
@@ -751,6 +786,13 @@ class Bench:
         if not rate or not self.source:
             return None
         return self.source["size"] * 8 / netns.parse_rate(rate)
+
+    def payload_seconds(self):
+        """The image's time on the link as TCP payload: no migration of
+        incompressible data over one TCP path ends sooner.
+        """
+        line, mtu = self.line_seconds(), self.settings.get("mtu")
+        return line / payload_share(mtu) if line and mtu else None
 
     def save(self, final=False):
         args = self.args
@@ -801,6 +843,11 @@ class Bench:
             "serial/sum_of_stages": "serial / sum of the stages alone",
             "transfer/line": "transfer alone / line-rate time (%.1f s)" % (
                 self.line_seconds() or 0),
+            "pipelined/payload": "pipelined / the image's time as TCP "
+                                 "payload (%.1f s)" % (
+                                     self.payload_seconds() or 0),
+            "glance-download/payload": "glance-download / the image's "
+                                       "time as TCP payload",
             "pipelined/cpu_floor": "pipelined / (its own CPU seconds ÷ "
                                    "%d cores)" % ratios.get("cores", 0)}
         for key, label in names.items():
@@ -844,24 +891,27 @@ class Bench:
         self.plot_cpu(os.path.join(out, "cpu.png"))
 
     def timeline_table(self):
-        """Medians of when each stage of a migration was first seen
-        running and done, in seconds after the request, from the source
-        engine's progress notifications (one a second).
+        """Medians of when each stage of a migration started and
+        finished, in seconds after the request: from the record's stage
+        events (the engine's rows), or, in the runs before they were
+        kept, from the source engine's progress notifications (one every
+        progress interval: ``began``, some bytes done, and ``done``).
         """
-        events = ["%s %s" % (st, ev) for st in STAGES
-                  for ev in ("began", "done")]
+        key, names = "engine_timeline", ("started", "finished")
+        if not any(key in s["extra"] for s in self.samples):
+            key, names = "timeline", ("began", "done")
+        events = ["%s %s" % (st, ev) for st in STAGES for ev in names]
         headers = ["run"] + events + ["complete"]
         rows = []
         for what in ("pipelined", "serial"):
             runs = [s for s in self.samples if s["what"] == what and
-                    "timeline" in s["extra"]]
+                    key in s["extra"]]
             if not runs:
                 continue
             cells = []
             for ev in events:
                 cells.append(report.fmt(report.summarize(
-                    [s["extra"]["timeline"].get(ev) for s in runs])[
-                        "median"]))
+                    [s["extra"][key].get(ev) for s in runs])["median"]))
             cells.append(report.fmt(report.summarize(
                 [s["seconds"] for s in runs])["median"]))
             rows.append([LABELS[what]] + cells)

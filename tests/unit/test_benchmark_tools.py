@@ -2,6 +2,7 @@
 comparisons of runs, the targets' verdicts and CPU by thread."""
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -480,6 +481,87 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual("–", sparse.link_verdict(None, data))
         self.assertEqual("–", sparse.link_verdict(
             report.summarize([1.0]), 0))
+
+
+class MigrationFloorTest(unittest.TestCase):
+    """benchmarks.migration: the image's time on the link as TCP
+    payload, and the timeline from the record's stage events.
+    """
+
+    def bench(self, **settings):
+        bench = migration.Bench(argparse.Namespace())
+        bench.source = {"size": 4 << 30}
+        bench.settings = dict({"repeat": 2}, **settings)
+        return bench
+
+    def test_payload_share_of_a_full_segment(self):
+        # 1448 bytes of payload in a 1514-byte frame; 8948 in 9014.
+        self.assertAlmostEqual(1448 / 1514, migration.payload_share(1500))
+        self.assertAlmostEqual(8948 / 9014, migration.payload_share(9000))
+
+    def test_the_migrations_against_the_payload_time(self):
+        bench = self.bench(rate="1gbit", mtu=1500)
+        for rep, (pipelined, glance) in enumerate([(36.8, 72.0),
+                                                   (37.2, 74.0)]):
+            for what, seconds in (("pipelined", pipelined),
+                                  ("glance-download", glance)):
+                bench.samples.append({"what": what, "rep": rep,
+                                      "seconds": seconds, "extra": {}})
+        # 4 GiB at 125 MB/s is 34.36 s on the line, 35.93 s as payload.
+        self.assertAlmostEqual(35.926, bench.payload_seconds(), places=3)
+        ratios = bench.ratios(bench.summary())
+        got = ratios["pipelined/payload"]
+        self.assertAlmostEqual(37.0 / 35.926, got["median"], places=3)
+        self.assertEqual([1.024, 1.035],
+                         [round(v, 3) for v in got["per_rep"]])
+        self.assertAlmostEqual(73.0 / 35.926,
+                               ratios["glance-download/payload"]["median"],
+                               places=3)
+
+    def test_no_rate_no_payload_time(self):
+        self.assertIsNone(self.bench(rate=None, mtu=1500).payload_seconds())
+
+    def test_the_timeline_is_the_first_event_of_each_stage(self):
+        t0 = datetime.datetime(2026, 11, 30, 8, 56, 59, 500000,
+                               tzinfo=datetime.timezone.utc).timestamp()
+        day = "2026-11-30T08:5"
+        events = [dict(zip(("stage", "event", "created_at"), e)) for e in (
+            (None, "queued", day + "6:59.510000"),
+            ("export", "started", day + "6:59.750000"),
+            ("transfer", "started", day + "7:00.000000"),
+            ("export", "finished", day + "7:03.250000"),
+            ("import", "started", day + "7:00.500000"),
+            # A second run of the stage (a retry) is not the first.
+            ("transfer", "started", day + "7:10.000000"),
+            ("transfer", "finished", day + "7:36.000000"),
+            ("import", "finished", None),
+            ("bogus", "started", day + "7:00.000000"))]
+        got = migration.engine_timeline(events, t0)
+        self.assertEqual({"export started": 0.25, "export finished": 3.75,
+                          "transfer started": 0.5,
+                          "transfer finished": 36.5,
+                          "import started": 1.0},
+                         {k: round(v, 3) for k, v in got.items()})
+
+    def test_the_table_takes_the_events_when_the_runs_have_them(self):
+        bench = self.bench()
+        for rep in range(2):
+            bench.samples.append({"what": "pipelined", "rep": rep,
+                                  "seconds": 37.0 + rep, "extra": {
+                                      "timeline": {"export began": 4.0},
+                                      "engine_timeline": {
+                                          "export started": 0.2 + rep,
+                                          "import finished": 37.0}}})
+        headers, rows = bench.timeline_table()
+        self.assertEqual("export started", headers[1])
+        self.assertEqual(["dtn-migrate pipelined", "0.7", "–"],
+                         rows[0][:3])
+        # Runs from before the events were kept: the notifications'.
+        for s in bench.samples:
+            del s["extra"]["engine_timeline"]
+        headers, rows = bench.timeline_table()
+        self.assertEqual("export began", headers[1])
+        self.assertEqual("4.0", rows[0][1])
 
 
 class MigrationSettingsTest(unittest.TestCase):
