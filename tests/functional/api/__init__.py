@@ -14,6 +14,7 @@ subprocess (:meth:`ApiPairTestCase.openstack`), or raw HTTP with a real
 token (:meth:`ApiPairTestCase.http`).
 """
 
+import functools
 import json
 import os
 import shutil
@@ -235,8 +236,11 @@ class ApiPairTestCase(testtools.TestCase):
 
     # Images and migrations.
 
-    def upload(self, size, persona="alice", cloud=None, **fields):
-        """An image of SIZE random bytes owned by PERSONA's project."""
+    def upload(self, size, persona="alice", cloud=None, write=None,
+               **fields):
+        """An image of SIZE random bytes owned by PERSONA's project, or
+        of what ``write(path, size)`` puts in its file.
+        """
         cloud = cloud or self.a
         client = cloud.glance.client(
             session=cloud.users[persona].session())
@@ -245,7 +249,7 @@ class ApiPairTestCase(testtools.TestCase):
         fields.setdefault("name", "api-%s" % uuid.uuid4().hex[:6])
         image = client.images.create(**fields)
         path = os.path.join(self.workdir, image["id"])
-        base.make_file(path, size, seed=size)
+        (write or functools.partial(base.make_file, seed=size))(path, size)
         with open(path, "rb") as f:
             client.images.upload(image["id"], f)
         os.unlink(path)
