@@ -1119,7 +1119,10 @@ def redraw(args):
     return 0
 
 
-def main(argv=None):
+def parser():
+    """The command line's options (``parser().parse_args([])``: every
+    option at its default, for a benchmark that runs this one).
+    """
     p = argparse.ArgumentParser(prog="python -m benchmarks.migration",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=workloads.parse_size, default="4G",
@@ -1175,6 +1178,11 @@ def main(argv=None):
                    help="quick check (about 100 s, 45 s of it the clouds' "
                         "start): --size 256M --repeat 1, --out "
                         "/tmp/bench-smoke/migration")
+    return p
+
+
+def main(argv=None):
+    p = parser()
     args = p.parse_args(argv)
     if args.smoke:
         args.size, args.repeat = 256 * MiB, 1

@@ -246,16 +246,27 @@ def transfer_extra(results, out):
                     for link in links} if data else None)
 
 
+def transfer_args(args):
+    """benchmarks.throughput's options for the transfer level: its own
+    defaults (so an option it gains is never missing here), with this
+    run's.
+    """
+    targs = throughput.parse_args([])
+    vars(targs).update(
+        links=args.links, tools=args.tools, reps=args.reps, mtu=args.mtu,
+        warm='off', warmup=args.warmup, data_dir=args.data_dir,
+        dst_dir=args.dst_dir, remove_data=args.remove_data,
+        out=os.path.join(args.out, 'transfer'), streams=None,
+        object_size=None, timeout=args.timeout, gridftp_parallel=4,
+        gridftp_cc=1, xrdcp_streams=1, xrdcp_parallel=4, iperf3_streams=4,
+        title='Sparse image (transfer)')
+    return targs
+
+
 def run_transfer(args):
     image = SparseImage(args.data_dir, args.size, args.data, args.extents,
                         args.seed)
-    targs = argparse.Namespace(
-        links=args.links, tools=args.tools, reps=args.reps, mtu=args.mtu,
-        warm='off', data_dir=args.data_dir, dst_dir=args.dst_dir,
-        remove_data=args.remove_data, out=os.path.join(args.out, 'transfer'),
-        streams=None, object_size=None, timeout=args.timeout,
-        gridftp_parallel=4, gridftp_cc=1, xrdcp_streams=1, xrdcp_parallel=4,
-        iperf3_streams=4, title='Sparse image (transfer)')
+    targs = transfer_args(args)
     title = '%s raw, %s data' % (workloads.format_size(args.size),
                                  workloads.format_size(args.data))
     rc = throughput.measure(targs, {'sparse': image}, {'sparse': title})
@@ -476,6 +487,23 @@ def _migration_bench():
     return migration, SparseBench
 
 
+def migration_args(args):
+    """benchmarks.migration's options for the migration level: its own
+    defaults (its engine and agent settings included), with this run's.
+    """
+    from benchmarks import migration
+    margs = migration.parser().parse_args([])
+    vars(margs).update(
+        size=args.size, data=args.data, extents=args.extents,
+        seed=args.seed, repeat=args.reps, warmup=args.warmup,
+        modes=list(MIGRATION_MODES), rate=args.rate, mtu=args.mtu,
+        data_dir=args.cloud_dir,
+        timeout=args.timeout or max(900.0, args.size / 5e6),
+        out=os.path.join(args.out, 'migration'), keep=False,
+        check_download=args.check_download)
+    return margs
+
+
 def run_migration(args):
     from benchmarks import _clouds
     migration, SparseBench = _migration_bench()
@@ -490,13 +518,7 @@ def run_migration(args):
                                  workloads.format_size(args.size)),
               flush=True)
         return 1
-    margs = argparse.Namespace(
-        size=args.size, data=args.data, extents=args.extents,
-        seed=args.seed, repeat=args.reps, modes=list(MIGRATION_MODES),
-        rate=args.rate, mtu=args.mtu, data_dir=args.cloud_dir,
-        timeout=args.timeout or max(900.0, args.size / 5e6),
-        out=os.path.join(args.out, 'migration'), keep=False,
-        check_download=args.check_download)
+    margs = migration_args(args)
     os.makedirs(margs.out, exist_ok=True)
     bench = SparseBench(margs)
     bench.settings = {'size': args.size, 'data': args.data,
@@ -519,7 +541,7 @@ def run_migration(args):
     return 1 if bench.failures else 0
 
 
-def main(argv=None):
+def parser():
     ap = argparse.ArgumentParser(
         prog='python -m benchmarks.sparse',
         description=__doc__.split('\n')[0],
@@ -530,6 +552,10 @@ def main(argv=None):
     ap.add_argument('--extents', type=int, default=10)
     ap.add_argument('--seed', type=int, default=workloads.DEFAULT_SEED)
     ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--warmup', type=int, default=0,
+                    help='rounds of every tool (transfer level) or mode '
+                    '(migration level) run first and kept out of the '
+                    'results')
     ap.add_argument('--links', default='1gbit',
                     help='transfer level: links (see throughput.py)')
     ap.add_argument('--tools', default='dtn-migrate,dtn-migrate-nozero,'
@@ -550,6 +576,11 @@ def main(argv=None):
     ap.add_argument('--smoke', action='store_true',
                     help='quick check (< 2 min per level): --size 256M '
                     '--data 2M --reps 1, --out /tmp/bench-smoke/sparse')
+    return ap
+
+
+def main(argv=None):
+    ap = parser()
     args = ap.parse_args(argv)
     if args.smoke:
         args.size, args.data, args.reps = 256 * MiB, 2 * MiB, 1

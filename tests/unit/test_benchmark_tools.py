@@ -564,6 +564,62 @@ class MigrationFloorTest(unittest.TestCase):
         self.assertEqual("4.0", rows[0][1])
 
 
+class SparseLevelsTest(unittest.TestCase):
+    """benchmarks.sparse runs benchmarks.throughput (transfer level) and
+    benchmarks.migration (migration level): each gets every option of
+    the benchmark it runs, at that benchmark's default where the sparse
+    run does not set it.  (Both levels failed at once with an
+    AttributeError when those benchmarks gained --warmup and
+    --settings.)
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.args = sparse.parser().parse_args(["--reps", "2"])
+
+    def test_transfer_level(self):
+        got = []
+
+        def measure(targs, *rest):
+            got.append(targs)
+            raise StopIteration
+        with mock.patch.object(throughput, "measure", measure), \
+                mock.patch.object(sparse, "SparseImage"):
+            self.assertRaises(StopIteration, sparse.run_transfer, self.args)
+        [targs] = got
+        options = vars(throughput.parse_args([]))
+        self.assertEqual([], sorted(set(options) - set(vars(targs))))
+        self.assertEqual(0, targs.warmup)
+        self.assertEqual(2, targs.reps)
+        self.assertEqual(os.path.join(self.args.out, "transfer"), targs.out)
+
+    def test_migration_level(self):
+        got = []
+
+        class Bench:
+            def __init__(self, margs):
+                got.append(margs)
+                raise StopIteration
+        disk = mock.Mock(free=1 << 50)
+        with mock.patch.object(sparse, "_migration_bench",
+                               return_value=(migration, Bench)), \
+                mock.patch.object(_clouds, "check", return_value=None), \
+                mock.patch.object(sparse.shutil, "disk_usage",
+                                  return_value=disk):
+            self.assertRaises(StopIteration, sparse.run_migration,
+                              self.args)
+        [margs] = got
+        options = vars(migration.parser().parse_args([]))
+        self.assertEqual([], sorted(set(options) - set(vars(margs))))
+        self.assertEqual((0, 2), (margs.warmup, margs.repeat))
+        self.assertEqual(list(sparse.MIGRATION_MODES), margs.modes)
+        # The clouds' settings are the migration benchmark's defaults.
+        self.assertEqual(migration.engine_conf(migration.parser().parse_args(
+            [])), migration.engine_conf(margs))
+        self.assertEqual({"DEFAULT": {"debug": "false"}},
+                         migration.agent_conf(margs))
+
+
 class MigrationSettingsTest(unittest.TestCase):
     """benchmarks.migration --settings: shipped runs the engines and
     agents as an operator would, tests as the functional tests do.
