@@ -214,12 +214,15 @@ def _iso_seconds(start, end):
     return (b - a).total_seconds()
 
 
+def _epoch(iso):
+    """The engine's naive UTC ISO time as seconds since the epoch."""
+    when = datetime.datetime.fromisoformat(iso)
+    return when.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 def finished_after(record, t0_wall):
-    """Seconds from ``t0_wall`` (epoch) to the record's ``finished_at``
-    (the engine's naive UTC ISO time).
-    """
-    end = datetime.datetime.fromisoformat(record["finished_at"])
-    return end.replace(tzinfo=datetime.timezone.utc).timestamp() - t0_wall
+    """Seconds from ``t0_wall`` (epoch) to the record's ``finished_at``."""
+    return _epoch(record["finished_at"]) - t0_wall
 
 
 def payload_share(mtu):
@@ -243,10 +246,9 @@ def engine_timeline(events, t0_wall):
                 ev.get("event") not in ("started", "finished"):
             continue
         try:
-            when = datetime.datetime.fromisoformat(ev["created_at"])
+            at = _epoch(ev["created_at"])
         except (KeyError, TypeError, ValueError):
             continue
-        at = when.replace(tzinfo=datetime.timezone.utc).timestamp()
         out.setdefault("%s %s" % (ev["stage"], ev["event"]), at - t0_wall)
     return out
 

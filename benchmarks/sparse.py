@@ -254,12 +254,9 @@ def transfer_args(args):
     targs = throughput.parse_args([])
     vars(targs).update(
         links=args.links, tools=args.tools, reps=args.reps, mtu=args.mtu,
-        warm='off', warmup=args.warmup, data_dir=args.data_dir,
-        dst_dir=args.dst_dir, remove_data=args.remove_data,
-        out=os.path.join(args.out, 'transfer'), streams=None,
-        object_size=None, timeout=args.timeout, gridftp_parallel=4,
-        gridftp_cc=1, xrdcp_streams=1, xrdcp_parallel=4, iperf3_streams=4,
-        title='Sparse image (transfer)')
+        warmup=args.warmup, data_dir=args.data_dir, dst_dir=args.dst_dir,
+        remove_data=args.remove_data, out=os.path.join(args.out, 'transfer'),
+        timeout=args.timeout, title='Sparse image (transfer)')
     return targs
 
 
@@ -499,7 +496,7 @@ def migration_args(args):
         modes=list(MIGRATION_MODES), rate=args.rate, mtu=args.mtu,
         data_dir=args.cloud_dir,
         timeout=args.timeout or max(900.0, args.size / 5e6),
-        out=os.path.join(args.out, 'migration'), keep=False,
+        out=os.path.join(args.out, 'migration'),
         check_download=args.check_download)
     return margs
 

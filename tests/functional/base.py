@@ -91,6 +91,21 @@ def data_root():
     return tempfile.gettempdir()
 
 
+def write_at(path, size, pieces):
+    """A file of ``size`` bytes: holes but for ``pieces`` (offset ->
+    bytes).
+    """
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in sorted(pieces.items()):
+            f.seek(offset)
+            f.write(data)
+
+
+def random_bytes(n, seed):
+    return hashlib.shake_256(b"r%d" % seed).digest(n)
+
+
 def make_file(path, size, seed=0):
     """Pseudo-random content, different in every MiB (misplaced objects
     change the sha512).

@@ -22,21 +22,6 @@ from tests.functional import shared
 MiB = base.MiB
 
 
-def write_at(path, size, pieces):
-    """A file of ``size`` bytes: holes but for ``pieces`` (offset ->
-    bytes).
-    """
-    with open(path, "wb") as f:
-        f.truncate(size)
-        for offset, data in sorted(pieces.items()):
-            f.seek(offset)
-            f.write(data)
-
-
-def random_bytes(n, seed):
-    return hashlib.shake_256(b"r%d" % seed).digest(n)
-
-
 def text_bytes(n, seed):
     """Compressible (about 2:1) and different for every seed."""
     return hashlib.shake_256(b"t%d" % seed).digest(n // 2).hex().encode()
@@ -88,11 +73,11 @@ class TestSparse(CountingRelay):
     def test_sparse_image_sends_only_its_data(self):
         size = 2048 * MiB
         data = 10 * MiB
-        pieces = {(37 + 199 * i) * MiB: random_bytes(MiB, i)
+        pieces = {(37 + 199 * i) * MiB: base.random_bytes(MiB, i)
                   for i in range(10)}
         name = "sparse.raw"
         path = os.path.join(self.src.staging, name)
-        write_at(path, size, pieces)
+        base.write_at(path, size, pieces)
         self.addCleanup(os.unlink, path)
         tid, status = self.send(name)
         self.addDetail("link-bytes", base.content.text_content(
@@ -116,10 +101,10 @@ class TestSparse(CountingRelay):
         size = 1024 * MiB
         data = 10 * MiB
         pieces = {(37 + 97 * i) * MiB + 12345 + 4096 * i:
-                  random_bytes(MiB, 100 + i) for i in range(10)}
+                  base.random_bytes(MiB, 100 + i) for i in range(10)}
         name = "unaligned.raw"
         path = os.path.join(self.src.staging, name)
-        write_at(path, size, pieces)
+        base.write_at(path, size, pieces)
         self.addCleanup(os.unlink, path)
         self.send(name)
         self.addDetail("link-bytes", base.content.text_content(
@@ -137,7 +122,8 @@ class TestSparse(CountingRelay):
         path = os.path.join(self.src.staging, name)
         with open(path, "wb") as f:
             for i in range(64):
-                f.write(random_bytes(MiB, i) if i in (5, 40) else bytes(MiB))
+                f.write(base.random_bytes(MiB, i) if i in (5, 40)
+                        else bytes(MiB))
         self.addCleanup(os.unlink, path)
         self.send(name)
         self.assertLessEqual(self.link_bytes, 1.05 * 2 * MiB + MiB)
@@ -219,7 +205,7 @@ class TestKillWithZerosAndCompression(shared.SharedPairTestCase):
                 for i in range(4):
                     seed = r * 4 + i
                     f.write(text_bytes(MiB, seed) if kind == 1
-                            else random_bytes(MiB, seed))
+                            else base.random_bytes(MiB, seed))
         self.addCleanup(os.unlink, path)
         return path
 

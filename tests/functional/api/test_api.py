@@ -6,7 +6,6 @@ Keystones, Glances, agents, engines and the APIs under uwsgi.  Every
 (member of demo), rita (reader of demo), bob (member of other) or admin.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import yaml
 
 import dtn_migrate
 from tests.functional import api
+from tests.functional import base
 
 MiB = api.MiB
 OPENAPI = os.path.join(os.path.dirname(dtn_migrate.__file__), "api",
@@ -73,16 +73,9 @@ class TestApi(api.ApiPairTestCase):
         the source agent put at most 1.05 x the data + 1 MiB on it.
         """
         data = {(5 + 13 * i) * MiB + 123 * 1024 + i:
-                hashlib.shake_256(b"sparse%d" % i).digest(MiB // 2)
-                for i in range(4)}
-
-        def write(path, size):
-            with open(path, "wb") as f:
-                f.truncate(size)
-                for offset, piece in data.items():
-                    f.seek(offset)
-                    f.write(piece)
-        source = self.upload(64 * MiB, write=write, name="sparse-raw")
+                base.random_bytes(MiB // 2, 200 + i) for i in range(4)}
+        source = self.upload(64 * MiB, name="sparse-raw", write=(
+            lambda path, size: base.write_at(path, size, data)))
         self.openstack("alice", "dtn", "migrate", source["id"], "--peer",
                        self.b.agent_name, "--wait")
         [rec] = self.migrations_of(source["id"])
