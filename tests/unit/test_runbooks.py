@@ -1,4 +1,4 @@
-"""The runbooks of doc/source/runbooks/ parse, name real ``openstack``
+"""The runbooks of doc/source/admin/runbooks/ parse, name real ``openstack``
 commands with options those commands accept, and use known
 placeholders; and tests/functional/api/runbook.py runs them as it says.
 """
@@ -19,7 +19,7 @@ import dtn_migrate
 from tests.functional.api import runbook
 
 ROOT = pathlib.Path(dtn_migrate.__file__).parent.parent
-RUNBOOKS = ROOT / "doc" / "source" / "runbooks"
+RUNBOOKS = ROOT / "doc" / "source" / "admin" / "runbooks"
 SETUP_CFG = ROOT / "setup.cfg"
 #: The commands of other plugins a runbook may use: (entry point group,
 #: name).
@@ -192,10 +192,9 @@ class TestRunbookFiles(testtools.TestCase):
                     self.assertTrue(text.strip(), step.where)
 
     def test_index_links(self):
-        index = (ROOT / "doc" / "source" / "index.rst").read_text()
+        index = (RUNBOOKS.parent / "index.rst").read_text()
         self.assertIn("runbooks/index", index)
-        protection = (ROOT / "doc" / "source" /
-                      "protection.rst").read_text()
+        protection = (RUNBOOKS.parent / "protection.rst").read_text()
         self.assertIn(":doc:`runbooks/", protection)
         toc = (RUNBOOKS / "index.rst").read_text()
         for path in _runbooks():

@@ -1,4 +1,4 @@
-"""The operator runbooks of doc/source/runbooks/, run as tests.
+"""The operator runbooks of doc/source/admin/runbooks/, run as tests.
 
 A runbook is written for people: numbered steps, each with a ``..
 code-block:: console`` of ``$ openstack ...`` lines and the output to

@@ -25,7 +25,7 @@ from tests.functional.api import runbook
 MiB = 1 << 20
 RUNBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))), "doc", "source",
-    "runbooks")
+    "admin", "runbooks")
 #: The notification pool of A's engine ([protection] listener_pool).
 LISTENER_POOL = "dtn-migrate-engine"
 #: Engine options of both clouds.
@@ -521,7 +521,7 @@ class TestProtection(api.ApiPairTestCase):
         self.assertEqual("active", self.peer_image(kept_copy)["status"])
         self.assertEqual("current", self.catalog_state(kept["id"]))
 
-    # The runbooks of doc/source/runbooks, as written.
+    # The runbooks of doc/source/admin/runbooks, as written.
 
     def test_runbooks_as_written(self):
         tag = self.tag()
