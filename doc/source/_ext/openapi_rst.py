@@ -3,12 +3,15 @@
     .. openapi:: ../../dtn_migrate/api/openapi.yaml
 
 (path relative to the page, or absolute from the source directory with a
-leading ``/``) writes, for every operation in the order of the document,
-a section "METHOD path" with its summary and description, its
-parameters, its request body (the fields of its schema, flattened, and
-its example) and its responses (status, description, fields).  Schemas
-under ``components`` are followed through ``$ref``.  The page is rebuilt
-when the document changes.
+leading ``/``) writes the reference as os-api-ref lays one out: a
+section per tag of the document (versions, migrations, ...), and in it,
+for every operation in the order of the document, a section titled with
+its summary, then its method and URL, its normal and error response
+codes, its request (parameters, and the fields of its body's schema,
+flattened, with its example) and its response (fields and example of
+each success; what each error means).  Schemas under ``components`` are
+followed through ``$ref`` and get a table each, at the end.  The page
+is rebuilt when the document changes.
 """
 
 import json
@@ -155,16 +158,21 @@ def _table(header, rows, widths):
     return lines
 
 
-def _fields(spec, schema, top=True):
+def _fields(spec, schema, top=True, label="Body"):
+    """The fields of a body's schema as a table, or one line naming the
+    component schema (with a link to its table) that it is.
+    """
     if top and (_ref_name(schema) or _ref_name(
             spec.resolve(schema or {}).get("items"))):
-        return ["Body: %s." % type_text(spec, schema), ""]
+        return ["%s: %s." % (label, type_text(spec, schema)), ""]
     rows = flatten(spec, schema)
     if not rows:
-        return ["Body: %s." % type_text(spec, schema), ""]
-    return _table(("Field", "Type", "Required", "Description"),
-                  [("``%s``" % r[0], r[1], "yes" if r[2] else "no", r[3])
-                   for r in rows], (20, 25, 10, 45))
+        return ["%s: %s." % (label, type_text(spec, schema)), ""]
+    head = [] if label == "Body" else ["%s:" % label, ""]
+    return head + _table(
+        ("Field", "Type", "Required", "Description"),
+        [("``%s``" % r[0], r[1], "yes" if r[2] else "no", r[3])
+         for r in rows], (20, 25, 10, 45))
 
 
 def _example(media):
@@ -191,6 +199,97 @@ def _title(text, char):
     return [text, char * len(text), ""]
 
 
+def _heading(summary, method, path):
+    """An operation's title: its summary without the final stop."""
+    return (_one_line(summary).rstrip(".") or
+            "%s %s" % (method.upper(), path))
+
+
+def _operations(doc, spec):
+    """[(tag, [(method, path, shared parameters, operation)])] in the
+    order of the document's tags, then of its paths.
+    """
+    order = [t.get("name") for t in doc.get("tags") or () if t.get("name")]
+    groups = {}
+    for path, item in (doc.get("paths") or {}).items():
+        item = spec.resolve(item)
+        shared = item.get("parameters", [])
+        for method in METHODS:
+            op = item.get(method)
+            if op is None:
+                continue
+            tag = (op.get("tags") or ["other"])[0]
+            if tag not in order:
+                order.append(tag)
+            groups.setdefault(tag, []).append((method, path, shared, op))
+    return [(tag, groups[tag]) for tag in order if tag in groups]
+
+
+def _codes(responses, normal):
+    codes = [str(c) for c in responses
+             if (str(c)[:1] in ("1", "2", "3")) == normal]
+    return ", ".join(codes)
+
+
+def _operation(spec, method, path, shared, op):
+    """One operation, as os-api-ref lays it out: title, method and URL,
+    response codes, request (parameters, body, example), response
+    (fields, example).
+    """
+    lines = _title(_heading(op.get("summary"), method, path), "-")
+    lines += [".. rst-class:: openapi-method", "",
+              "**%s** ``%s``" % (method.upper(), path), ""]
+    if op.get("description"):
+        lines += op["description"].strip().splitlines() + [""]
+    responses = {str(k): spec.resolve(v)
+                 for k, v in (op.get("responses") or {}).items()}
+    normal = _codes(responses, True)
+    errors = _codes(responses, False)
+    if normal:
+        lines += ["Normal response codes: %s" % normal, ""]
+    if errors:
+        lines += ["Error response codes: %s" % errors, ""]
+    params = [spec.resolve(p) for p in shared + op.get("parameters", [])]
+    body = op.get("requestBody")
+    if params or body:
+        lines += _title("Request", "~")
+    if params:
+        lines += _table(
+            ("Name", "In", "Type", "Required", "Description"),
+            [("``%s``" % p.get("name"), p.get("in"),
+              type_text(spec, p.get("schema")),
+              "yes" if p.get("required") else "no",
+              _one_line(p.get("description"))) for p in params],
+            (15, 8, 25, 10, 42))
+    if body:
+        media = _json_media(spec, body)
+        label = "Body (%s)" % ("required" if spec.resolve(body).get(
+            "required") else "optional")
+        if media is not None:
+            lines += _fields(spec, media.get("schema", {}), label=label)
+            lines += _example(media)
+        else:
+            lines += [label + ".", ""]
+    ok = [(code, r) for code, r in responses.items()
+          if code[:1] in ("1", "2", "3")]
+    if ok:
+        lines += _title("Response", "~")
+    for code, response in ok:
+        lines += ["``%s``: %s" % (code, _one_line(
+            response.get("description"))), ""]
+        media = _json_media(spec, response)
+        if media is not None and media.get("schema"):
+            lines += _fields(spec, media["schema"])
+            lines += _example(media)
+    failed = [(code, r) for code, r in responses.items()
+              if code[:1] not in ("1", "2", "3")]
+    if failed:
+        lines += _table(("Error", "When"),
+                        [("``%s``" % code, _one_line(r.get("description")))
+                         for code, r in failed], (15, 85))
+    return lines
+
+
 def render(doc):
     """The reStructuredText of an OpenAPI document, as lines."""
     spec = Spec(doc)
@@ -201,53 +300,21 @@ def render(doc):
     if info.get("version"):
         lines += ["Document version: ``%s`` (OpenAPI %s)." % (
             info["version"], doc.get("openapi", "3")), ""]
-    for path, item in (doc.get("paths") or {}).items():
-        item = spec.resolve(item)
-        shared = item.get("parameters", [])
-        for method in METHODS:
-            op = item.get(method)
-            if op is None:
-                continue
-            lines += _title("%s %s" % (method.upper(), path), "-")
-            if op.get("summary"):
-                lines += [_one_line(op["summary"]), ""]
-            if op.get("description"):
-                lines += op["description"].strip().splitlines() + [""]
-            params = [spec.resolve(p) for p in shared + op.get(
-                "parameters", [])]
-            if params:
-                lines += ["**Parameters**", ""]
-                lines += _table(
-                    ("Name", "In", "Type", "Required", "Description"),
-                    [("``%s``" % p.get("name"), p.get("in"),
-                      type_text(spec, p.get("schema")),
-                      "yes" if p.get("required") else "no",
-                      _one_line(p.get("description"))) for p in params],
-                    (15, 8, 25, 10, 42))
-            body = op.get("requestBody")
-            if body:
-                media = _json_media(spec, body)
-                lines += ["**Request body** (%s)" % (
-                    "required" if spec.resolve(body).get("required")
-                    else "optional"), ""]
-                if media is not None:
-                    lines += _fields(spec, media.get("schema", {}))
-                    lines += _example(media)
-            lines += ["**Responses**", ""]
-            for code, response in (op.get("responses") or {}).items():
-                response = spec.resolve(response)
-                lines += ["``%s``: %s" % (
-                    code, _one_line(response.get("description"))), ""]
-                media = _json_media(spec, response)
-                if media is not None and media.get("schema"):
-                    lines += _fields(spec, media["schema"])
-                    lines += _example(media)
+    tags = {t.get("name"): t for t in doc.get("tags") or ()}
+    for tag, operations in _operations(doc, spec):
+        lines += _title(tag.capitalize(), "=")
+        description = (tags.get(tag) or {}).get("description")
+        if description:
+            lines += description.strip().splitlines() + [""]
+        for method, path, shared, op in operations:
+            lines += _operation(spec, method, path, shared, op)
     schemas = (doc.get("components") or {}).get("schemas") or {}
     if schemas:
-        lines += _title("Schemas", "-")
+        lines += _title("Schemas", "=")
+        lines += ["The objects the operations above refer to.", ""]
         for name, schema in schemas.items():
             lines += [".. _%s:" % _label(name), ""]
-            lines += _title(name, "~")
+            lines += _title(name, "-")
             description = spec.resolve(schema).get("description")
             if description:
                 lines += description.strip().splitlines() + [""]
