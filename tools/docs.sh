@@ -8,12 +8,13 @@
 # installed.  Run by tools/test.
 # Environment: DTN_DOCS_VENV (default ~/.cache/dtn-migrate/venv-docs,
 # outside the work tree so that flake8 and git never walk it).
-# Argument: the output directory (default doc/build/html).
+# Argument: the output directory (default build/docs/html, outside doc/:
+# tox -e docs writes doc/build/html).
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DOCS=${DTN_DOCS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/dtn-migrate/venv-docs}
-OUT=${1:-$TOP/doc/build/html}
+OUT=${1:-$TOP/build/docs/html}
 
 # pip, without the notes about configured package locations that are absent.
 pip_q() {
