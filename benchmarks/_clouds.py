@@ -1,4 +1,11 @@
-"""Two local clouds joined by a rate-limited DTN link (for benchmarks).
+"""The benchmarks' clouds: two local clouds joined by a rate-limited
+DTN link (``benchmarks.migration``, ``benchmarks.sparse``), and the
+functional tests' pairs of clouds with dtn-migrate-api
+(``benchmarks.api``, ``benchmarks.protection``).
+
+Every import of the local clouds (``dtn_migrate.devcloud``) and of the
+functional tests' cloud harness is here, so that a move of either is
+one change here (the lab itself: :mod:`benchmarks._lab`).
 
 One Keystone serves Glance A (region RegionA) and Glance B (RegionB);
 both run under uwsgi in the root namespace, next to RabbitMQ and the two
@@ -18,6 +25,9 @@ region keeps its direct endpoint for everything else.
 The building blocks are the functional tests' (``tests.functional``):
 ``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
 ``netns.Lab``, ``relay.Relay``.
+
+The API pairs (:func:`api_pair`) are ``tests/functional/api``'s
+``start_pair`` in a :class:`ClassScope`.
 """
 
 import contextlib
@@ -36,9 +46,11 @@ from dtn_migrate.devcloud import _base
 from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
+from benchmarks._lab import netns
+from tests.functional import api as api_harness
 from tests.functional import base
 from tests.functional import migration
-from tests.functional import netns
+from tests.functional.migration import scope as class_scope
 from tests.functional import relay
 
 MiB = 1 << 20
@@ -49,6 +61,13 @@ LINK_REGION = "RegionA-link"
 #: Port of Glance A's forwarder inside namespace ``a``.
 LINK_PORT = 9292
 RABBIT_PORT = 5672
+#: The local clouds' helpers the benchmarks use.
+available = devcloud.available
+clouds_venv = devcloud.clouds_venv
+wait_image = devcloud.wait_image
+wait_import_end = devcloud.wait_import_end
+Broker = base.Broker
+ClassScope = class_scope.ClassScope
 
 
 def check():
@@ -288,3 +307,18 @@ class Clouds:
         except Exception as exc:  # noqa: B902 - reported by the caller
             errors.append("%s: %s" % (type(exc).__name__, exc))
         return errors
+
+
+def api_pair(prefix, **kwargs):
+    """(scope, a, b): the functional tests' two clouds with
+    dtn-migrate-api (``tests/functional/api``'s ``start_pair`` with
+    ``kwargs``) in a new :class:`ClassScope`; ``scope.close()`` removes
+    them, and does so here when they fail to start.
+    """
+    scope = ClassScope(prefix)
+    try:
+        a, b = api_harness.start_pair(scope, **kwargs)
+    except BaseException:
+        scope.close()
+        raise
+    return scope, a, b

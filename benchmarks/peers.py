@@ -79,7 +79,8 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from tests.functional import netns  # noqa: E402
+from benchmarks._lab import netns  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 MiB = 1 << 20
 SOURCE, SINK = 'a', 'b'
@@ -214,14 +215,6 @@ def apt_hint():
     return 'apt-get install -y ' + DEBIAN_PACKAGES
 
 
-def _tail(path, n=20):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-n:])
-    except OSError:
-        return ''
-
-
 def _kill_group(proc, timeout=5.0):
     if proc is None or proc.poll() is not None:
         return
@@ -352,13 +345,13 @@ class Peer:
             if self.server.poll() is not None:
                 raise PeerError('%s server exited (rc=%s):\n%s' % (
                     self.name, self.server.returncode,
-                    _tail(os.path.join(self.workdir, log_name))))
+                    common.tail(os.path.join(self.workdir, log_name), 20)))
             if self._port_open():
                 return
             if time.monotonic() > deadline:
                 raise PeerError('%s server does not listen on %s:%d:\n%s' % (
                     self.name, self.addr, self.port,
-                    _tail(os.path.join(self.workdir, log_name))))
+                    common.tail(os.path.join(self.workdir, log_name), 20)))
             time.sleep(0.1)
 
     def _port_open(self):
@@ -386,7 +379,7 @@ class Peer:
                 _kill_group(proc)
                 raise PeerError('%s client timed out after %.0f s: %s\n%s' % (
                     self.name, timeout, shlex.join(map(str, argv)),
-                    _tail(err))) from None
+                    common.tail(err, 20))) from None
             seconds = time.perf_counter() - t0
         with open(out, errors='replace') as f:
             stdout = f.read()
@@ -765,12 +758,12 @@ class DtnMigrate(Peer):
             if server.poll() is not None:
                 time.sleep(0.2)
                 raise PeerError('dtn-migrate sink exited (rc=%s):\n%s' % (
-                    server.returncode, _tail(log_path)))
+                    server.returncode, common.tail(log_path, 20)))
             if self._port_open():
                 break
             if time.monotonic() > deadline:
                 raise PeerError('dtn-migrate sink not ready after 30 s:\n%s'
-                                % _tail(log_path))
+                                % common.tail(log_path, 20))
             ready.wait(0.1)
 
     def before_run(self, files):
