@@ -24,7 +24,9 @@ region keeps its direct endpoint for everything else.
 
 The building blocks are the functional tests' (``tests.functional``):
 ``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
-``netns.Lab``, ``relay.Relay``.
+``netns.Lab``, ``relay.Relay``.  The agents listen on fixed ports
+(:data:`AGENT_PORT`) of their lab namespaces: only the lab's own
+processes bind there, so no other process can take them.
 
 The API pairs (:func:`api_pair`) are ``tests/functional/api``'s
 ``start_pair`` in a :class:`ClassScope`.
@@ -61,6 +63,10 @@ LINK_REGION = "RegionA-link"
 #: Port of Glance A's forwarder inside namespace ``a``.
 LINK_PORT = 9292
 RABBIT_PORT = 5672
+#: Port of each agent in its namespace (the lab's own: none of the
+#: forwarders' above).
+AGENT_PORT = 47100
+
 #: The local clouds' helpers the benchmarks use.
 available = devcloud.available
 clouds_venv = devcloud.clouds_venv
@@ -245,20 +251,17 @@ class Clouds:
         self._stack.callback(self.lab.close)
         self.lab.start()
         key = os.urandom(32).hex()
-        ports = {}
         for c in (self.a, self.b):
             self.lab.forward(c.name, RABBIT_PORT)
             c.broker = _broker()
             self._stack.callback(c.broker.delete)
             c.bus = migration.Bus(c.broker.url())
             self._stack.callback(c.bus.close)
-            ports[c.name] = base.free_port()
         for c, peer in ((self.a, self.b), (self.b, self.a)):
             c.agent = base.Agent(
                 self.workdir, c.agent_name, key, c.broker.url(),
-                {peer.agent_name: (self.lab.addr(peer.name),
-                                   ports[peer.name])},
-                listen_address=self.lab.addr(c.name), port=ports[c.name],
+                {peer.agent_name: (self.lab.addr(peer.name), AGENT_PORT)},
+                listen_address=self.lab.addr(c.name), port=AGENT_PORT,
                 lab=self.lab, ns=c.name, staging=c.staging_dir,
                 transfer={"direct_io": str(self.direct_io).lower()},
                 extra=self.agent_extra)

@@ -42,6 +42,7 @@ import tempfile
 import time
 
 from benchmarks._lab import netns
+from benchmarks import common
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.transfer import config
@@ -89,7 +90,7 @@ class Endpoints:
             self.lab = netns.Lab(rate=link)
             self.lab.start()
             self.addr = self.lab.addr_b
-        self.port = netns.free_port()
+        self.port = None        # the sink's, new at every start
         self.dst = os.path.join(workdir, "dst")
         self.server = None
 
@@ -97,17 +98,21 @@ class Endpoints:
         return self.lab.argv(ns, argv) if self.lab else argv
 
     def start_sink(self):
+        """A new sink on a port it takes itself (port 0, read back from
+        its ``listening on HOST:PORT`` line).
+        """
         self.stop_sink()
         shutil.rmtree(self.dst, ignore_errors=True)
         os.makedirs(self.dst)
         argv = self.argv("b", [EXE, "serve", "--root", self.dst, "--listen",
-                               "%s:%d" % (self.addr, self.port),
+                               "%s:0" % self.addr,
                                "--key-file", self.key, "--object-size",
                                str(OBJECT_SIZE)])
         self.server = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                        stderr=subprocess.DEVNULL,
                                        start_new_session=True, text=True)
-        if "listening" not in self.server.stdout.readline():
+        self.port = common.listening_port(self.server.stdout.readline())
+        if self.port is None:
             raise SystemExit("sink did not start")
 
     def stop_sink(self):

@@ -239,12 +239,25 @@ class Site:
         return self.srv.url_for("a", name)
 
     def start_iperf3(self):
-        self.iperf3 = self.lab.popen(
-            "b", ["iperf3", "-s", "-B", self.lab.addr_b, "-p",
-                  str(IPERF3_PORT)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not self.lab.wait_port("a", self.lab.addr_b, IPERF3_PORT, 10):
-            raise common.BenchError("iperf3 server did not start")
+        """iperf3's server in namespace b, on its usual port or another
+        (common.on_own_port).
+        """
+        log_path = os.path.join(self.srv.dir, "iperf3.log")
+
+        def start(port):
+            with open(log_path, "w") as log:
+                proc = self.lab.popen(
+                    "b", ["iperf3", "-s", "-B", self.lab.addr_b, "-p",
+                          str(port)], stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT)
+            try:
+                common.wait_listening(proc, port, log_path, name="iperf3")
+            except common.ServerError:
+                self.lab.stop(proc)
+                raise
+            return proc
+        self.iperf3, self.iperf3_port = common.on_own_port(
+            start, first=IPERF3_PORT)
 
     def close(self):
         errors = []
@@ -303,8 +316,8 @@ def read_point(site, name, bs, size, sha512, block):
 
 
 def iperf3_point(site, nbytes, reverse):
-    argv = ["iperf3", "-c", site.lab.addr_b, "-p", str(IPERF3_PORT), "-n",
-            str(nbytes), "-P", "1", "-J"] + (["-R"] if reverse else [])
+    argv = ["iperf3", "-c", site.lab.addr_b, "-p", str(site.iperf3_port),
+            "-n", str(nbytes), "-P", "1", "-J"] + (["-R"] if reverse else [])
     t = time.perf_counter()
     proc = site.lab.run("a", argv, timeout=120)
     wall = time.perf_counter() - t

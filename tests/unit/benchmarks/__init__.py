@@ -12,6 +12,24 @@ from unittest import mock
 
 from benchmarks import report
 
+#: A stand-in for a third-party server: it binds 127.0.0.1:PORT and
+#: answers each connection with its pid, or says "Address already in
+#: use" (as iperf3, rsync and xrootd do) and exits.
+SERVER = """\
+import os, socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError as exc:
+    print("unable to start listener: %s" % exc.strerror, flush=True)
+    sys.exit(1)
+s.listen()
+while True:
+    c, _ = s.accept()
+    c.sendall(b"%d" % os.getpid())
+    c.close()
+"""
+
 
 @contextlib.contextmanager
 def no_matplotlib():
