@@ -2,7 +2,9 @@
 the tables."""
 
 import argparse
+import configparser
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -120,3 +122,25 @@ class SmokeTest(unittest.TestCase):
         args = report.apply_smoke(p.parse_args(["--out", "/o"]), p, "x",
                                   {"size": 1})
         self.assertEqual((4, "/o"), (args.size, args.out))
+
+
+class ExtraTest(unittest.TestCase):
+    """What the figures need is the benchmarks' extra, and the bootstrap
+    installs it when a benchmark runs (DTN_BENCH=1).
+    """
+
+    TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
+
+    def test_the_extra_and_its_bootstrap(self):
+        cfg = configparser.ConfigParser()
+        cfg.read(os.path.join(self.TOP, "setup.cfg"))
+        extra = cfg.get("extras", "benchmarks").split()
+        self.assertIn("matplotlib>=3.7", extra)
+        self.assertIn(".[benchmarks]", report.PLOTTING_HINT)
+        with open(os.path.join(self.TOP, "tools", "bootstrap.sh")) as f:
+            script = f.read()
+        blocks = re.findall(r'if \[ "\$\{DTN_BENCH:-0\}" = 1 \]; then\n'
+                            r'(.*?)\nfi\n', script, re.S)
+        self.assertTrue(any('pip" install -q -e "${TOP}[benchmarks]"' in b
+                            for b in blocks), blocks)
