@@ -30,7 +30,7 @@ and ``api.png`` in ``--out``.
 Run from the repository root as root (private MariaDB not needed)::
 
     .venv/bin/python -m benchmarks.api --rows 100000 --reps 5
-    # a quick check (about 2 min)
+    # a quick check (about 4 min, 2 of them the clouds' start)
     .venv/bin/python -m benchmarks.api --smoke
     # the report again from a run's JSON
     .venv/bin/python -m benchmarks.api --from-json DIR/results.json --out DIR
@@ -456,7 +456,7 @@ def main(argv=None):
     p.add_argument("--out", default=report.default_out("api"))
     p.add_argument("--from-json", metavar="JSON",
                    help="redraw the report from a results.json")
-    report.add_smoke(p, "api", SMOKE, "about 2 min")
+    report.add_smoke(p, "api", SMOKE, "about 4 min")
     args = p.parse_args(argv)
     if args.from_json:
         with open(args.from_json) as f:

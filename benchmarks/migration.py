@@ -1275,7 +1275,7 @@ def parser():
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
     report.add_smoke(p, "migration", SMOKE,
-                     "about 100 s, 45 s of it the clouds' start")
+                     "about 4 min, 2 of them the clouds' start")
     return p
 
 

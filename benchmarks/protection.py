@@ -35,7 +35,7 @@ per size and path, the ratio event/request) and ``protection.png`` in
 Run from the repository root as root::
 
     .venv/bin/python -m benchmarks.protection --reps 5 --sizes 1,16,64
-    # a quick check (about 2 min)
+    # a quick check (about 3 min, 2 of them the clouds' start)
     .venv/bin/python -m benchmarks.protection --smoke
     # the report again from a run's JSON
     .venv/bin/python -m benchmarks.protection --from-json DIR/results.json \\
@@ -428,7 +428,7 @@ def main(argv=None):
     p.add_argument("--out", default=report.default_out("protection"))
     p.add_argument("--from-json", metavar="JSON",
                    help="redraw the report from a results.json")
-    report.add_smoke(p, "protection", SMOKE, "about 2 min")
+    report.add_smoke(p, "protection", SMOKE, "about 3 min")
     args = p.parse_args(argv)
     if args.from_json:
         with open(args.from_json) as f:
