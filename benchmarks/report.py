@@ -38,8 +38,11 @@ MB = 1e6
 RENDER_FAILED = 3
 #: Where a benchmark writes its outputs unless --out says otherwise
 #: (``OUT_ROOT/<benchmark>``; ``OUT_ROOT/smoke/<benchmark>`` with
-#: --smoke).  Results kept in the tree are copied there on purpose.
-OUT_ROOT = '/tmp/dtnm-bench'
+#: --smoke): benchmarks/results/raw/ of this checkout, which git ignores.
+#: The results kept in the tree (benchmarks/results/<benchmark>.json)
+#: are reduced from one run's on purpose.
+OUT_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        'results', 'raw')
 #: How to get what the figures need.
 PLOTTING_HINT = ("install the benchmarks' extra: .venv/bin/pip install -e "
                  "'.[benchmarks]' (or DTN_BENCH=1 tools/bootstrap.sh)")
