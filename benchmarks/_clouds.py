@@ -1,4 +1,11 @@
-"""Two local clouds joined by a rate-limited DTN link (for benchmarks).
+"""The benchmarks' clouds: two local clouds joined by a rate-limited
+DTN link (``benchmarks.migration``, ``benchmarks.sparse``), and the
+functional tests' pairs of clouds with dtn-migrate-api
+(``benchmarks.api``, ``benchmarks.protection``).
+
+Every import of the local clouds (``dtn_migrate.devcloud``) and of the
+functional tests' cloud harness is here, so that a move of either is
+one change here (the lab itself: :mod:`benchmarks._lab`).
 
 One Keystone serves Glance A (region RegionA) and Glance B (RegionB);
 both run under uwsgi in the root namespace, next to RabbitMQ and the two
@@ -17,7 +24,12 @@ region keeps its direct endpoint for everything else.
 
 The building blocks are the functional tests' (``tests.functional``):
 ``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
-``netns.Lab``, ``relay.Relay``.
+``netns.Lab``, ``relay.Relay``.  The agents listen on fixed ports
+(:data:`AGENT_PORT`) of their lab namespaces: only the lab's own
+processes bind there, so no other process can take them.
+
+The API pairs (:func:`api_pair`) are ``tests/functional/api``'s
+``start_pair`` in a :class:`ClassScope`.
 """
 
 import contextlib
@@ -36,9 +48,11 @@ from dtn_migrate.devcloud import _base
 from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
+from benchmarks._lab import netns
+from tests.functional import api as api_harness
 from tests.functional import base
 from tests.functional import migration
-from tests.functional import netns
+from tests.functional.migration import scope as class_scope
 from tests.functional import relay
 
 MiB = 1 << 20
@@ -49,6 +63,17 @@ LINK_REGION = "RegionA-link"
 #: Port of Glance A's forwarder inside namespace ``a``.
 LINK_PORT = 9292
 RABBIT_PORT = 5672
+#: Port of each agent in its namespace (the lab's own: none of the
+#: forwarders' above).
+AGENT_PORT = 47100
+
+#: The local clouds' helpers the benchmarks use.
+available = devcloud.available
+clouds_venv = devcloud.clouds_venv
+wait_image = devcloud.wait_image
+wait_import_end = devcloud.wait_import_end
+Broker = base.Broker
+ClassScope = class_scope.ClassScope
 
 
 def check():
@@ -226,20 +251,17 @@ class Clouds:
         self._stack.callback(self.lab.close)
         self.lab.start()
         key = os.urandom(32).hex()
-        ports = {}
         for c in (self.a, self.b):
             self.lab.forward(c.name, RABBIT_PORT)
             c.broker = _broker()
             self._stack.callback(c.broker.delete)
             c.bus = migration.Bus(c.broker.url())
             self._stack.callback(c.bus.close)
-            ports[c.name] = base.free_port()
         for c, peer in ((self.a, self.b), (self.b, self.a)):
             c.agent = base.Agent(
                 self.workdir, c.agent_name, key, c.broker.url(),
-                {peer.agent_name: (self.lab.addr(peer.name),
-                                   ports[peer.name])},
-                listen_address=self.lab.addr(c.name), port=ports[c.name],
+                {peer.agent_name: (self.lab.addr(peer.name), AGENT_PORT)},
+                listen_address=self.lab.addr(c.name), port=AGENT_PORT,
                 lab=self.lab, ns=c.name, staging=c.staging_dir,
                 transfer={"direct_io": str(self.direct_io).lower()},
                 extra=self.agent_extra)
@@ -288,3 +310,18 @@ class Clouds:
         except Exception as exc:  # noqa: B902 - reported by the caller
             errors.append("%s: %s" % (type(exc).__name__, exc))
         return errors
+
+
+def api_pair(prefix, **kwargs):
+    """(scope, a, b): the functional tests' two clouds with
+    dtn-migrate-api (``tests/functional/api``'s ``start_pair`` with
+    ``kwargs``) in a new :class:`ClassScope`; ``scope.close()`` removes
+    them, and does so here when they fail to start.
+    """
+    scope = ClassScope(prefix)
+    try:
+        a, b = api_harness.start_pair(scope, **kwargs)
+    except BaseException:
+        scope.close()
+        raise
+    return scope, a, b

@@ -1,7 +1,7 @@
 """Latency of dtn-migrate-api against Glance's API, same machine, same run.
 
 Two local clouds start as the functional tests start them
-(``tests/functional/api``: Keystone, Glance, agent, engine and
+(``benchmarks._clouds.api_pair``: Keystone, Glance, agent, engine and
 dtn-migrate-api under uwsgi, per cloud).  Then:
 
 * ROWS migration records go straight into cloud A's database (bulk SQL
@@ -29,8 +29,11 @@ and ``api.png`` in ``--out``.
 
 Run from the repository root as root (private MariaDB not needed)::
 
-    .venv/bin/python -m benchmarks.api --rows 100000 --reps 5 \\
-        --out doc/source/benchmarks/api
+    .venv/bin/python -m benchmarks.api --rows 100000 --reps 5
+    # a quick check (about 4 min, 2 of them the clouds' start)
+    .venv/bin/python -m benchmarks.api --smoke
+    # the report again from a run's JSON
+    .venv/bin/python -m benchmarks.api --from-json DIR/results.json --out DIR
 """
 
 import argparse
@@ -46,18 +49,16 @@ import uuid
 
 import requests
 
-from dtn_migrate.devcloud import _base
-from tests.functional import api as api_harness
-from tests.functional import base
-from tests.functional.migration import scope as class_scope
+from benchmarks import _clouds
+from benchmarks import common
+from benchmarks import report
+from benchmarks import workloads
 
 MiB = 1 << 20
 TARGETS = ("api-list", "glance-list", "api-show", "glance-show")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class BenchError(RuntimeError):
-    pass
+#: --smoke: the options of a quick check.
+SMOKE = {"rows": 2000, "reps": 2, "lists": 3, "shows": 10,
+         "background_size": 8 * MiB}
 
 
 def percentile(values, q):
@@ -69,16 +70,6 @@ def percentile(values, q):
     lo = int(k)
     hi = min(lo + 1, len(values) - 1)
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
-
-
-def group_cpu(pgid):
-    """CPU seconds (user + system) of the processes of group PGID."""
-    total = 0
-    for _pid, fields in _base.proc_stats():
-        if int(fields[2]) == pgid:
-            # utime, stime: fields 14 and 15 of stat, 12 and 13 here.
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
 
 
 # Rows.
@@ -195,7 +186,7 @@ class Bench:
 
     def __init__(self, args):
         self.args = args
-        self.scope = class_scope.ClassScope("dtnm-bench-api-")
+        self.scope = None
         self.results = {"args": vars(args), "reps": [],
                         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                  time.gmtime())}
@@ -206,8 +197,8 @@ class Bench:
 
     def start(self):
         self.log("starting two clouds")
-        self.a, self.b = api_harness.start_pair(
-            self.scope, rate=self.args.rate, api_threads=8)
+        self.scope, self.a, self.b = _clouds.api_pair(
+            "dtnm-bench-api-", rate=self.args.rate, api_threads=8)
         alice = self.a.users["alice"]
         self.token = alice.session().get_token()
         self.alice = alice
@@ -219,8 +210,8 @@ class Bench:
     def get(self, url, **params):
         resp = self.http.get(url, params=params, timeout=300)
         if resp.status_code != 200:
-            raise BenchError("GET %s: %d %s" % (url, resp.status_code,
-                                                resp.text[:300]))
+            raise common.BenchError("GET %s: %d %s" % (
+                url, resp.status_code, resp.text[:300]))
         return resp
 
     def upload(self, size, name):
@@ -228,7 +219,7 @@ class Bench:
         image = client.images.create(name=name, disk_format="raw",
                                      container_format="bare")
         path = os.path.join(self.scope.workdir, image["id"])
-        base.make_file(path, size, seed=size)
+        workloads.write_file(path, size, 0, seed=size)
         with open(path, "rb") as f:
             client.images.upload(image["id"], f)
         os.unlink(path)
@@ -251,12 +242,13 @@ class Bench:
         page = self.get(self.glance_url + "/v2/images", limit=1000).json()
         if len(page["images"]) != min(1000, rows + 1) or (
                 rows >= 1000 and "next" not in page):
-            raise BenchError("Glance lists %d images" % len(page["images"]))
+            raise common.BenchError("Glance lists %d images"
+                                    % len(page["images"]))
         self.get(self.glance_url + "/v2/images/%s" % self.image_ids[-1])
         page = self.get(self.api_url + "/v1/migrations", limit=1000).json()
         if len(page["migrations"]) != min(1000, rows):
-            raise BenchError("the API lists %d migrations"
-                             % len(page["migrations"]))
+            raise common.BenchError("the API lists %d migrations"
+                                    % len(page["migrations"]))
         self.get(self.api_url + "/v1/migrations/%s"
                  % self.migration_ids[-1])
 
@@ -277,7 +269,7 @@ class Bench:
                 "peer": self.b.agent_name, "images": [image_id]},
                 timeout=120)
             if resp.status_code != 202:
-                raise BenchError("POST /v1/migrations: %d %s" % (
+                raise common.BenchError("POST /v1/migrations: %d %s" % (
                     resp.status_code, resp.text[:300]))
             self.background += [m["id"]
                                 for m in resp.json()["migrations"]]
@@ -300,7 +292,7 @@ class Bench:
             root = self.api_url if kind == "api" else self.glance_url
             urls = [root + path % rng.choice(ids) for _ in range(n)]
             params = {}
-        cpu0 = group_cpu(server.proc.pid)
+        cpu0 = common.group_cpu(server.proc.pid)
         times = []
         for url in urls:
             t = time.perf_counter()
@@ -309,9 +301,9 @@ class Bench:
             if what == "list":
                 key = "migrations" if kind == "api" else "images"
                 if len(resp.json()[key]) != 1000:
-                    raise BenchError("%s: %d rows" % (
+                    raise common.BenchError("%s: %d rows" % (
                         target, len(resp.json()[key])))
-        cpu = group_cpu(server.proc.pid) - cpu0
+        cpu = common.group_cpu(server.proc.pid) - cpu0
         return {"times": times, "cpu_s": cpu,
                 "p50": percentile(times, 50), "p99": percentile(times, 99)}
 
@@ -334,7 +326,8 @@ class Bench:
             self.results["reps"].append(entry)
 
     def close(self):
-        self.scope.close()
+        if self.scope is not None:
+            self.scope.close()
 
 
 # Reports.
@@ -404,11 +397,7 @@ def render_rst(results, summ):
 
 
 def plot(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    fig, axes = pyplot.subplots(1, 2, figsize=(10, 4))
+    fig, axes = report.pyplot().subplots(1, 2, figsize=(10, 4))
     for ax, what in zip(axes, ("list", "show")):
         data, labels = [], []
         for kind in ("api", "glance"):
@@ -425,18 +414,27 @@ def plot(results, path):
     fig.suptitle("%d rows, %d repetitions" % (
         results["args"]["rows"], len(results["reps"])))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    report.save_figure(fig, path)
 
 
 def write(results, out):
-    os.makedirs(out, exist_ok=True)
+    """results.json, then results.rst and api.png drawn from it: 0, or
+    report.RENDER_FAILED (the results are safe).
+    """
     summ = results["summary"] = summary(results)
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(results, f, indent=1, sort_keys=True)
-    with open(os.path.join(out, "results.rst"), "w") as f:
-        f.write(render_rst(results, summ))
-    plot(results, os.path.join(out, "api.png"))
-    return summ
+    path = report.write_json(os.path.join(out, "results.json"), results)
+
+    def table():
+        report.write_text(os.path.join(out, "results.rst"),
+                          render_rst(results, summ))
+        print(json.dumps({k: v for k, v in summ.items()
+                          if k.startswith("ratio")}, indent=1))
+
+    def figure():
+        plot(results, os.path.join(out, "api.png"))
+    return report.render(
+        path, "python -m benchmarks.api --from-json %s --out %s"
+        % (path, out), table, figure)
 
 
 def main(argv=None):
@@ -455,31 +453,29 @@ def main(argv=None):
     p.add_argument("--rate", type=int, default=512 * 1024,
                    help="cloud A's DTN send rate, bytes/s")
     p.add_argument("--seed", type=int, default=12)
-    p.add_argument("--out", default="doc/source/benchmarks/api")
+    p.add_argument("--out", default=report.default_out("api"))
     p.add_argument("--from-json", metavar="JSON",
                    help="redraw the report from a results.json")
+    report.add_smoke(p, "api", SMOKE, "about 4 min")
     args = p.parse_args(argv)
     if args.from_json:
         with open(args.from_json) as f:
             results = json.load(f)
-        write(results, args.out)
-        return 0
+        return write(results, args.out)
+    report.apply_smoke(args, p, "api", SMOKE)
     if args.reps < 1 or args.rows < 1:
         p.error("--reps and --rows must be positive")
+    report.require_plotting()
     bench = Bench(args)
     try:
         bench.start()
         bench.fill()
         bench.run()
-    except BenchError as exc:
-        print("benchmark failed: %s" % exc, file=sys.stderr)
-        return 1
+    except common.BenchError as exc:
+        return report.stopped(bench.results, args.out, exc)
     finally:
         bench.close()
-    summ = write(bench.results, args.out)
-    print(json.dumps({k: v for k, v in summ.items()
-                      if k.startswith("ratio")}, indent=1))
-    return 0
+    return write(bench.results, args.out)
 
 
 if __name__ == "__main__":

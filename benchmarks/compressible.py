@@ -31,11 +31,10 @@ ends.  Verified mode (sha512 end to end) is on, as in production.
 
 Example (root, from the repository root)::
 
-    .venv/bin/python -m benchmarks.compressible --reps 3 \\
-        --out doc/source/benchmarks/compressible
-    # smoke check (< 2 min): a small tree instead of debootstrap
-    .venv/bin/python -m benchmarks.compressible --source /usr/lib/python3 \\
-        --reps 1 --out /tmp/bench-compressible
+    .venv/bin/python -m benchmarks.compressible --reps 3
+    # smoke check (about 1.5 min): a small tree (/usr/lib/python3) instead of
+    # debootstrap, one repetition
+    .venv/bin/python -m benchmarks.compressible --smoke
 
 Prerequisites: ``apt-get install -y debootstrap qemu-utils e2fsprogs``
 (``mkfs.ext4`` >= 1.43 for ``-d``), a reachable Debian mirror for
@@ -61,6 +60,10 @@ MiB = 1 << 20
 DEFAULT_TOOLS = 'dtn-migrate-zoff,dtn-migrate-zauto,dtn-migrate-zstd,gridftp'
 DEFAULT_MIRROR = 'http://deb.debian.org/debian'
 TREE_DIR = '/var/tmp/dtnm-bench'
+#: --smoke: an existing tree (a 50 MB qcow2), one repetition, no
+#: warm-up.
+SMOKE = {'source': '/usr/lib/python3', 'reps': 1, 'warmup': 0,
+         'timeout': 120}
 
 
 def _run(argv, log=print, timeout=3600):
@@ -259,18 +262,22 @@ def compression_table(results):
     return headers, rows
 
 
-def write_extra(results, args):
-    headers, rows = compression_table(results)
-    if not rows:
-        return
-    ds = next(iter(results.get('datasets', {}).values()), {})
-    note = ('Image: %s, %s bytes (qcow2 of a %s-byte tree)' % (
-        ds.get('name'), ds.get('bytes'), ds.get('tree_bytes')))
-    report.write_text(os.path.join(args.out, 'compression.rst'),
-                      note + '\n\n' + report.rst_table(headers, rows))
-    report.write_text(os.path.join(args.out, 'compression.md'),
-                      note + '\n\n' + report.markdown_table(headers, rows))
-    print(report.text_table(headers, rows))
+def _dataset(results):
+    return next(iter(results.get('datasets', {}).values()), {})
+
+
+def write_compression_table(results, out):
+    """compression.rst and .md: the bytes on the link, tool by tool."""
+    ds = _dataset(results)
+    report.write_tables(
+        os.path.join(out, 'compression'), compression_table(results),
+        note='Image: %s, %s bytes (qcow2 of a %s-byte tree)' % (
+            ds.get('name'), ds.get('bytes'), ds.get('tree_bytes')))
+
+
+def plot_link_bytes(results, out):
+    """link-bytes.png: MB on the link per link and tool."""
+    ds = _dataset(results)
     values = {}
     for s in results.get('summary', []):
         if s.get('link_bytes'):
@@ -282,7 +289,7 @@ def write_extra(results, args):
         hlines = {link: (ds.get('bytes', 0) / 1e6, 'image size')
                   for link in links}
         report.grouped_bars(
-            os.path.join(args.out, 'link-bytes.png'), links,
+            os.path.join(out, 'link-bytes.png'), links,
             [t for t in results['settings']['tools'] if t in values],
             values, ylabel='MB on the link', xlabel='link',
             title='qcow2 root file system: bytes on the DTN link',
@@ -306,50 +313,48 @@ def parse_args(argv=None):
     ap.add_argument('--tools', default=DEFAULT_TOOLS,
                     help='comma list of: ' + ', '.join(throughput.TOOLS))
     ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--warmup', type=int, default=1,
+                    help='untimed rounds of every tool first (see '
+                    'benchmarks.throughput)')
     ap.add_argument('--data-dir', default=workloads.DEFAULT_DATA_DIR)
     ap.add_argument('--dst-dir', default='/dev/shm/dtnm-bench/dst')
     ap.add_argument('--remove-data', action='store_true')
-    ap.add_argument('--out', default='doc/source/benchmarks/compressible')
+    ap.add_argument('--out', default=report.default_out('compressible'))
     ap.add_argument('--render', action='store_true')
     ap.add_argument('--mtu', type=int, default=1500)
     ap.add_argument('--streams', type=int, default=None)
     ap.add_argument('--object-size', default=None)
     ap.add_argument('--timeout', type=float, default=None)
-    ap.add_argument('--smoke', action='store_true',
-                    help='quick check (< 1 min): --source /usr/lib/python3 '
-                    '--reps 1, --out /tmp/bench-smoke/compressible')
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.source, args.reps = '/usr/lib/python3', 1
-        args.timeout = args.timeout or 120
-        if args.out == ap.get_default('out'):
-            args.out = '/tmp/bench-smoke/compressible'
-    # what throughput.measure expects as well
-    args.warm = 'off'
-    args.gridftp_parallel, args.gridftp_cc = 4, 1
-    args.xrdcp_streams, args.xrdcp_parallel, args.iperf3_streams = 1, 4, 4
+    report.add_smoke(ap, 'compressible', SMOKE, 'about 1.5 min')
+    args = report.apply_smoke(ap.parse_args(argv), ap, 'compressible',
+                              SMOKE)
+    # benchmarks.throughput's other options, at its defaults: one it
+    # gains is never missing here.
+    for key, value in vars(throughput.parse_args([])).items():
+        vars(args).setdefault(key, value)
     args.title = 'Compressible: qcow2 of a root file system'
     return args
 
 
+#: What this benchmark writes beside benchmarks.throughput's outputs.
+EXTRAS = (('compression table', write_compression_table),
+          ('link bytes figure', plot_link_bytes))
+
+
 def main(argv=None):
     args = parse_args(argv)
+    redo = 'python -m benchmarks.compressible --render --out %s' % args.out
     if args.render:
-        throughput.render(args)
-        with open(os.path.join(args.out, 'results.json')) as f:
-            write_extra(json.load(f), args)
-        return 0
+        return throughput.render(args, EXTRAS, redo)
+    report.require_plotting()
     image = RootfsImage(args.data_dir, args.source, args.suite, args.variant,
                         args.mirror, args.fs_slack)
     image.ensure()
     title = 'qcow2 %s' % workloads.format_size(image.total_bytes) \
         if image.total_bytes % MiB == 0 else \
         'qcow2 %.0f MB' % (image.total_bytes / 1e6)
-    rc = throughput.measure(args, {'rootfs': image}, {'rootfs': title},
-                            {'image': image.info})
-    with open(os.path.join(args.out, 'results.json')) as f:
-        write_extra(json.load(f), args)
-    return rc
+    return throughput.measure(args, {'rootfs': image}, {'rootfs': title},
+                              {'image': image.info}, EXTRAS, redo)
 
 
 if __name__ == '__main__':

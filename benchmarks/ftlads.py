@@ -19,7 +19,11 @@ Usage (as root for the namespace link)::
     python -m benchmarks.ftlads overhead --link loopback --reps 3
     python -m benchmarks.ftlads space
     python -m benchmarks.ftlads recovery --link 1gbit
-    python -m benchmarks.ftlads all --out doc/source/benchmarks/ftlads
+    python -m benchmarks.ftlads all --out DIR
+    # a quick check of all three (about 2 min)
+    python -m benchmarks.ftlads all --smoke
+    # an experiment's table and figure again from its JSON
+    python -m benchmarks.ftlads overhead --from-json DIR/ftlads-overhead.json
 
 Objects are 1 MiB, as in the paper's evaluation.
 """
@@ -37,11 +41,12 @@ import sys
 import tempfile
 import time
 
+from benchmarks._lab import netns
+from benchmarks import common
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import objectlog
-from tests.functional import netns
 
 MiB = 1 << 20
 EXE = os.path.join(os.path.dirname(sys.executable), "dtn-migrate-transfer")
@@ -85,7 +90,7 @@ class Endpoints:
             self.lab = netns.Lab(rate=link)
             self.lab.start()
             self.addr = self.lab.addr_b
-        self.port = netns.free_port()
+        self.port = None        # the sink's, new at every start
         self.dst = os.path.join(workdir, "dst")
         self.server = None
 
@@ -93,17 +98,21 @@ class Endpoints:
         return self.lab.argv(ns, argv) if self.lab else argv
 
     def start_sink(self):
+        """A new sink on a port it takes itself (port 0, read back from
+        its ``listening on HOST:PORT`` line).
+        """
         self.stop_sink()
         shutil.rmtree(self.dst, ignore_errors=True)
         os.makedirs(self.dst)
         argv = self.argv("b", [EXE, "serve", "--root", self.dst, "--listen",
-                               "%s:%d" % (self.addr, self.port),
+                               "%s:0" % self.addr,
                                "--key-file", self.key, "--object-size",
                                str(OBJECT_SIZE)])
         self.server = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                        stderr=subprocess.DEVNULL,
                                        start_new_session=True, text=True)
-        if "listening" not in self.server.stdout.readline():
+        self.port = common.listening_port(self.server.stdout.readline())
+        if self.port is None:
             raise SystemExit("sink did not start")
 
     def stop_sink(self):
@@ -194,6 +203,10 @@ def overhead(args, out):
     finally:
         ep.close()
         shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def overhead_table(results, link):
     headers = ["workload", "logger/method", "seconds median (min–max)",
                "overhead vs FT off", "time in log (median)"]
     table = []
@@ -203,17 +216,17 @@ def overhead(args, out):
                           "–" if key == "FT off" else
                           "%+.1f %%" % (100 * row["overhead"]),
                           "%.3f %%" % (100 * row["log_fraction"]["median"])])
-    _emit(out, "overhead", headers, table, results, args)
+    return headers, table
+
+
+def overhead_figure(results, link, out):
     series = [k for k in results[next(iter(results))]["rows"]]
     report.grouped_bars(
         os.path.join(out, "ftlads-overhead.png"), list(results), series,
-        {k: {w: (results[w]["rows"][k]["seconds"]["median"],
-                 results[w]["rows"][k]["seconds"]["min"],
-                 results[w]["rows"][k]["seconds"]["max"])
-             for w in results} for k in series},
+        {k: {w: results[w]["rows"][k]["seconds"] for w in results}
+         for k in series},
         ylabel="transfer time (s)", title="FT mechanisms and methods vs "
-        "FT off (%s)" % args.link, annotate=False, figsize=(9, 3.6))
-    return results
+        "FT off (%s)" % link, annotate=False, figsize=(9, 3.6))
 
 
 # Experiment 2: space ------------------------------------------------------
@@ -250,11 +263,19 @@ def space(args, out):
             results[shape]["%s/%s" % (mech, method)] = log.space()
             log.close()
             shutil.rmtree(d)
-    headers = ["mechanism/method"] + list(shapes)
+    return results
+
+
+def space_table(results, link):
+    shapes = list(results)
+    headers = ["mechanism/method"] + shapes
     table = [[k] + [str(results[s][k]) for s in shapes]
-             for k in results[next(iter(shapes))]]
-    _emit(out, "space", headers, table, results, args)
-    for n, shape in enumerate(shapes):
+             for k in results[shapes[0]]]
+    return headers, table
+
+
+def space_figure(results, link, out):
+    for shape in results:
         # As the paper's Fig. 7: methods along x, one bar per mechanism.
         report.grouped_bars(
             os.path.join(out, "ftlads-space-%s.png" % shape.split()[0]),
@@ -263,7 +284,6 @@ def space(args, out):
                  for meth in METHODS} for m in MECHANISMS},
             ylabel="log size (KiB, log scale)", log=True, digits=1,
             title="Object log space, %s" % shape, figsize=(7, 3.4))
-    return results
 
 
 # Experiment 3: recovery ---------------------------------------------------
@@ -305,51 +325,84 @@ def recovery(args, out):
                                   name, key, p, tbf, taf, tt,
                                   100 * ers[-1], status["resumed_bytes"]),
                               flush=True)
-                    rows[p] = report.summarize(ers)
+                    # A string key, as in the JSON the report is drawn
+                    # from.
+                    rows[str(p)] = report.summarize(ers)
                 results[name][key] = {"TT": report.summarize(tts),
                                       "ER": rows}
     finally:
         ep.close()
         shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def _points(results):
+    """The fault points of recovery results, in order."""
+    per = next(iter(next(iter(results.values())).values()))
+    return sorted(per["ER"], key=int)
+
+
+def recovery_table(results, link):
+    points = _points(results)
     headers = ["workload", "log", "TT (s)"] + [
-        "ER at %d %%" % p for p in points]
+        "ER at %s %%" % p for p in points]
     table = []
     for name, per in results.items():
         for key, r in per.items():
             table.append([name, key, report.fmt(r["TT"]["median"], 2)] + [
                 "%.1f %%" % (100 * r["ER"][p]["median"]) for p in points])
-    _emit(out, "recovery", headers, table, results, args)
+    return headers, table
+
+
+def recovery_figure(results, link, out):
+    points = _points(results)
     series = ["%s %s" % (w, k) for w in results for k in results[w]]
     report.grouped_bars(
         os.path.join(out, "ftlads-recovery.png"),
-        ["%d %%" % p for p in points], series,
-        {"%s %s" % (w, k): {"%d %%" % p: tuple(
+        ["%s %%" % p for p in points], series,
+        {"%s %s" % (w, k): {"%s %%" % p: tuple(
             100 * results[w][k]["ER"][p][m] for m in ("median", "min", "max"))
             for p in points} for w in results for k in results[w]},
         ylabel="ER_t (% of TT)", xlabel="fault point",
         title="Recovery overhead after kill -9 of the source (%s)"
-        % args.link, digits=1, figsize=(8, 3.6))
-    return results
+        % link, digits=1, figsize=(8, 3.6))
 
 
-def _emit(out, name, headers, table, results, args):
-    os.makedirs(out, exist_ok=True)
-    text = report.text_table(headers, table)
-    print(text)
-    report.write_text(os.path.join(out, "ftlads-%s.md" % name),
-                      report.markdown_table(headers, table) + "\n")
-    report.write_text(os.path.join(out, "ftlads-%s.rst" % name),
-                      report.rst_table(headers, table) + "\n")
-    report.write_json(os.path.join(out, "ftlads-%s.json" % name), {
-        "command": report.command_line(), "machine": report.machine_info(),
-        "link": getattr(args, "link", None), "results": results})
+#: experiment: (measure, table, figure).
+EXPERIMENTS = {"space": (space, space_table, space_figure),
+               "overhead": (overhead, overhead_table, overhead_figure),
+               "recovery": (recovery, recovery_table, recovery_figure)}
+
+
+def write(name, out, data):
+    """ftlads-NAME.json (``data``: the command, machine, link and
+    results), then the table and figure drawn from it: 0, or
+    report.RENDER_FAILED (the results are safe).
+    """
+    _, table, figure = EXPERIMENTS[name]
+    results, link = data["results"], data.get("link")
+    path = report.write_json(os.path.join(out, "ftlads-%s.json" % name),
+                             data)
+
+    def tables():
+        report.write_tables(os.path.join(out, "ftlads-%s" % name),
+                            table(results, link))
+
+    def figures():
+        figure(results, link, out)
+    return report.render(path, "python -m benchmarks.ftlads %s --from-json "
+                         "%s --out %s" % (name, path, out), tables, figures)
+
+
+#: --smoke: the options of a quick check (those given win).
+SMOKE = {"reps": 1, "points": "50", "big_files": 2, "big_size": 16 * MiB,
+         "small_count": 64}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks.ftlads",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("experiment", choices=("overhead", "space", "recovery",
-                                          "all"))
+    p.add_argument("experiment", choices=tuple(EXPERIMENTS) + ("all",))
     p.add_argument("--link", default="loopback",
                    help="loopback, or a tc rate such as 1gbit")
     p.add_argument("--workloads", default="big,small",
@@ -361,16 +414,31 @@ def main(argv=None):
     p.add_argument("--big-size", type=workloads.parse_size,
                    default=512 * MiB)
     p.add_argument("--small-count", type=int, default=4000)
-    p.add_argument("--out", default="doc/source/benchmarks/ftlads")
+    p.add_argument("--out", default=report.default_out("ftlads"))
+    p.add_argument("--from-json", metavar="JSON",
+                   help="measure nothing: the experiment's table and "
+                   "figure again from its ftlads-EXPERIMENT.json")
+    report.add_smoke(p, "ftlads", SMOKE, "about 2 min")
     args = p.parse_args(argv)
+    names = list(EXPERIMENTS) if args.experiment == "all" \
+        else [args.experiment]
+    if args.from_json:
+        if len(names) != 1:
+            p.error("--from-json: name the experiment of the JSON")
+        with open(args.from_json) as f:
+            return write(names[0], args.out, json.load(f))
+    report.apply_smoke(args, p, "ftlads", SMOKE)
+    report.require_plotting()
     print("command:", report.command_line(), flush=True)
-    if args.experiment in ("space", "all"):
-        space(args, args.out)
-    if args.experiment in ("overhead", "all"):
-        overhead(args, args.out)
-    if args.experiment in ("recovery", "all"):
-        recovery(args, args.out)
+    rc = 0
+    for name in names:
+        results = EXPERIMENTS[name][0](args, args.out)
+        rc = max(rc, write(name, args.out, {
+            "command": report.command_line(),
+            "machine": report.machine_info(), "link": args.link,
+            "results": results}))
+    return rc
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

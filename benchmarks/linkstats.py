@@ -1,6 +1,6 @@
-"""Bytes on the emulated DTN link, and CPU seconds of process trees.
+"""Bytes on the emulated DTN link, and the disk space of copies.
 
-The lab's veth pair (``tests/functional/netns.py``) is the only path
+The lab's veth pair (``benchmarks._lab.netns``) is the only path
 between namespaces ``a`` and ``b``, so its interface counters are the
 bytes a transfer put on the "WAN": every frame, TCP/IP headers and
 control messages included.  ``counters(lab)`` reads them with
@@ -11,9 +11,8 @@ control messages included.  ``counters(lab)`` reads them with
     moved = linkstats.delta(before, linkstats.counters(lab))
     moved['a_to_b'], moved['b_to_a'], moved['total']   # bytes
 
-CPU: :func:`tree_cpu` sums utime+stime (and the reaped children's
-cutime+cstime) of a process and every live process below it, from
-/proc; :func:`group_cpu` does the same for a process group.
+:func:`allocated_bytes` is the disk space of files (a sparse source
+should stay sparse at the sink).
 """
 
 import json
@@ -53,42 +52,6 @@ def delta(before, after):
                                - before['a']['tx_packets']),
             'b_to_a_packets': (after['b']['tx_packets']
                                - before['b']['tx_packets'])}
-
-
-def proc_stats():
-    """{pid: (ppid, pgid, CPU ticks of it and of its reaped children)}."""
-    stats = {}
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % name) as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        # After "pid (comm)": state, ppid, pgrp, ..., utime, stime,
-        # cutime, cstime are fields 2, 3, 12, 13, 14, 15 (1-based).
-        stats[int(name)] = (int(fields[1]), int(fields[2]),
-                            sum(int(x) for x in fields[11:15]))
-    return stats
-
-
-def tree_cpu(pid, stats=None):
-    """CPU seconds of ``pid``, every live process below it and the
-    children they reaped; None if ``pid`` is gone.
-    """
-    stats = proc_stats() if stats is None else stats
-    if pid not in stats:
-        return None
-    tree = {pid}
-    grew = True
-    while grew:
-        grew = False
-        for p, (ppid, _, _) in stats.items():
-            if ppid in tree and p not in tree:
-                tree.add(p)
-                grew = True
-    return sum(stats[p][2] for p in tree) / os.sysconf('SC_CLK_TCK')
 
 
 def allocated_bytes(paths):

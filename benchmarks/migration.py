@@ -21,26 +21,31 @@ A to Glance B in four ways, round-robin within each repetition:
 A migration's time runs from the engine's ``migrate`` RPC until the
 source engine's ``dtn_migrate.migration.end`` notification arrives;
 glance-download's from the image's creation in Glance B until it is
-``active`` (polled every 0.2 s by ``devcloud.wait_image``).  Every
+``active`` (polled every 0.2 s by ``devcloud.wait_image``, through
+``benchmarks/_clouds.py``).  Every
 result is checked: the image in Glance B is active, with the source's
 size and sha512.  The setup
 (``benchmarks/_clouds.py``): one Keystone, two Glances, RabbitMQ vhosts
 and engines in the root namespace, the DTN agents in namespaces ``a``
 and ``b`` joined by a tbf-limited veth, staging on local disk.
 
+Also measured in every run: the CPU seconds of each process group (the
+clouds' services, RabbitMQ, this process, the machine) and the peak
+resident memory of each engine and agent (VmHWM, started afresh before
+each run); with ``--page-cost N``, before the clouds start, what writing
+1 GiB of new file data costs this machine (:func:`page_cost`).
+
 Usage (root)::
 
     python -m benchmarks.migration [--size 4G] [--repeat 2] [--warmup 1]
         [--rate 1gbit] [--modes pipelined,serial,glance-download,stages]
-        [--data-dir /var/tmp] [--out doc/source/benchmarks/migration]
-    python -m benchmarks.migration --from-json \\
-        doc/source/benchmarks/migration/results.json
+        [--data-dir /var/tmp] [--page-cost 3] [--out DIR]
+    python -m benchmarks.migration --from-json DIR/results.json --out DIR
 
-The second form redraws the table and the figure without measuring.
+The second form redraws the tables and the figures without measuring.
 ``--warmup N`` first runs every mode N times on the new clouds and keeps
 those runs apart (``warmup_samples`` in results.json): the first
 migrations after the clouds start pay for cold caches and workers.
-Results and their discussion: doc/source/benchmarks-migration.rst.
 """
 
 import argparse
@@ -48,9 +53,9 @@ import datetime
 import hashlib
 import inspect
 import json
+import mmap
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -60,15 +65,14 @@ import uuid
 import oslo_messaging as messaging
 
 from benchmarks import _clouds
+from benchmarks._lab import netns
+from benchmarks import common
 from benchmarks import linkstats
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.conf import engine as engine_opts
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import _base as devcloud_base
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import stream as staging_stream
-from tests.functional import netns
 
 MiB = 1 << 20
 MODES = ("pipelined", "serial", "glance-download", "stages")
@@ -84,6 +88,18 @@ TARGET = 1.15
 #: processes (both engines and both agents) <= 5 CPU-s per GiB.
 TARGET_GLANCE = 2.0
 TARGET_CPU_GIB = 5.0
+#: Issue 13: each agent's peak resident memory <= 300 MiB, whatever the
+#: image's size (its buffer pool is bounded by [transfer]
+#: buffer_pool_bytes).
+TARGET_RSS = 300 * MiB
+AGENTS = ["agent-a", "agent-b"]
+#: --page-cost: what writing 1 GiB of new file data costs this machine,
+#: in these cases (see page_cost()), and the seconds with nothing of
+#: the run cached before a "reported" or "O_DIRECT" write.
+PAGE_COST_CASES = ("reported", "recycled", "O_DIRECT", "memcpy")
+PAGE_COST_SETTLE = 10.0
+#: --smoke: the options of a quick check.
+SMOKE = {"size": 256 * MiB, "repeat": 1}
 DTN = ["engine-a", "agent-a", "agent-b", "engine-b"]
 #: Process groups of the clouds (the benchmark process runs the stages
 #: export and import alone, and the relay of glance-download).
@@ -106,15 +122,11 @@ SETTINGS_HELP = ("what the engines and agents run with: the options' "
 #: for a descriptor until its stall timeout.
 NOT_A_MIGRATION = json.dumps({"version": 0, "note": "dtn-migrate benchmark: "
                               "a transfer alone, not a migration"}).encode()
-FINAL = ("complete", "failed", "cancelled")
+FINAL = common.FINAL
 #: Longest wait for the engines to remove a migration's staged files.
 REMOVAL_WAIT = 120.0
 #: Seconds between polls of a migration whose notifications are late.
 POLL = 5.0
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 def engine_conf(args):
@@ -178,26 +190,6 @@ def commit_interval(args):
         _clouds.TESTS_COMMIT_INTERVAL
 
 
-def image_chunks(size, seed, hasher=None):
-    """SIZE bytes in 1 MiB chunks, every MiB different (a window of the
-    workloads' PRNG block with a stamp), hashed into HASHER on the way.
-    """
-    block = workloads._block(seed)
-    mib = 0
-    left = size
-    while left > 0:
-        n = min(MiB, left)
-        off = (mib * 7919 * 4096) % (workloads.BLOCK - MiB)
-        chunk = bytearray(block[off:off + n])
-        stamp = workloads.STAMP.pack(workloads.MAGIC, seed, 0, mib)
-        chunk[:min(n, len(stamp))] = stamp[:n]
-        if hasher is not None:
-            hasher.update(chunk)
-        yield bytes(chunk)
-        left -= n
-        mib += 1
-
-
 def size_label(n):
     """'4 GiB', '512 MiB'."""
     if n >= 1 << 30:
@@ -253,14 +245,6 @@ def engine_timeline(events, t0_wall):
     return out
 
 
-def _loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return [float(x) for x in f.read().split()[:3]]
-    except OSError:
-        return None
-
-
 def _rabbitmq_pgid():
     """Process group of the RabbitMQ server (beam.smp running rabbit)."""
     for pid in os.listdir("/proc"):
@@ -276,14 +260,6 @@ def _rabbitmq_pgid():
     return None
 
 
-def _tail(path, n=40):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
-
-
 class CpuMeter:
     """CPU seconds of the services' process groups, of this process and
     of the whole machine (``/proc/stat``), between two snapshots.
@@ -291,15 +267,11 @@ class CpuMeter:
 
     def __init__(self, groups):
         self.groups = groups            # {name: process group id}
-        self.tick = os.sysconf("SC_CLK_TCK")
+        self.tick = common.TICK
 
     def snapshot(self):
-        by_group = {}
-        for _pid, fields in devcloud_base.proc_stats():
-            pgrp = int(fields[2])
-            by_group[pgrp] = by_group.get(pgrp, 0) + int(fields[11]) + \
-                int(fields[12])
-        out = {name: by_group.get(pgid, 0) / self.tick
+        stats = common.proc_stats()
+        out = {name: common.group_cpu(pgid, stats)
                for name, pgid in self.groups.items()}
         times = os.times()
         out["benchmark process"] = times.user + times.system
@@ -315,6 +287,104 @@ class CpuMeter:
     @staticmethod
     def delta(before, after):
         return {k: round(after[k] - before[k], 2) for k in before}
+
+
+def _write_new(path, block, size, flags=0):
+    """System CPU-s of writing ``size`` bytes of ``block`` to a new file
+    at ``path`` (left there); with ``os.O_DIRECT`` in ``flags``, its
+    ``fdatasync`` included.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flags,
+                 0o600)
+    try:
+        before = os.times()
+        for offset in range(0, size, len(block)):
+            os.pwrite(fd, block, offset)
+        if flags:
+            os.fdatasync(fd)
+        after = os.times()
+    finally:
+        os.close(fd)
+    return after.system - before.system
+
+
+def _memcpy(size):
+    """CPU-s (user + system) of copying ``size`` bytes between two
+    resident buffers in user space.
+    """
+    n = min(size, 64 * MiB)
+    src, dst = mmap.mmap(-1, n), mmap.mmap(-1, n)
+    src.write(os.urandom(len(src)))
+    dst.write(bytes(len(dst)))           # both resident before timing
+    view_s, view_d = memoryview(src), memoryview(dst)
+    before = os.times()
+    for _ in range(max(1, size // len(src))):
+        view_d[:] = view_s
+    after = os.times()
+    view_s.release()
+    view_d.release()
+    src.close()
+    dst.close()
+    return (after.user - before.user) + (after.system - before.system)
+
+
+def page_cost(directory, reps, settle=PAGE_COST_SETTLE, size=1 << 30,
+              log=print):
+    """What writing new file data costs this machine (``--page-cost``):
+    {case: [CPU-s per GiB, one per repetition]}, interleaved.
+
+    Every stage of a migration writes a new file, and the kernel copies
+    each byte into a page-cache page it has just taken.  On a VM whose
+    free memory goes back to the host (free page reporting), a page free
+    for a while is backed by the host again when next used, and the
+    writer pays for it inside that copy.  The cases of
+    :data:`PAGE_COST_CASES`: ``reported`` (a new file after ``settle``
+    seconds with nothing of the run cached), ``recycled`` (right after
+    a file as large was deleted: its pages are taken again before they
+    are reported), ``O_DIRECT`` (past the page cache, after ``settle``
+    seconds) and ``memcpy`` (the copy alone, between resident buffers).
+    """
+    block = mmap.mmap(-1, MiB)          # page-aligned, for O_DIRECT
+    block.write(os.urandom(MiB))
+    path = os.path.join(directory, "dtnm-page-cost-%d" % os.getpid())
+    old = path + ".old"
+    out = {case: [] for case in PAGE_COST_CASES}
+    per_gib = (1 << 30) / size
+    try:
+        for rep in range(reps):
+            for p in (path, old):
+                if os.path.exists(p):
+                    os.unlink(p)
+            time.sleep(settle)
+            out["reported"].append(_write_new(path, block, size) * per_gib)
+            os.rename(path, old)
+            os.unlink(old)
+            out["recycled"].append(_write_new(path, block, size) * per_gib)
+            os.unlink(path)
+            time.sleep(settle)
+            out["O_DIRECT"].append(
+                _write_new(path, block, size, os.O_DIRECT) * per_gib)
+            out["memcpy"].append(_memcpy(size) * per_gib)
+            log("page cost, repetition %d: %s (CPU-s per GiB)" % (
+                rep + 1, ", ".join("%s %.2f" % (c, out[c][-1])
+                                   for c in PAGE_COST_CASES)))
+    finally:
+        for p in (path, old):
+            if os.path.exists(p):
+                os.unlink(p)
+        block.close()
+    return out
+
+
+def page_cost_table(cost):
+    """The page-cost table of a run's settings["page_cost"]."""
+    rows = []
+    for case in PAGE_COST_CASES:
+        values = cost["cpu_s_per_GiB"][case]
+        rows.append([case, report.fmt_range(report.summarize(values), 2),
+                     " ".join("%.2f" % v for v in values)])
+    return ["writing 1 GiB of new file data", "CPU-s per GiB: median "
+            "(min–max)", "each repetition"], rows
 
 
 class Bench:
@@ -368,7 +438,8 @@ class Bench:
 
         def open_stream():
             hashes.append(hashlib.sha512())
-            return image_chunks(args.size, args.seed, hashes[-1])
+            return workloads.image_chunks(args.size, seed=args.seed,
+                                          hasher=hashes[-1])
 
         self.log("uploading the %s source image to Glance A"
                  % workloads.format_size(args.size))
@@ -377,8 +448,8 @@ class Bench:
         seconds = time.monotonic() - t0
         sha = hashes[-1].hexdigest()
         if image.get("os_hash_value") != sha or image["size"] != args.size:
-            raise BenchError("Glance A stored the source image wrongly: %s"
-                             % image)
+            raise common.BenchError(
+                "Glance A stored the source image wrongly: %s" % image)
         self.source = {"image_id": image["id"], "size": args.size,
                        "sha512": sha, "upload_seconds": seconds,
                        "seed": args.seed}
@@ -392,11 +463,11 @@ class Bench:
         if image.get("status") != "active" or \
                 image.get("size") != self.source["size"] or \
                 image.get("os_hash_value") != self.source["sha512"]:
-            raise BenchError("image %s in Glance B is %s, %s bytes, sha512 "
-                             "%s...: not the source" % (
-                                 image_id, image.get("status"),
-                                 image.get("size"),
-                                 (image.get("os_hash_value") or "")[:16]))
+            raise common.BenchError(
+                "image %s in Glance B is %s, %s bytes, sha512 "
+                "%s...: not the source" % (
+                    image_id, image.get("status"), image.get("size"),
+                    (image.get("os_hash_value") or "")[:16]))
         return image
 
     def tidy(self):
@@ -404,7 +475,7 @@ class Bench:
         client = self.clouds.b.client()
         for image in list(client.images.list()):
             if image["status"] == "deleted":
-                # Half-deleted by Glance (see devcloud.wait_import_end):
+                # Half-deleted by Glance (see _clouds.wait_import_end):
                 # no delete can end it, and it holds no other run back.
                 continue
             client.images.delete(image["id"])
@@ -427,9 +498,9 @@ class Bench:
                 for c in (self.clouds.a, self.clouds.b)]
         while any(os.path.exists(d) for d in dirs):
             if time.monotonic() > deadline:
-                raise BenchError("the staged files of transfer %s are still "
-                                 "there %.0f s after the migration ended"
-                                 % (transfer_id, REMOVAL_WAIT))
+                raise common.BenchError(
+                    "the staged files of transfer %s are still there %.0f s "
+                    "after the migration ended" % (transfer_id, REMOVAL_WAIT))
             time.sleep(0.02)
         return time.monotonic() - t0
 
@@ -479,11 +550,11 @@ class Bench:
                 a.bus.engine.cancel_migration({}, mid)
             except Exception as exc:  # noqa: B902 - reported below
                 self.log("cancel of %s failed: %s" % (mid, exc))
-            raise BenchError("migration %s not done in %.0f s"
-                             % (mid, self.args.timeout))
+            raise common.BenchError("migration %s not done in %.0f s"
+                                    % (mid, self.args.timeout))
         seconds = end - t0
         if rec["state"] != "complete":
-            raise BenchError("migration %s %s: %s" % (
+            raise common.BenchError("migration %s %s: %s" % (
                 mid, rec["state"], rec.get("error")))
         self.check_peer_image(rec["peer_image"]["image_id"])
         stages = {k: {f: v.get(f) for f in ("rate", "done", "state")}
@@ -520,12 +591,12 @@ class Bench:
             image["id"], method="glance-download",
             remote_region=_clouds.LINK_REGION,
             remote_image_id=self.source["image_id"])
-        devcloud.wait_image(client, image["id"], timeout=self.args.timeout)
+        _clouds.wait_image(client, image["id"], timeout=self.args.timeout)
         seconds = time.monotonic() - t0
         self.check_peer_image(image["id"])
         # Not counted: Glance finishes the import after the image went
         # active, and tidy() must not delete it before then.
-        devcloud.wait_import_end(client, image["id"])
+        _clouds.wait_import_end(client, image["id"])
         return [("glance-download", seconds, {
             "remote_region": _clouds.LINK_REGION,
             "link_endpoint": self.clouds.link_endpoint})]
@@ -565,8 +636,8 @@ class Bench:
         deadline = self.deadline()
         while status.get("state") not in FINAL:
             if time.monotonic() > deadline:
-                raise BenchError("transfer %s not done in time: %s"
-                                 % (tid, status))
+                raise common.BenchError("transfer %s not done in time: %s"
+                                        % (tid, status))
             time.sleep(0.1)
             try:
                 status = api.get_transfer({}, a.agent_name, tid)
@@ -574,12 +645,12 @@ class Bench:
                 pass
         seconds = time.monotonic() - t0
         if status["state"] != "complete":
-            raise BenchError("transfer %s %s: %s" % (tid, status["state"],
-                                                     status.get("error")))
+            raise common.BenchError("transfer %s %s: %s" % (
+                tid, status["state"], status.get("error")))
         backend_b = b.backend()
         if backend_b.size(data) != size:
-            raise BenchError("transfer %s: B staged %s of %d bytes"
-                             % (tid, backend_b.size(data), size))
+            raise common.BenchError("transfer %s: B staged %s of %d bytes"
+                                    % (tid, backend_b.size(data), size))
         out.append(("transfer", seconds, {
             "transfer_id": tid, "agent_rate": status.get("rate"),
             "cpu_seconds": self.cpu.delta(cpu, self.cpu.snapshot())}))
@@ -629,6 +700,7 @@ class Bench:
 
     def run_mode(self, mode):
         before = linkstats.counters(self.clouds.lab)
+        rss_reset = self.reset_peak_rss()
         if mode == "stages":
             results = self.run_stages()
         else:
@@ -642,9 +714,33 @@ class Bench:
             results[0][2]["cpu_seconds"] = self.cpu.delta(
                 cpu, self.cpu.snapshot())
         link = linkstats.delta(before, linkstats.counters(self.clouds.lab))
+        rss = self.peak_rss()
         for _name, _seconds, extra in results:
             extra["mode_link_bytes"] = link
+            extra["peak_rss_bytes"] = rss
+            extra["peak_rss_reset"] = rss_reset
         return results
+
+    def _members(self, names):
+        """{name: [pids of its process group]} of the named services."""
+        stats = common.proc_stats()
+        return {name: [pid for pid, (_, pgid, _, _) in stats.items()
+                       if pgid == self.cpu.groups[name]]
+                for name in names if name in self.cpu.groups}
+
+    def reset_peak_rss(self):
+        """Start the engines' and agents' peak memory afresh (True), or
+        leave it the peak since they started (False: not allowed here).
+        """
+        return all([common.reset_peak_rss(pid) for pids in
+                    self._members(DTN).values() for pid in pids])
+
+    def peak_rss(self):
+        """{engine or agent: the largest peak RSS of its processes} in
+        bytes, since reset_peak_rss().
+        """
+        return {name: max([common.peak_rss(p) or 0 for p in pids] or [0])
+                for name, pids in self._members(DTN).items()}
 
     # ------------------------------------------------------------ loop
 
@@ -676,7 +772,7 @@ class Bench:
             self.samples = measured
 
     def one(self, rep, position, mode):
-        load = _loadavg()
+        load = list(os.getloadavg())
         began = time.time()
         try:
             self.tidy()
@@ -686,7 +782,7 @@ class Bench:
             self.failures.append({
                 "rep": rep, "mode": mode, "error": str(exc),
                 "traceback": traceback.format_exc(),
-                "logs": {k: _tail(v) for k, v in
+                "logs": {k: common.tail(v) for k, v in
                          self.clouds.logs().items()}})
             results = []
         for name, seconds, extra in results:
@@ -797,11 +893,16 @@ class Bench:
         return line / payload_share(mtu) if line and mtu else None
 
     def save(self, final=False):
+        """Write results.json; once the run is over (``final``), the
+        tables and figures drawn from it: 0, or report.RENDER_FAILED
+        when one of them could not be written (the results are safe).
+        """
         args = self.args
         summary = self.summary()
         ratios = self.ratios(summary)
         loaded = self.loaded or {}
-        report.write_json(os.path.join(args.out, "results.json"), {
+        path = os.path.join(args.out, "results.json")
+        report.write_json(path, {
             "command": loaded.get("command", report.command_line()),
             "machine": loaded.get("machine", report.machine_info()),
             "settings": self.settings, "source": self.source,
@@ -811,11 +912,21 @@ class Bench:
             "samples": self.samples, "failures": self.failures,
             "warmup_samples": self.warmup_samples,
             "summary": summary, "ratios": ratios})
-        if final:
-            self.emit(summary, ratios, loaded.get("command",
-                                                  report.command_line()))
+        if not final:
+            return 0
+        command = loaded.get("command", report.command_line())
 
-    def emit(self, summary, ratios, command):
+        def tables():
+            self.write_tables(summary, ratios, command)
+
+        def figures():
+            self.plot(summary, os.path.join(args.out, "migration.png"))
+            self.plot_cpu(os.path.join(args.out, "cpu.png"))
+        return report.render(
+            path, "python -m benchmarks.migration --from-json %s --out %s"
+            % (path, args.out), tables, figures)
+
+    def write_tables(self, summary, ratios, command):
         out = self.args.out
         pipelined = (summary.get("pipelined") or {}).get("median")
         headers = ["run", "seconds: median (min–max)", "MB/s", "× pipelined",
@@ -859,38 +970,17 @@ class Bench:
             rrows.append([label, report.fmt(r.get("median"), 2),
                           ", ".join(report.fmt(v, 2)
                                     for v in r.get("per_rep", ()))])
-        print(report.text_table(headers, rows))
-        print(report.text_table(rheaders, rrows))
-        rst = (report.rst_table(headers, rows) + "\n" +
-               report.rst_table(rheaders, rrows) + "\n" +
-               "Command::\n\n    %s\n" % command)
-        report.write_text(os.path.join(out, "results.rst"), rst)
-        report.write_text(os.path.join(out, "results.md"),
-                          report.markdown_table(headers, rows) + "\n" +
-                          report.markdown_table(rheaders, rrows) + "\n" +
-                          "Command: `%s`\n" % command)
-        gheaders, grows = self.targets_table(ratios)
-        print(report.text_table(gheaders, grows))
-        report.write_text(os.path.join(out, "targets.rst"),
-                          report.rst_table(gheaders, grows) + "\n")
-        report.write_text(os.path.join(out, "targets.md"),
-                          report.markdown_table(gheaders, grows) + "\n")
-        cheaders, crows = self.cpu_table()
-        if crows:
-            print(report.text_table(cheaders, crows))
-            report.write_text(os.path.join(out, "cpu.rst"),
-                              report.rst_table(cheaders, crows) + "\n")
-            report.write_text(os.path.join(out, "cpu.md"),
-                              report.markdown_table(cheaders, crows) + "\n")
-        theaders, trows = self.timeline_table()
-        if trows:
-            print(report.text_table(theaders, trows))
-            report.write_text(os.path.join(out, "timeline.rst"),
-                              report.rst_table(theaders, trows) + "\n")
-            report.write_text(os.path.join(out, "timeline.md"),
-                              report.markdown_table(theaders, trows) + "\n")
-        self.plot(summary, os.path.join(out, "migration.png"))
-        self.plot_cpu(os.path.join(out, "cpu.png"))
+        report.write_tables(os.path.join(out, "results"),
+                            (headers, rows), (rheaders, rrows),
+                            command=command)
+        report.write_tables(os.path.join(out, "targets"),
+                            self.targets_table(ratios))
+        report.write_tables(os.path.join(out, "cpu"), self.cpu_table())
+        report.write_tables(os.path.join(out, "timeline"),
+                            self.timeline_table())
+        if self.settings.get("page_cost"):
+            report.write_tables(os.path.join(out, "page-cost"),
+                                page_cost_table(self.settings["page_cost"]))
 
     def timeline_table(self):
         """Medians of when each stage of a migration started and
@@ -988,7 +1078,19 @@ class Bench:
         add("engines + agents ≤ %.1f CPU-s/GiB (pipelined)"
             % TARGET_CPU_GIB, cpu["median"], cpu["values"],
             lambda v: v <= TARGET_CPU_GIB)
+        rss = self.agents_peak_rss_mib()
+        if rss["n"]:
+            add("each agent's peak RSS ≤ %d MiB (pipelined, MiB)"
+                % (TARGET_RSS // MiB), rss["median"], rss["values"],
+                lambda v: v <= TARGET_RSS / MiB)
         return ["target", "value (repetitions' min–max)", "verdict"], rows
+
+    def agents_peak_rss_mib(self, what="pipelined"):
+        """The larger agent's peak RSS (MiB) of each run of ``what``."""
+        return report.summarize([
+            max(s["extra"]["peak_rss_bytes"].get(n, 0) for n in AGENTS) / MiB
+            for s in self.samples if s["what"] == what and
+            s["extra"].get("peak_rss_bytes")])
 
     def own_cpu(self, what, rep=None):
         """CPU seconds of the clouds' own processes in a run."""
@@ -1000,36 +1102,23 @@ class Bench:
     def plot(self, summary, path):
         if not summary:
             return
-        plt = report._pyplot()
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        fig, ax = report.pyplot().subplots(figsize=(6.4, 3.4))
         labels = []
         x = 0
         for i, what in enumerate(WHOLE):
             s = summary.get(what)
             if not s:
                 continue
-            ax.bar([x], [s["median"]], 0.6, color=report.PALETTE[i],
-                   hatch=report.HATCHES[i], edgecolor="black",
-                   linewidth=0.5, zorder=2)
-            ax.errorbar([x], [s["median"]],
-                        yerr=[[s["median"] - s["min"]],
-                              [s["max"] - s["median"]]],
-                        fmt="none", ecolor="black", elinewidth=0.7,
-                        capsize=2, zorder=3)
-            ax.annotate("%.1f s" % s["median"], (x, s["max"]),
-                        ha="center", va="bottom", fontsize=7,
-                        xytext=(0, 2), textcoords="offset points")
+            report.range_bar(ax, x, s, i)
             labels.append(LABELS[what].replace(" ", "\n", 1))
             x += 1
         if all(k in summary for k in STAGES):
             bottom = 0.0
             for j, what in enumerate(STAGES):
                 m = summary[what]["median"]
-                ax.bar([x], [m], 0.6, bottom=bottom,
-                       color=report.PALETTE[3 + j],
-                       hatch=report.HATCHES[3 + j], edgecolor="black",
-                       linewidth=0.5, zorder=2,
-                       label="%s alone (%.1f s)" % (what, m))
+                report.range_bar(ax, x, summary[what], 3 + j, text=None,
+                                 bottom=bottom,
+                                 label="%s alone (%.1f s)" % (what, m))
                 bottom += m
             ax.annotate("%.1f s" % bottom, (x, bottom), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2),
@@ -1053,8 +1142,7 @@ class Bench:
             self.settings.get("rate") or "unlimited"))
         ax.legend(frameon=False, fontsize=7, loc="upper center", ncol=2,
                   bbox_to_anchor=(0.5, -0.2))
-        fig.savefig(path)
-        plt.close(fig)
+        report.save_figure(fig, path)
 
     def plot_cpu(self, path):
         """Stacked bars: median CPU seconds of each process per run."""
@@ -1063,8 +1151,7 @@ class Bench:
             for s in self.samples)]
         if not runs:
             return
-        plt = report._pyplot()
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        fig, ax = report.pyplot().subplots(figsize=(6.4, 3.4))
         bottoms = [0.0] * len(runs)
         for j, name in enumerate(OWN):
             vals = []
@@ -1094,8 +1181,7 @@ class Bench:
             self.source["size"]))
         ax.legend(frameon=False, fontsize=6, loc="upper center", ncol=4,
                   bbox_to_anchor=(0.5, -0.22))
-        fig.savefig(path)
-        plt.close(fig)
+        report.save_figure(fig, path)
 
     def load(self, data):
         self.loaded = data
@@ -1108,8 +1194,15 @@ class Bench:
 
 # ---------------------------------------------------------------- main
 
-def _on_signal(signum, frame):
-    raise SystemExit(128 + signum)
+def _page_reporting():
+    """The kernel command line's word on free page reporting, if any."""
+    try:
+        with open("/proc/cmdline") as f:
+            words = f.read().split()
+    except OSError:
+        return None
+    return " ".join(w for w in words if w.startswith("page_reporting")) \
+        or None
 
 
 def redraw(args):
@@ -1117,8 +1210,7 @@ def redraw(args):
         data = json.load(f)
     bench = Bench(args)
     bench.load(data)
-    bench.save(final=True)
-    return 0
+    return bench.save(final=True)
 
 
 def parser():
@@ -1148,7 +1240,8 @@ def parser():
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per run (default max(900, size at "
                         "5 MB/s))")
-    p.add_argument("--out", default="doc/source/benchmarks/migration")
+    p.add_argument("--out", default=report.default_out("migration"),
+                   help="where the results go (default %(default)s)")
     p.add_argument("--no-direct-io", dest="direct_io", action="store_false",
                    help="stage, send, receive and import through the page "
                         "cache ([staging] and [transfer] direct_io = "
@@ -1174,24 +1267,25 @@ def parser():
                    help="an option of both agents' configuration, over "
                         "the --settings ones (repeatable); for example "
                         "transfer.direct_io=false")
+    p.add_argument("--page-cost", type=int, default=0, metavar="REPS",
+                   help="first measure, REPS times, what writing 1 GiB of "
+                        "new file data into --data-dir costs this machine "
+                        "(page cache against O_DIRECT: about 20 s each; "
+                        "default 0, not measured)")
     p.add_argument("--from-json", metavar="JSON",
                    help="measure nothing: redraw from an earlier run")
-    p.add_argument("--smoke", action="store_true",
-                   help="quick check (about 100 s, 45 s of it the clouds' "
-                        "start): --size 256M --repeat 1, --out "
-                        "/tmp/bench-smoke/migration")
+    report.add_smoke(p, "migration", SMOKE,
+                     "about 4 min, 2 of them the clouds' start")
     return p
 
 
 def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
-    if args.smoke:
-        args.size, args.repeat = 256 * MiB, 1
-        if args.out == p.get_default("out"):
-            args.out = "/tmp/bench-smoke/migration"
+    report.apply_smoke(args, p, "migration", SMOKE)
     if args.from_json:
         return redraw(args)
+    report.require_plotting()
     args.modes = [m for m in args.modes.split(",") if m]
     for m in args.modes:
         if m not in MODES:
@@ -1210,8 +1304,7 @@ def main(argv=None):
                          % (args.data_dir, free / 1e9,
                             workloads.format_size(args.size)))
     print("command:", report.command_line(), flush=True)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    common.exit_on_signals()
     bench = Bench(args)
     bench.settings = {
         "size": args.size, "repeat": args.repeat, "modes": args.modes,
@@ -1226,10 +1319,16 @@ def main(argv=None):
         "export_sha512": args.export_sha512,
         "link_region": _clouds.LINK_REGION,
         "glance": report.tool_version([os.path.join(
-            devcloud.clouds_venv(), "bin", "python"), "-c",
+            _clouds.clouds_venv(), "bin", "python"), "-c",
             "import importlib.metadata as m; print('glance', "
             "m.version('glance'), 'keystone', m.version('keystone'))"])}
     t0 = time.monotonic()
+    if args.page_cost:
+        bench.settings["page_cost"] = {
+            "reps": args.page_cost, "settle_seconds": PAGE_COST_SETTLE,
+            "page_reporting": _page_reporting(),
+            "cpu_s_per_GiB": page_cost(args.data_dir, args.page_cost,
+                                       log=bench.log)}
     try:
         bench.setup()
         bench.run()
@@ -1238,14 +1337,14 @@ def main(argv=None):
         if errors:
             print("cleanup errors: %s" % "; ".join(errors), flush=True)
     bench.settings["runtime_seconds"] = time.monotonic() - t0
-    bench.save(final=True)
+    rc = bench.save(final=True)
     print("runtime %.0f s; results in %s" % (
         bench.settings["runtime_seconds"], args.out), flush=True)
     if bench.failures:
         print("FAILED runs: %d (see results.json)" % len(bench.failures),
               flush=True)
         return 1
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

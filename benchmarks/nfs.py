@@ -45,11 +45,10 @@ over the same veth in both directions (the ceiling) and ``nfs-cp``
 bytes per second.  Usage (root)::
 
     python -m benchmarks.nfs [--link 1gbit] [--reps 3] [--sizes 1K,..,1M]
-        [--mtu 1500] [--out doc/source/benchmarks/nfs] [--quick]
-    python -m benchmarks.nfs --from-json doc/source/benchmarks/nfs/nfs.json
+        [--mtu 1500] [--out DIR] [--quick]
+    python -m benchmarks.nfs --from-json DIR/nfs.json --out DIR
 
-The second form redraws tables and figures without measuring.  Results
-and their discussion: doc/source/benchmarks-nfs.rst.
+The second form redraws tables and figures without measuring.
 """
 
 import argparse
@@ -57,11 +56,13 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
+from benchmarks._lab import ganesha
+from benchmarks._lab import netns
+from benchmarks import common
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.staging import backend as staging
@@ -69,8 +70,6 @@ from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import stream as staging_stream
-from tests.functional import ganesha
-from tests.functional import netns
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -103,10 +102,6 @@ SERIES = {
 # point on a quiet machine at small block sizes (latency bound).
 DEFAULT_BLOCKS = "I=4096,II=8192,III=4096,R=8192,R-sync=8192"
 PAPER = {"I": 87.0, "II": 106.0, "III": 48.0, "read": 118.0}
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 # ------------------------------------------------------------ helpers
@@ -146,15 +141,6 @@ def fs_type(path):
                     len(mnt) >= len(best):
                 best, kind = mnt, parts[2]
     return kind
-
-
-def load1():
-    """The 1-minute load average (other jobs share the 2 cores)."""
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def dpkg_version(pkg):
@@ -253,12 +239,25 @@ class Site:
         return self.srv.url_for("a", name)
 
     def start_iperf3(self):
-        self.iperf3 = self.lab.popen(
-            "b", ["iperf3", "-s", "-B", self.lab.addr_b, "-p",
-                  str(IPERF3_PORT)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not self.lab.wait_port("a", self.lab.addr_b, IPERF3_PORT, 10):
-            raise BenchError("iperf3 server did not start")
+        """iperf3's server in namespace b, on its usual port or another
+        (common.on_own_port).
+        """
+        log_path = os.path.join(self.srv.dir, "iperf3.log")
+
+        def start(port):
+            with open(log_path, "w") as log:
+                proc = self.lab.popen(
+                    "b", ["iperf3", "-s", "-B", self.lab.addr_b, "-p",
+                          str(port)], stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT)
+            try:
+                common.wait_listening(proc, port, log_path, name="iperf3")
+            except common.ServerError:
+                self.lab.stop(proc)
+                raise
+            return proc
+        self.iperf3, self.iperf3_port = common.on_own_port(
+            start, first=IPERF3_PORT)
 
     def close(self):
         errors = []
@@ -286,8 +285,8 @@ def write_point(site, name, bs, size, pattern, client_sync, block):
         got = site.backend.size(name)
         copy.cleanup(site.backend, name)
     if got != size or result.size != size:
-        raise BenchError("%s: %s bytes on the export, expected %d"
-                         % (name, got, size))
+        raise common.BenchError("%s: %s bytes on the export, expected %d"
+                                % (name, got, size))
     return seconds
 
 
@@ -312,13 +311,13 @@ def read_point(site, name, bs, size, sha512, block):
                     n += len(data)
         seconds = time.perf_counter() - t
     if n != size:
-        raise BenchError("read %d of %d bytes of %s" % (n, size, name))
+        raise common.BenchError("read %d of %d bytes of %s" % (n, size, name))
     return seconds
 
 
 def iperf3_point(site, nbytes, reverse):
-    argv = ["iperf3", "-c", site.lab.addr_b, "-p", str(IPERF3_PORT), "-n",
-            str(nbytes), "-P", "1", "-J"] + (["-R"] if reverse else [])
+    argv = ["iperf3", "-c", site.lab.addr_b, "-p", str(site.iperf3_port),
+            "-n", str(nbytes), "-P", "1", "-J"] + (["-R"] if reverse else [])
     t = time.perf_counter()
     proc = site.lab.run("a", argv, timeout=120)
     wall = time.perf_counter() - t
@@ -341,18 +340,18 @@ def nfscp_point(site, src, nbytes, reverse):
         proc = site.lab.run("a", argv, timeout=600, check=False)
         seconds = time.perf_counter() - t
         if reverse and os.path.getsize(dst) != nbytes:
-            raise BenchError("nfs-cp read %d of %d bytes"
-                             % (os.path.getsize(dst), nbytes))
+            raise common.BenchError("nfs-cp read %d of %d bytes"
+                                    % (os.path.getsize(dst), nbytes))
     finally:
         with contextlib.suppress(OSError):
             os.unlink(dst)
     if proc.returncode != 0 or "copied" not in proc.stdout:
-        raise BenchError("%s failed: %s %s" % (" ".join(argv), proc.stdout,
-                                               proc.stderr))
+        raise common.BenchError("%s failed: %s %s" % (
+            " ".join(argv), proc.stdout, proc.stderr))
     with site.client():
         if site.backend.size("nfs-cp.bin") != nbytes:
-            raise BenchError("nfs-cp left %s bytes" %
-                             site.backend.size("nfs-cp.bin"))
+            raise common.BenchError("nfs-cp left %s bytes" %
+                                    site.backend.size("nfs-cp.bin"))
     return {"MBps": nbytes / seconds / 1e6, "seconds": seconds}
 
 
@@ -466,7 +465,7 @@ class Run:
             else:
                 name, sha = self.read_files[(mode, size)]
                 seconds = read_point(site, name, bs, size, sha, block)
-        except (BenchError, staging.StagingError) as exc:
+        except (common.BenchError, staging.StagingError) as exc:
             self.failures.append({"series": key, "bs": bs, "rep": rep,
                                   "error": str(exc)})
             print("FAILED %s bs=%s: %s" % (key, size_label(bs), exc),
@@ -475,7 +474,7 @@ class Run:
         mbps = size / seconds / 1e6
         self.samples[key].setdefault(bs, []).append(
             {"bytes": size, "seconds": seconds, "MBps": mbps,
-             "load1": load1()})
+             "load1": os.getloadavg()[0]})
         print("%-11s bs=%-5s %7s in %6.2f s = %6.1f MB/s" % (
             key, size_label(bs), size_label(size), seconds, mbps),
             flush=True)
@@ -497,14 +496,14 @@ class Run:
             for name, fn in tests:
                 try:
                     sample = fn()
-                except (BenchError, OSError,
+                except (common.BenchError, OSError,
                         subprocess.SubprocessError, ValueError) as exc:
                     self.failures.append({"peer": name, "server": mode,
                                           "rep": rep, "error": str(exc)})
                     print("FAILED %s (%s): %s" % (name, mode, exc),
                           flush=True)
                     continue
-                sample["load1"] = load1()
+                sample["load1"] = os.getloadavg()[0]
                 self.peers.setdefault(mode, {}).setdefault(
                     name, []).append(sample)
                 print("%-13s (server %s): %6.1f MB/s" % (
@@ -588,7 +587,7 @@ class Run:
         out = args.out
         prefix = args.prefix
         loaded = self.loaded or {}
-        report.write_json(os.path.join(out, prefix + ".json"), {
+        path = report.write_json(os.path.join(out, prefix + ".json"), {
             "command": loaded.get("command", report.command_line()),
             "machine": loaded.get("machine", report.machine_info()),
             "settings": self.settings, "complete": final,
@@ -603,7 +602,21 @@ class Run:
             "sync_ratios": {str(bs): v for bs, v in ratios.items()},
             "paper_MBps": PAPER})
         if not final:
-            return
+            return 0
+
+        def tables():
+            self.write_tables(summary, ratios, ratio_names, peers)
+
+        def figures():
+            self.plot(summary, "write",
+                      os.path.join(out, prefix + "-write.png"))
+            self.plot(summary, "read", os.path.join(out, prefix + "-read.png"))
+        return report.render(
+            path, "python -m benchmarks.nfs --from-json %s --out %s"
+            % (path, out), tables, figures)
+
+    def write_tables(self, summary, ratios, ratio_names, peers):
+        args = self.args
         headers = ["series", "block size", "bytes", "MB/s median (min–max)",
                    "of line", "× iperf3"]
         rows = []
@@ -627,23 +640,17 @@ class Run:
                 for bs in args.sizes]
         if any(v is not None for r in ratios.values() for v in r.values()):
             self.emit("sync-ratio", headers, rows)
-        self.plot(summary, "write", os.path.join(out, prefix + "-write.png"))
-        self.plot(summary, "read", os.path.join(out, prefix + "-read.png"))
 
     def emit(self, name, headers, rows):
-        base = os.path.join(self.args.out, "%s-%s" % (self.args.prefix, name))
-        print(report.text_table(headers, rows))
-        report.write_text(base + ".md",
-                          report.markdown_table(headers, rows) + "\n")
-        report.write_text(base + ".rst",
-                          report.rst_table(headers, rows) + "\n")
+        report.write_tables(os.path.join(
+            self.args.out, "%s-%s" % (self.args.prefix, name)),
+            (headers, rows))
 
     def plot(self, summary, kind, path):
         keys = [k for k in self.args.series if SERIES[k][1] == kind]
         if not keys or len(self.args.sizes) < 2:
             return
-        plt = report._pyplot()
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        fig, ax = report.pyplot().subplots(figsize=(6.4, 3.6))
         colors = {"I": report.PALETTE[0], "II": report.PALETTE[1],
                   "III": report.PALETTE[2], "R": report.PALETTE[0],
                   "R-sync": report.PALETTE[2]}
@@ -688,15 +695,10 @@ class Run:
                      % (kind, self.args.link, self.args.mtu))
         ax.legend(frameon=False, loc="upper center", ncol=2,
                   bbox_to_anchor=(0.5, -0.18))
-        fig.savefig(path)
-        plt.close(fig)
+        report.save_figure(fig, path)
 
 
 # ------------------------------------------------------------ main
-
-def _on_signal(signum, frame):
-    raise SystemExit(128 + signum)
-
 
 def redraw(args):
     with open(args.from_json) as f:
@@ -712,8 +714,7 @@ def redraw(args):
         args.from_json).rsplit(".", 1)[0]
     run = Run(args)
     run.load(data)
-    run.save(final=data.get("complete", True))
-    return 0
+    return run.save(final=True)
 
 
 def main(argv=None):
@@ -748,7 +749,7 @@ def main(argv=None):
                         "tmpfs)")
     p.add_argument("--src-dir", default="/dev/shm",
                    help="where nfs-cp's local source file lives")
-    p.add_argument("--out", default="doc/source/benchmarks/nfs")
+    p.add_argument("--out", default=report.default_out("nfs"))
     p.add_argument("--prefix", default=None,
                    help="file name prefix (default nfs, or nfs-mtuN)")
     p.add_argument("--quick", action="store_true",
@@ -792,9 +793,9 @@ def main(argv=None):
     if kind in ("tmpfs", "ramfs"):
         print("WARNING: %s is on %s: the server's sync hits no disk"
               % (args.export_dir, kind), flush=True)
+    report.require_plotting()
     print("command:", report.command_line(), flush=True)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    common.exit_on_signals()
     run = Run(args)
     run.settings.update({
         "export_dir": args.export_dir, "export_fstype": kind,
@@ -815,14 +816,14 @@ def main(argv=None):
         if errors:
             print("cleanup errors: %s" % "; ".join(errors), flush=True)
     run.settings["runtime_seconds"] = time.monotonic() - began
-    run.save(final=True)
+    rc = run.save(final=True)
     print("runtime %.0f s; results in %s" % (
         run.settings["runtime_seconds"], args.out), flush=True)
     if run.failures:
         print("FAILED points: %d (see %s.json)" % (
             len(run.failures), args.prefix), flush=True)
         return 1
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@ Every runner has the same life cycle::
 
 * The server (sink) runs in namespace ``b`` of the lab, the client (source)
   in namespace ``a``.  With ``lab=None`` both run in the root namespace and
-  talk over 127.0.0.1 on free ports.
+  talk over 127.0.0.1.
+* Every server binds a port of its own: ``dtn-migrate-transfer serve``
+  port 0 (it prints the port it took), the others their usual port in
+  the lab's namespace, a random one on loopback, and another when that
+  one was taken meanwhile (:func:`benchmarks.common.on_own_port`).
 * ``run`` empties the destination, optionally "warms" the destination
   memory (see :attr:`Peer.warm_bytes`), then times ONLY the client command
   (wall clock, ``time.perf_counter`` around the process), then checks the
@@ -79,7 +83,8 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from tests.functional import netns  # noqa: E402
+from benchmarks._lab import netns  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 MiB = 1 << 20
 SOURCE, SINK = 'a', 'b'
@@ -98,6 +103,10 @@ class PeerUnavailable(PeerError):
 
 class VerifyError(PeerError):
     pass
+
+
+class PortInUse(PeerError, common.AddressInUse):
+    """The server's port was taken: start it again on another."""
 
 
 # ----------------------------------------------------------------- helpers
@@ -214,14 +223,6 @@ def apt_hint():
     return 'apt-get install -y ' + DEBIAN_PACKAGES
 
 
-def _tail(path, n=20):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-n:])
-    except OSError:
-        return ''
-
-
 def _kill_group(proc, timeout=5.0):
     if proc is None or proc.poll() is not None:
         return
@@ -291,14 +292,28 @@ class Peer:
         self.workdir = tempfile.mkdtemp(prefix='dtnm-bench-%s-' % self.name)
         os.chmod(self.workdir, 0o755)
         self.addr = lab.addr(SINK) if lab else '127.0.0.1'
-        self.port = (self.default_port if lab and self.default_port
-                     else netns.free_port('127.0.0.1'))
         try:
-            self.start_server()
+            _, self.port = common.on_own_port(
+                self._start_on, first=self.default_port if lab else None)
         except BaseException:
             self.teardown()
             raise
         return self
+
+    def _start_on(self, port):
+        """start_server() on ``port``; stopped again if the port was
+        taken (PortInUse, for on_own_port to try another).
+        """
+        self.port = port
+        try:
+            self.start_server()
+        except PortInUse:
+            self.stop_server()
+            # The next server's logs must not say this one's "in use".
+            for name in os.listdir(self.workdir):
+                if name.endswith('.log'):
+                    os.unlink(os.path.join(self.workdir, name))
+            raise
 
     def teardown(self):
         self.stop_server()
@@ -346,26 +361,20 @@ class Peer:
             self.lab._procs.append(self.server)
         return self.server
 
-    def wait_server(self, timeout=15.0, log_name='server.log'):
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.server.poll() is not None:
-                raise PeerError('%s server exited (rc=%s):\n%s' % (
-                    self.name, self.server.returncode,
-                    _tail(os.path.join(self.workdir, log_name))))
-            if self._port_open():
-                return
-            if time.monotonic() > deadline:
-                raise PeerError('%s server does not listen on %s:%d:\n%s' % (
-                    self.name, self.addr, self.port,
-                    _tail(os.path.join(self.workdir, log_name))))
-            time.sleep(0.1)
-
-    def _port_open(self):
-        if self.lab:
-            return self.lab.wait_port(SOURCE, self.addr, self.port,
-                                      timeout=0)
-        return netns.wait_port(self.addr, self.port, timeout=0)
+    def wait_server(self, timeout=15.0, logs=('server.log',)):
+        """Until the server itself listens on its port (its ``logs`` in
+        the work dir say why not): PortInUse when the port was taken,
+        PeerError when it exited or does not listen.
+        """
+        try:
+            common.wait_listening(
+                self.server, self.port,
+                [os.path.join(self.workdir, n) for n in logs], timeout,
+                '%s server on %s:%d' % (self.name, self.addr, self.port))
+        except common.AddressInUse as exc:
+            raise PortInUse(str(exc)) from None
+        except common.ServerError as exc:
+            raise PeerError(str(exc)) from None
 
     def timed_client(self, argv, timeout, env=None, cwd=None):
         """Run the client in the source namespace; return (seconds, proc).
@@ -386,7 +395,7 @@ class Peer:
                 _kill_group(proc)
                 raise PeerError('%s client timed out after %.0f s: %s\n%s' % (
                     self.name, timeout, shlex.join(map(str, argv)),
-                    _tail(err))) from None
+                    common.tail(err, 20))) from None
             seconds = time.perf_counter() - t0
         with open(out, errors='replace') as f:
             stdout = f.read()
@@ -569,7 +578,7 @@ class Rsync(Peer):
                            self.addr, '--port', self.port, '--config', conf,
                            '--log-file', os.path.join(self.workdir,
                                                       'rsyncd.log')])
-        self.wait_server()
+        self.wait_server(logs=('server.log', 'rsyncd.log'))
 
     def _base(self):
         return ['rsync'] + list(self.options.get(
@@ -613,7 +622,7 @@ class Xrdcp(Peer):
         self.spawn_server(['xrootd', '-R', 'nobody', '-c', conf, '-l',
                            os.path.join(self.workdir, 'xrootd.log'),
                            '-n', self.instance])
-        self.wait_server(log_name='server.log')
+        self.wait_server(logs=('server.log', 'xrootd.log'))
 
     def stop_server(self):
         super().stop_server()
@@ -680,7 +689,7 @@ class LocalCopy(Peer):
 class DtnMigrate(Peer):
     """Our tool, through the ``dtn-migrate-transfer`` CLI contract::
 
-        sink:   dtn-migrate-transfer serve --root DST --listen IP:PORT
+        sink:   dtn-migrate-transfer serve --root DST --listen IP:0
                     --key-file KEY --name sink
         source: dtn-migrate-transfer send --peer IP:PORT --key-file KEY
                     --name source --state-dir STATE --root SRC --json
@@ -688,15 +697,15 @@ class DtnMigrate(Peer):
 
     The sink is (re)started before every run with an empty DST and the
     source gets an empty state dir, so no run can reuse a previous one.  The
-    sink is ready when it prints a line containing ``listening`` or when its
-    port accepts.  ``known_hash=True`` passes the dataset manifest (sizes and
-    sha512) so the source need not hash; ``known_hash=False`` does not.
+    sink listens on port 0 and is ready when it prints ``listening on
+    IP:PORT``, the port it took.  ``known_hash=True`` passes the dataset
+    manifest (sizes and sha512) so the source need not hash;
+    ``known_hash=False`` does not.
     The last stdout line of ``send`` must be a JSON object with at least
     ``bytes`` and ``seconds``; it is kept in ``last['tool']``.
     """
 
     name = 'dtn-migrate'
-    default_port = 47000
     executables = ()
 
     def __init__(self, known_hash=True, exe=None, streams=None,
@@ -742,12 +751,16 @@ class DtnMigrate(Peer):
         # the sink is started in before_run(), fresh for every run
 
     def _start_sink(self):
+        """A new sink on a port it takes itself (port 0): ``self.port``
+        once it says which.
+        """
         self.stop_server()
         empty_dir(self.dst_dir)
         argv = [self.exe, 'serve', '--root', self.dst_dir, '--listen',
-                '%s:%d' % (self.addr, self.port), '--key-file', self.keyfile,
+                '%s:0' % self.addr, '--key-file', self.keyfile,
                 '--name', 'sink']
         self.spawn_server(argv, stdout=subprocess.PIPE)
+        ports = []
         ready = threading.Event()
         log_path = os.path.join(self.workdir, 'server.log')
         server = self.server
@@ -757,27 +770,24 @@ class DtnMigrate(Peer):
                 for line in server.stdout:
                     log.write(line)
                     log.flush()
-                    if b'listening' in line.lower():
+                    port = common.listening_port(line.decode(
+                        'utf-8', 'replace'))
+                    if port and not ports:
+                        ports.append(port)
                         ready.set()
         threading.Thread(target=pump, daemon=True).start()
         deadline = time.monotonic() + 30
-        while not ready.is_set():
+        while not ready.wait(0.1):
             if server.poll() is not None:
                 time.sleep(0.2)
                 raise PeerError('dtn-migrate sink exited (rc=%s):\n%s' % (
-                    server.returncode, _tail(log_path)))
-            if self._port_open():
-                break
+                    server.returncode, common.tail(log_path, 20)))
             if time.monotonic() > deadline:
                 raise PeerError('dtn-migrate sink not ready after 30 s:\n%s'
-                                % _tail(log_path))
-            ready.wait(0.1)
+                                % common.tail(log_path, 20))
+        self.port = ports[0]
 
     def before_run(self, files):
-        # a new port for every sink start: no TIME_WAIT or reuse surprises
-        self._runs = getattr(self, '_runs', 0) + 1
-        self.port = (self.default_port + self._runs % 1000 if self.lab
-                     else netns.free_port('127.0.0.1'))
         shutil.rmtree(self.state_dir, ignore_errors=True)
         os.makedirs(self.state_dir)
         self._start_sink()

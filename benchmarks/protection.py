@@ -1,7 +1,7 @@
 """Continuous sync against a request: delay to a verified replica.
 
 Two local clouds start as ``tests/functional/api/test_protection.py``
-starts them (``tests/functional/api``: Keystone, Glance publishing its
+starts them (``benchmarks._clouds.api_pair``: Keystone, Glance publishing its
 notifications on the cloud's RabbitMQ vhost, agent, engine and
 dtn-migrate-api, per cloud), with cloud A's DTN link not rate-limited
 and ``[protection] scan_interval`` a day apart, so that only Glance's
@@ -34,8 +34,12 @@ per size and path, the ratio event/request) and ``protection.png`` in
 
 Run from the repository root as root::
 
-    .venv/bin/python -m benchmarks.protection --reps 5 --sizes 1,16,64 \\
-        --out doc/source/benchmarks/protection
+    .venv/bin/python -m benchmarks.protection --reps 5 --sizes 1,16,64
+    # a quick check (about 3 min, 2 of them the clouds' start)
+    .venv/bin/python -m benchmarks.protection --smoke
+    # the report again from a run's JSON
+    .venv/bin/python -m benchmarks.protection --from-json DIR/results.json \\
+        --out DIR
 """
 
 import argparse
@@ -50,24 +54,20 @@ import uuid
 import oslo_messaging as messaging
 import requests
 
+from benchmarks import _clouds
+from benchmarks import common
 from benchmarks import report
-from dtn_migrate import devcloud
-from tests.functional import api as api_harness
-from tests.functional import base
-from tests.functional.migration import scope as class_scope
+from benchmarks import workloads
 
 MiB = 1 << 20
 PATHS = ("event", "request")
 LABELS = {"event": "event (tag, no request)",
           "request": "request (POST /v1/migrations)"}
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: --smoke: the options of a quick check.
+SMOKE = {"reps": 1, "sizes": "1"}
 #: Engine options of both clouds: no periodic scan within a run.
 PROTECTION = {"protection": {"scan_interval": 86400},
               "engine": {"stall_timeout": 300}}
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 def epoch(stamp):
@@ -84,38 +84,6 @@ def epoch(stamp):
             continue
         return calendar.timegm(when.timetuple()) + when.microsecond / 1e6
     return None
-
-
-def process_cpu(pid):
-    """CPU seconds (user + system) of process PID, its live descendants
-    and the children it reaped; psutil when installed, else /proc.
-    """
-    try:
-        import psutil
-    except ImportError:
-        psutil = None
-    if psutil is not None:
-        try:
-            proc = psutil.Process(pid)
-            t = proc.cpu_times()
-            total = t.user + t.system + t.children_user + t.children_system
-            for child in proc.children(recursive=True):
-                try:
-                    c = child.cpu_times()
-                except psutil.Error:
-                    continue
-                total += c.user + c.system
-            return total
-        except psutil.Error:
-            return None
-    # /proc/PID/stat: utime, stime, cutime, cstime are fields 14-17.
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    return sum(int(x) for x in fields[11:15]) / CLK_TCK
 
 
 class ActivateListener:
@@ -167,15 +135,14 @@ class Bench:
         print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
     def start(self):
-        for ok, why in (devcloud.available(), base.Broker.available()):
+        for ok, why in (_clouds.available(), _clouds.Broker.available()):
             if not ok:
-                raise BenchError(why)
-        self.scope = class_scope.ClassScope("dtnm-bench-prot-")
+                raise common.BenchError(why)
         self.log("starting two clouds (Glance notifications on, DTN link "
                  "%s)" % ("not limited" if not self.args.rate else
                           "%d B/s" % self.args.rate))
-        self.a, self.b = api_harness.start_pair(
-            self.scope, rate=self.args.rate, notifications=True,
+        self.scope, self.a, self.b = _clouds.api_pair(
+            "dtnm-bench-prot-", rate=self.args.rate, notifications=True,
             extra=PROTECTION)
         self.activations = ActivateListener(self.a)
         self.scope.addCleanup(self.activations.stop)
@@ -190,7 +157,7 @@ class Bench:
             "mode": "continuous", "selector": {"tags": [self.tag]}},
             timeout=120)
         if resp.status_code != 201:
-            raise BenchError("POST /v1/policies: %d %s" % (
+            raise common.BenchError("POST /v1/policies: %d %s" % (
                 resp.status_code, resp.text[:300]))
         self.policy = resp.json()["policy"]
         self.results["policy"] = self.policy
@@ -201,13 +168,12 @@ class Bench:
         resp = self.http.request(method, self.api_url + path, timeout=120,
                                  **kwargs)
         if resp.status_code != expect:
-            raise BenchError("%s %s: %d %s" % (method, path,
-                                               resp.status_code,
-                                               resp.text[:300]))
+            raise common.BenchError("%s %s: %d %s" % (
+                method, path, resp.status_code, resp.text[:300]))
         return resp.json()
 
     def cpu(self):
-        return {name: process_cpu(c.engine.proc.pid)
+        return {name: common.tree_cpu(c.engine.proc.pid)
                 for name, c in (("a", self.a), ("b", self.b))}
 
     def upload(self, size, tags):
@@ -222,7 +188,7 @@ class Bench:
             fields["tags"] = tags
         image = self.glance.images.create(**fields)
         path = os.path.join(self.scope.workdir, image["id"])
-        base.make_file(path, size, seed=self.seed)
+        workloads.write_file(path, size, 0, seed=self.seed)
         try:
             start = time.monotonic()
             with open(path, "rb") as f:
@@ -239,8 +205,8 @@ class Bench:
             if found is not None:
                 return time.monotonic(), found
             if time.monotonic() > deadline:
-                raise BenchError("%s: not done after %d s"
-                                 % (what, self.args.timeout))
+                raise common.BenchError("%s: not done after %d s"
+                                        % (what, self.args.timeout))
             time.sleep(self.args.poll)
 
     def measure(self, path, size):
@@ -257,7 +223,7 @@ class Bench:
             def check():
                 m = self.call("GET", "/v1/migrations/%s" % mid,
                               200)["migration"]
-                if m["state"] in api_harness.FINAL:
+                if m["state"] in common.FINAL:
                     return m
                 return None
         else:
@@ -273,19 +239,20 @@ class Bench:
         mono1, found = self.poll("%s %s" % (path, image_id), check, mono0)
         cpu1 = self.cpu()
         if found["state"] not in ("replicated", "complete"):
-            raise BenchError("%s of image %s ended %s: %s" % (
+            raise common.BenchError("%s of image %s ended %s: %s" % (
                 path, image_id, found["state"], found.get("error")))
         mid = found["id"] if path == "request" else found["migration_id"]
         migration = self.call("GET", "/v1/migrations/%s" % mid,
                               200)["migration"]
         if migration["state"] != "complete" or \
                 migration["size"] != size:
-            raise BenchError("migration %s of image %s: %s, %s bytes" % (
-                mid, image_id, migration["state"], migration["size"]))
+            raise common.BenchError(
+                "migration %s of image %s: %s, %s bytes" % (
+                    mid, image_id, migration["state"], migration["size"]))
         image = self.glance.images.get(image_id)
         if image["status"] != "active":
-            raise BenchError("image %s is %s" % (image_id,
-                                                 image["status"]))
+            raise common.BenchError("image %s is %s" % (image_id,
+                                                        image["status"]))
         activate = self.activations.seen.get(image_id, (None, None))
         created = epoch(migration["created_at"])
         finished = epoch(migration["finished_at"])
@@ -425,13 +392,23 @@ def plot(results, summ, path):
 
 
 def write(results, out):
-    os.makedirs(out, exist_ok=True)
+    """results.json, then results.rst and protection.png drawn from it:
+    0, or report.RENDER_FAILED (the results are safe).
+    """
     summ = results["summary"] = summary(results)
-    report.write_json(os.path.join(out, "results.json"), results)
-    report.write_text(os.path.join(out, "results.rst"),
-                      render_rst(results, summ))
-    plot(results, summ, os.path.join(out, "protection.png"))
-    return summ
+    path = report.write_json(os.path.join(out, "results.json"), results)
+
+    def table():
+        report.write_text(os.path.join(out, "results.rst"),
+                          render_rst(results, summ))
+        print(json.dumps({mib: row["ratio"] for mib, row in summ.items()},
+                         indent=1))
+
+    def figure():
+        plot(results, summ, os.path.join(out, "protection.png"))
+    return report.render(
+        path, "python -m benchmarks.protection --from-json %s --out %s"
+        % (path, out), table, figure)
 
 
 def main(argv=None):
@@ -448,34 +425,32 @@ def main(argv=None):
                    help="seconds of rest after each measurement")
     p.add_argument("--timeout", type=int, default=600,
                    help="longest wait for one replica, seconds")
-    p.add_argument("--out", default="doc/source/benchmarks/protection")
+    p.add_argument("--out", default=report.default_out("protection"))
     p.add_argument("--from-json", metavar="JSON",
                    help="redraw the report from a results.json")
+    report.add_smoke(p, "protection", SMOKE, "about 3 min")
     args = p.parse_args(argv)
     if args.from_json:
         with open(args.from_json) as f:
             results = json.load(f)
-        write(results, args.out)
-        return 0
+        return write(results, args.out)
+    report.apply_smoke(args, p, "protection", SMOKE)
     try:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
         p.error("--sizes: integers (MiB), comma-separated")
     if args.reps < 1 or not args.sizes or min(args.sizes) < 1:
         p.error("--reps and --sizes must be positive")
+    report.require_plotting()
     bench = Bench(args)
     try:
         bench.start()
         bench.run()
-    except BenchError as exc:
-        print("benchmark failed: %s" % exc, file=sys.stderr)
-        return 1
+    except common.BenchError as exc:
+        return report.stopped(bench.results, args.out, exc)
     finally:
         bench.close()
-    summ = write(bench.results, args.out)
-    print(json.dumps({mib: row["ratio"] for mib, row in summ.items()},
-                     indent=1))
-    return 0
+    return write(bench.results, args.out)
 
 
 if __name__ == "__main__":

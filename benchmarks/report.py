@@ -1,16 +1,22 @@
-"""Shared helpers for benchmark scripts: statistics, tables, figures, JSON.
+"""The benchmarks' reports: statistics, tables, figures, JSON.
 
-Used by ``benchmarks.throughput`` and meant for the other benchmark scripts
-(object-log overhead, recovery time, memory) so that all results look alike::
+Every benchmark reports through this module, so that all results look
+alike, and in one order: the results JSON first, then the tables and
+figures drawn from it (:func:`render`), so that a figure that cannot be
+drawn loses no measurement::
 
     from benchmarks import report
+    report.require_plotting()                   # before measuring
     s = report.summarize([1.0, 1.2, 0.9])       # median/min/max/mean/n
-    print(report.markdown_table(['tool', 'MB/s'], [['x', '1.0']]))
+    report.write_json(path, {'command': report.command_line(), ...})
+    rc = report.render(path, 'python -m benchmarks.X --from-json ' + path,
+                       tables, figures)         # 0, or RENDER_FAILED
+    report.write_tables(out + '/results', (['tool', 'MB/s'],
+                                           [['x', '1.0']]))
     report.grouped_bars('fig.png', groups=['loopback', '1gbit'],
                         series=['gridftp', 'rsync'],
                         values={'gridftp': {'loopback': (900, 850, 950)}},
                         ylabel='throughput (MB/s)')
-    report.write_json('raw.json', {'command': report.command_line(), ...})
 
 Units: MB/s means 10^6 bytes per second everywhere (not MiB/s).
 """
@@ -24,8 +30,22 @@ import shlex
 import statistics
 import subprocess
 import sys
+import traceback
 
 MB = 1e6
+#: Exit status of a benchmark whose results are saved but whose tables
+#: or figures could not all be written (see :func:`render`).
+RENDER_FAILED = 3
+#: Where a benchmark writes its outputs unless --out says otherwise
+#: (``OUT_ROOT/<benchmark>``; ``OUT_ROOT/smoke/<benchmark>`` with
+#: --smoke): benchmarks/results/raw/ of this checkout, which git ignores.
+#: The results kept in the tree (benchmarks/results/<benchmark>.json)
+#: are reduced from one run's on purpose.
+OUT_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        'results', 'raw')
+#: How to get what the figures need.
+PLOTTING_HINT = ("install the benchmarks' extra: .venv/bin/pip install -e "
+                 "'.[benchmarks]' (or DTN_BENCH=1 tools/bootstrap.sh)")
 
 
 # ------------------------------------------------------------------ numbers
@@ -171,6 +191,31 @@ def text_table(headers, rows):
     return '\n'.join(lines) + '\n'
 
 
+def write_tables(base, *tables, note=None, command=None, echo=True):
+    """Write ``tables`` ((headers, rows) pairs, in order) to ``base``.md
+    and ``base``.rst, with ``note`` above them and the command line
+    below; print them too (``echo``).  Returns the two paths; writes
+    nothing (None) when no table has a row.
+    """
+    tables = [(h, r) for h, r in tables if r]
+    if not tables:
+        return None
+    md, rst = [], []
+    if note:
+        md += [note, '']
+        rst += [note, '']
+    for headers, rows in tables:
+        md.append(markdown_table(headers, rows))
+        rst.append(rst_table(headers, rows))
+        if echo:
+            print(text_table(headers, rows))
+    if command:
+        md.append('Command: `%s`\n' % command)
+        rst.append('Command::\n\n    %s\n' % command)
+    return (write_text(base + '.md', '\n'.join(md)),
+            write_text(base + '.rst', '\n'.join(rst)))
+
+
 # ------------------------------------------------------------------ figures
 
 PALETTE = ['#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e',
@@ -178,7 +223,25 @@ PALETTE = ['#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e',
 HATCHES = ['', '//', '\\\\', 'xx', '..', 'oo', '--', '++', '**', '||']
 
 
-def _pyplot():
+def plotting_available():
+    """(True, '') when the figures can be drawn here, else (False, why)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        return False, 'cannot draw the figures (%s): %s' % (
+            exc, PLOTTING_HINT)
+    return True, ''
+
+
+def require_plotting():
+    """Stop before measuring when the figures could not be drawn after."""
+    ok, why = plotting_available()
+    if not ok:
+        raise SystemExit(why)
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, in paper style."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -204,7 +267,7 @@ def grouped_bars(path, groups, series, values, ylabel='throughput (MB/s)',
         drawn as a dashed segment over that group.
     Error bars show min..max.  Writes ``path`` (PNG, or PDF/SVG by suffix).
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize)
     n = max(1, len(series))
     width = 0.8 / n
@@ -259,9 +322,35 @@ def grouped_bars(path, groups, series, values, ylabel='throughput (MB/s)',
     ax.yaxis.grid(True, linestyle=':', linewidth=0.5, zorder=0)
     ax.legend(ncol=min(len(series), 4), frameon=False, loc='upper center',
               bbox_to_anchor=(0.5, -0.12 if not xlabel else -0.2))
+    return save_figure(fig, path)
+
+
+def range_bar(ax, x, s, i, label=None, text='%.1f s', bottom=None):
+    """One bar of a summarize() dict ``s`` at ``x``: its median, in the
+    ``i``-th colour and hatch, with a min-max error bar and the median
+    written above (``text``; None for none); a stacked one (``bottom``)
+    has no error bar.
+    """
+    ax.bar([x], [s['median']], 0.6, bottom=bottom,
+           color=PALETTE[i % len(PALETTE)], hatch=HATCHES[i % len(HATCHES)],
+           edgecolor='black', linewidth=0.5, zorder=2, label=label)
+    top = s['median'] + (bottom or 0)
+    if bottom is None and s.get('min') is not None:
+        ax.errorbar([x], [s['median']], yerr=[[s['median'] - s['min']],
+                                              [s['max'] - s['median']]],
+                    fmt='none', ecolor='black', elinewidth=0.7, capsize=2,
+                    zorder=3)
+        top = s['max']
+    if text:
+        ax.annotate(text % s['median'], (x, top), ha='center', va='bottom',
+                    fontsize=7, xytext=(0, 2), textcoords='offset points')
+
+
+def save_figure(fig, path):
+    """Write ``fig`` to ``path`` (its directory made) and close it."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -275,6 +364,84 @@ def write_json(path, obj):
         f.write('\n')
     os.replace(tmp, path)
     return path
+
+
+def render(json_path, redo, *steps):
+    """Run ``steps`` (functions writing the tables and figures of the
+    results already saved in ``json_path``, or (what it writes, function)
+    pairs), every one of them even when one fails: a figure that cannot
+    be drawn (no matplotlib, a bad value) loses no measurement.  Returns
+    0, or RENDER_FAILED after saying on stderr which step failed and
+    why, where the results are, and the command (``redo``) that writes
+    the tables and figures again from them.
+    """
+    if not os.path.exists(json_path):
+        raise FileNotFoundError('no results at %s' % json_path)
+    failed = []
+    for step in steps:
+        what, step = step if isinstance(step, tuple) else (
+            step.__name__.strip('_').replace('_', ' '), step)
+        try:
+            step()
+        except Exception as exc:  # noqa: B902 - reported, nothing lost
+            failed.append(what)
+            print('could not write the %s: %s: %s' % (
+                what, type(exc).__name__, exc), file=sys.stderr)
+            if not isinstance(exc, ImportError):
+                traceback.print_exc()
+            if isinstance(exc, ImportError):
+                print(PLOTTING_HINT, file=sys.stderr)
+    if not failed:
+        return 0
+    print('the results are saved in %s; write the tables and figures '
+          'again with: %s' % (json_path, redo), file=sys.stderr, flush=True)
+    return RENDER_FAILED
+
+
+def stopped(results, out, exc):
+    """A run that stopped on ``exc``: say so, and save what it measured
+    to ``out``/results.json (``complete`` false); exit status 1.
+    """
+    print('benchmark failed: %s' % exc, file=sys.stderr)
+    path = write_json(os.path.join(out, 'results.json'),
+                      dict(results, error=str(exc), complete=False))
+    print('what it measured is in %s' % path, file=sys.stderr)
+    return 1
+
+
+def add_smoke(parser, name, options, about):
+    """--smoke on ``parser``: a quick check of benchmark ``name`` (how
+    long: ``about``) with ``options`` ({dest: value}), see apply_smoke.
+    """
+    parser.add_argument('--smoke', action='store_true', help=(
+        'a quick check (%s): %s (options given win), --out %s' % (
+            about, ' '.join('--%s %s' % (k.replace('_', '-'), v)
+                            for k, v in options.items()),
+            default_out(name, smoke=True))))
+
+
+def apply_smoke(args, parser, name, options):
+    """With --smoke, ``options`` where the command line left an option
+    at its default, and the smoke --out unless one was given.
+    """
+    if not args.smoke:
+        return args
+    types = {a.dest: a.type for a in parser._actions}
+    for key, value in options.items():
+        default = parser.get_default(key)
+        if isinstance(default, str) and types.get(key):
+            default = types[key](default)      # as argparse gives it
+        if getattr(args, key) == default:
+            setattr(args, key, value)
+    if args.out == parser.get_default('out'):
+        args.out = default_out(name, smoke=True)
+    return args
+
+
+def default_out(name, smoke=False):
+    """A benchmark's --out by default (see :data:`OUT_ROOT`)."""
+    return os.path.join(OUT_ROOT, 'smoke', name) if smoke else \
+        os.path.join(OUT_ROOT, name)
 
 
 def write_text(path, text):

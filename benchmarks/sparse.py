@@ -37,13 +37,13 @@ at the end of the image, zeros (holes) everywhere else.
 
 Usage (root, from the repository root)::
 
-    .venv/bin/python -m benchmarks.sparse --size 8G --data 10M --reps 3 \\
-        --out doc/source/benchmarks/sparse
-    # smoke check (< 2 min per level)
-    .venv/bin/python -m benchmarks.sparse --levels transfer --size 256M \\
-        --data 2M --reps 1 --out /tmp/bench-sparse
-    .venv/bin/python -m benchmarks.sparse --levels migration --size 256M \\
-        --data 2M --reps 1 --out /tmp/bench-sparse
+    .venv/bin/python -m benchmarks.sparse --size 8G --data 10M --reps 3
+    # smoke checks (--size 256M --data 2M --reps 1: under a minute for
+    # the transfer level, about 3 min for the migration level)
+    .venv/bin/python -m benchmarks.sparse --smoke --levels transfer
+    .venv/bin/python -m benchmarks.sparse --smoke --levels migration
+    # both levels' tables and figures again from their results.json
+    .venv/bin/python -m benchmarks.sparse --render --out DIR
 
 The migration level needs what ``benchmarks/migration.py`` needs (root,
 ``tools/bootstrap-clouds.sh``, RabbitMQ) and about 3 x ``--size`` free in
@@ -55,7 +55,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 
@@ -64,13 +63,16 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from benchmarks import linkstats, report, throughput, workloads  # noqa: E402
+from benchmarks import common, linkstats, report, throughput  # noqa: E402
+from benchmarks import workloads  # noqa: E402
 
 MiB = 1 << 20
 TARGET_LINK = 1.05           # x data, + 1 MiB
 TARGET_LINK_SLACK = MiB
 TARGET_TIME = 1.2            # x (download + upload alone)
 MIGRATION_MODES = ('pipelined', 'download', 'upload')
+#: --smoke: the options of a quick check.
+SMOKE = {'size': 256 * MiB, 'data': 2 * MiB, 'reps': 1, 'timeout': 300}
 
 
 def extents(size, data, count):
@@ -84,45 +86,6 @@ def extents(size, data, count):
     out = [(i * step, piece) for i in range(count - 1)]
     out.append((size - piece, piece))
     return out
-
-
-def piece_bytes(index, length, seed):
-    """The data of piece ``index``: PRNG windows with a stamp per MiB."""
-    block = workloads._block(seed)
-    out = bytearray()
-    mib = 0
-    while len(out) < length:
-        n = min(MiB, length - len(out))
-        off = ((mib * 7919 + (index + 1) * 104729) * 4096) % \
-            (workloads.BLOCK - MiB)
-        chunk = bytearray(block[off:off + n])
-        stamp = workloads.STAMP.pack(workloads.MAGIC, seed, index, mib)
-        chunk[:min(n, len(stamp))] = stamp[:n]
-        out += chunk
-        mib += 1
-    return bytes(out)
-
-
-def image_chunks(size, layout, seed, hasher=None, chunk=MiB):
-    """The image's bytes in pieces of at most ``chunk`` (zeros shared)."""
-    zeros = bytes(chunk)
-    pos = 0
-    pieces = [(off, piece_bytes(i, n, seed)) for i, (off, n)
-              in enumerate(layout)]
-    for off, data in pieces + [(size, b'')]:
-        while pos < off:
-            n = min(chunk, off - pos)
-            z = zeros if n == chunk else zeros[:n]
-            if hasher is not None:
-                hasher.update(z)
-            yield z
-            pos += n
-        for i in range(0, len(data), chunk):
-            part = data[i:i + chunk]
-            if hasher is not None:
-                hasher.update(part)
-            yield part
-        pos += len(data)
 
 
 class SparseImage:
@@ -166,10 +129,12 @@ class SparseImage:
         try:
             os.ftruncate(fd, self.size)
             for i, (off, n) in enumerate(self.layout):
-                os.pwrite(fd, piece_bytes(i, n, self.seed), off)
+                os.pwrite(fd, b''.join(workloads.chunks(n, i + 1,
+                                                        self.seed)), off)
         finally:
             os.close(fd)
-        for part in image_chunks(self.size, self.layout, self.seed, h):
+        for _ in workloads.image_chunks(self.size, self.layout, self.seed,
+                                        h):
             pass
         shutil.rmtree(self.root, ignore_errors=True)
         os.rename(tmp, self.root)
@@ -204,8 +169,10 @@ def link_verdict(link_bytes, data):
                           lambda v: v <= link_target(data))
 
 
-def transfer_extra(results, out):
-    """Bytes on the link against the target, and the copies' disk space."""
+def write_link_table(results, out):
+    """link.rst and .md: bytes on the link against the target, and the
+    copies' disk space.
+    """
     ds = next(iter(results.get('datasets', {}).values()), {})
     data = ds.get('data_bytes')
     headers = ['link', 'tool', 'seconds: median (min–max)',
@@ -221,13 +188,16 @@ def transfer_extra(results, out):
                      report.fmt(None if wire is None else wire / 1e6),
                      report.fmt(report.ratio(wire, data), 3), verdict,
                      report.fmt(None if alloc is None else alloc / 1e6)])
-    note = ('Image: %s bytes, %s bytes of data in %d extents.' % (
-        ds.get('bytes'), data, len(ds.get('extents') or ())))
-    report.write_text(os.path.join(out, 'link.rst'),
-                      note + '\n\n' + report.rst_table(headers, rows))
-    report.write_text(os.path.join(out, 'link.md'),
-                      note + '\n\n' + report.markdown_table(headers, rows))
-    print(report.text_table(headers, rows))
+    report.write_tables(
+        os.path.join(out, 'link'), (headers, rows),
+        note='Image: %s bytes, %s bytes of data in %d extents.' % (
+            ds.get('bytes'), data, len(ds.get('extents') or ())))
+
+
+def plot_link_bytes(results, out):
+    """link-bytes.png: MB on the link per tool, against the target."""
+    ds = next(iter(results.get('datasets', {}).values()), {})
+    data = ds.get('data_bytes')
     values = {}
     for s in results.get('summary', []):
         if s.get('link_bytes'):
@@ -244,6 +214,17 @@ def transfer_extra(results, out):
             hlines={link: (link_target(data) / 1e6,
                            'target %.1f MB' % (link_target(data) / 1e6))
                     for link in links} if data else None)
+
+
+#: What the transfer level writes beside benchmarks.throughput's outputs.
+TRANSFER_EXTRAS = (('link table', write_link_table),
+                   ('link bytes figure', plot_link_bytes))
+
+
+def redo(args):
+    """The command that writes both levels' tables and figures again."""
+    return 'python -m benchmarks.sparse --render --levels %s --out %s' % (
+        args.levels, args.out)
 
 
 def transfer_args(args):
@@ -266,10 +247,13 @@ def run_transfer(args):
     targs = transfer_args(args)
     title = '%s raw, %s data' % (workloads.format_size(args.size),
                                  workloads.format_size(args.data))
-    rc = throughput.measure(targs, {'sparse': image}, {'sparse': title})
-    with open(os.path.join(targs.out, 'results.json')) as f:
-        transfer_extra(json.load(f), targs.out)
-    return rc
+    return throughput.measure(targs, {'sparse': image}, {'sparse': title},
+                              extras=TRANSFER_EXTRAS, redo=redo(args))
+
+
+def render_transfer(args):
+    return throughput.render(transfer_args(args), TRANSFER_EXTRAS,
+                             redo(args))
 
 
 # ----------------------------------------------------------- migration level
@@ -294,16 +278,16 @@ def _migration_bench():
 
             def open_stream():
                 hashes.append(hashlib.sha512())
-                return image_chunks(args.size, self.layout, args.seed,
-                                    hashes[-1])
+                return workloads.image_chunks(args.size, self.layout,
+                                              args.seed, hashes[-1])
             self.log('uploading the sparse %s image to Glance A'
                      % workloads.format_size(args.size))
             t0 = time.monotonic()
             image = images.upload(image['id'], open_stream, args.size)
             sha = hashes[-1].hexdigest()
             if image.get('os_hash_value') != sha:
-                raise migration.BenchError('Glance A stored the image '
-                                           'wrongly: %s' % image)
+                raise common.BenchError('Glance A stored the image '
+                                        'wrongly: %s' % image)
             self.source = {'image_id': image['id'], 'size': args.size,
                            'sha512': sha, 'seed': args.seed,
                            'upload_seconds': time.monotonic() - t0,
@@ -337,8 +321,8 @@ def _migration_bench():
             seconds = time.monotonic() - t0
             if n != self.source['size'] or (
                     h is not None and h.hexdigest() != self.source['sha512']):
-                raise migration.BenchError('download: %d bytes, not the '
-                                           'image' % n)
+                raise common.BenchError('download: %d bytes, not the '
+                                        'image' % n)
             return [('download', seconds, {})]
 
         def run_upload(self):
@@ -348,7 +332,7 @@ def _migration_bench():
                                    'disk_format': 'raw',
                                    'container_format': 'bare'})
             image = images.upload(
-                image['id'], lambda: image_chunks(
+                image['id'], lambda: workloads.image_chunks(
                     self.source['size'], self.layout, self.args.seed),
                 self.source['size'])
             seconds = time.monotonic() - t0
@@ -358,16 +342,29 @@ def _migration_bench():
         # -------------------------------------------------- results
 
         def save(self, final=False):
+            """results.json; once the run is over, the tables and the
+            figure (report.render's exit status).
+            """
             out = self.args.out
             rows = self.rows()
-            report.write_json(os.path.join(out, 'results.json'), {
-                'command': report.command_line(),
-                'machine': report.machine_info(),
+            loaded = self.loaded or {}
+            command = loaded.get('command', report.command_line())
+            path = os.path.join(out, 'results.json')
+            report.write_json(path, {
+                'command': command,
+                'machine': loaded.get('machine', report.machine_info()),
                 'settings': self.settings, 'source': self.source,
                 'complete': final, 'samples': self.samples,
                 'failures': self.failures, 'summary': rows})
-            if final:
-                self.emit_sparse(rows)
+            if not final:
+                return 0
+
+            def tables():
+                self.write_tables(rows, command)
+
+            def figure():
+                self.plot_sparse(rows, os.path.join(out, 'sparse.png'))
+            return report.render(path, self.args.redo, tables, figure)
 
         def rows(self):
             out = {}
@@ -396,7 +393,7 @@ def _migration_bench():
             out['pipelined/(download+upload)'] = report.summarize(base)
             return out
 
-        def emit_sparse(self, rows):
+        def write_tables(self, rows, command):
             out = self.args.out
             data = self.source.get('data_bytes') or 0
             headers = ['run', 'seconds: median (min–max)',
@@ -430,39 +427,24 @@ def _migration_bench():
                     'link bytes ≤ %.2f × data + 1 MiB (%.2f MB)' % (
                         TARGET_LINK, link_target(data) / 1e6),
                     '%.2f MB' % (wire / 1e6), link_verdict(wires, data)])
-            text = (report.rst_table(headers, table) + '\n' +
-                    report.rst_table(theaders, trows) + '\nCommand::\n\n'
-                    '    %s\n' % report.command_line())
-            report.write_text(os.path.join(out, 'results.rst'), text)
-            report.write_text(os.path.join(out, 'results.md'),
-                              report.markdown_table(headers, table) + '\n' +
-                              report.markdown_table(theaders, trows))
-            print(report.text_table(headers, table))
-            print(report.text_table(theaders, trows))
-            self.plot_sparse(rows, os.path.join(out, 'sparse.png'))
+            report.write_tables(os.path.join(out, 'results'),
+                                (headers, table), (theaders, trows),
+                                command=command)
 
         def plot_sparse(self, rows, path):
             if not all(k in rows for k in MIGRATION_MODES):
                 return
-            plt = report._pyplot()
-            fig, ax = plt.subplots(figsize=(6.4, 3.2))
-            p = rows['pipelined']['seconds']
-            ax.bar([0], [p['median']], 0.6, color=report.PALETTE[0],
-                   edgecolor='black', linewidth=0.5, zorder=2)
-            ax.errorbar([0], [p['median']],
-                        yerr=[[p['median'] - p['min']],
-                              [p['max'] - p['median']]], fmt='none',
-                        ecolor='black', capsize=2, zorder=3)
+            fig, ax = report.pyplot().subplots(figsize=(6.4, 3.2))
+            report.range_bar(ax, 0, rows['pipelined']['seconds'], 0,
+                             text=None)
             bottom = 0.0
             for j, what in enumerate(('download', 'upload')):
                 m = rows[what]['seconds']['median']
-                ax.bar([1], [m], 0.6, bottom=bottom,
-                       color=report.PALETTE[1 + j],
-                       hatch=report.HATCHES[1 + j], edgecolor='black',
-                       linewidth=0.5, zorder=2,
-                       label='Glance %s alone (%.1f s)' % (
-                           'A download' if what == 'download'
-                           else 'B upload', m))
+                report.range_bar(
+                    ax, 1, rows[what]['seconds'], 1 + j, text=None,
+                    bottom=bottom, label='Glance %s alone (%.1f s)' % (
+                        'A download' if what == 'download' else 'B upload',
+                        m))
                 bottom += m
             ax.axhline(bottom * TARGET_TIME, color='grey', linestyle=':',
                        linewidth=0.8,
@@ -478,8 +460,7 @@ def _migration_bench():
                             self.settings.get('rate') or 'unlimited'))
             ax.legend(frameon=False, fontsize=7, loc='upper center',
                       ncol=2, bbox_to_anchor=(0.5, -0.15))
-            fig.savefig(path)
-            plt.close(fig)
+            report.save_figure(fig, path)
 
     return migration, SparseBench
 
@@ -497,7 +478,7 @@ def migration_args(args):
         data_dir=args.cloud_dir,
         timeout=args.timeout or max(900.0, args.size / 5e6),
         out=os.path.join(args.out, 'migration'),
-        check_download=args.check_download)
+        check_download=args.check_download, redo=redo(args))
     return margs
 
 
@@ -517,6 +498,7 @@ def run_migration(args):
         return 1
     margs = migration_args(args)
     os.makedirs(margs.out, exist_ok=True)
+    report.require_plotting()
     bench = SparseBench(margs)
     bench.settings = {'size': args.size, 'data': args.data,
                       'extents': args.extents, 'repeat': args.reps,
@@ -532,10 +514,20 @@ def run_migration(args):
         if errors:
             print('cleanup errors: %s' % '; '.join(errors), flush=True)
     bench.settings['runtime_seconds'] = time.monotonic() - t0
-    bench.save(final=True)
+    rc = bench.save(final=True)
     print('runtime %.0f s; results in %s' % (
         bench.settings['runtime_seconds'], margs.out), flush=True)
-    return 1 if bench.failures else 0
+    return 1 if bench.failures else rc
+
+
+def render_migration(args):
+    """The migration level's tables and figure again from its JSON."""
+    _, SparseBench = _migration_bench()
+    margs = migration_args(args)
+    bench = SparseBench(margs)
+    with open(os.path.join(margs.out, 'results.json')) as f:
+        bench.load(json.load(f))
+    return bench.save(final=True)
 
 
 def parser():
@@ -569,32 +561,33 @@ def parser():
                     '(costs CPU the migration does not spend)')
     ap.add_argument('--remove-data', action='store_true')
     ap.add_argument('--timeout', type=float, default=None)
-    ap.add_argument('--out', default='doc/source/benchmarks/sparse')
-    ap.add_argument('--smoke', action='store_true',
-                    help='quick check (< 2 min per level): --size 256M '
-                    '--data 2M --reps 1, --out /tmp/bench-smoke/sparse')
+    ap.add_argument('--out', default=report.default_out('sparse'))
+    report.add_smoke(ap, 'sparse', SMOKE, '< 1 min for the transfer level, '
+                     'about 3 min for the migration level')
+    ap.add_argument('--render', action='store_true',
+                    help="measure nothing: write each level's tables and "
+                    "figures again from its results.json under --out")
     return ap
 
 
 def main(argv=None):
     ap = parser()
     args = ap.parse_args(argv)
-    if args.smoke:
-        args.size, args.data, args.reps = 256 * MiB, 2 * MiB, 1
-        args.timeout = args.timeout or 300
-        if args.out == ap.get_default('out'):
-            args.out = '/tmp/bench-smoke/sparse'
+    report.apply_smoke(args, ap, 'sparse', SMOKE)
     levels = [x for x in args.levels.split(',') if x]
-    rc = 0
-    signal.signal(signal.SIGHUP, lambda s, f: sys.exit(128 + s))
     for level in levels:
-        if level == 'transfer':
-            rc |= run_transfer(args) or 0
-        elif level == 'migration':
-            rc |= run_migration(args) or 0
-        else:
-            ap.error('unknown level %r (transfer, migration)' % level)
+        if level not in LEVELS:
+            ap.error('unknown level %r (%s)' % (level, ', '.join(LEVELS)))
+    rc = 0
+    common.exit_on_signals()
+    for level in levels:
+        rc = max(rc, LEVELS[level][args.render](args) or 0)
     return rc
+
+
+#: Each level's (run, render).
+LEVELS = {'transfer': (run_transfer, render_transfer),
+          'migration': (run_migration, render_migration)}
 
 
 if __name__ == '__main__':

@@ -13,8 +13,7 @@ Example (run as root from the repository root)::
     .venv/bin/python -m benchmarks.throughput \\
         --links loopback,1gbit,10gbit --workloads big,small \\
         --tools dtn-migrate,iperf3,gridftp,rsync,xrdcp --reps 3 \\
-        --size-big 4G --small-count 1000 \\
-        --out doc/source/benchmarks/throughput
+        --size-big 4G --small-count 1000 --out DIR
 
 Every sample also carries the CPU seconds the tool's client and server
 processes used (``cpu_s``, and ``cpu_s_per_GiB``), so that the cost of
@@ -22,8 +21,7 @@ dtn-migrate's frame authentication can be read against the same run::
 
     .venv/bin/python -m benchmarks.throughput --links loopback,10gbit \\
         --workloads big --size-big 4G --reps 5 \\
-        --tools dtn-migrate,dtn-migrate-noauth,dtn-migrate-tls \\
-        --out doc/source/benchmarks/frame-auth
+        --tools dtn-migrate,dtn-migrate-noauth,dtn-migrate-tls
 
 ``dtn-migrate`` tags every frame and object (the default),
 ``dtn-migrate-noauth`` runs both ends with ``--no-frame-auth``, and
@@ -34,11 +32,11 @@ See benchmarks/README.md for what each number means.
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -48,9 +46,9 @@ _REPO = os.path.dirname(_HERE)
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from benchmarks import linkstats, peers, report, workloads  # noqa: E402
+from benchmarks._lab import netns  # noqa: E402
+from benchmarks import common, linkstats, peers, report, workloads  # noqa
 from dtn_migrate.engine import lock as engine_lock  # noqa: E402
-from tests.functional import netns  # noqa: E402
 
 DEFAULT_TOOLS = 'dtn-migrate,iperf3,gridftp,rsync,xrdcp'
 REFERENCES = ('gridftp', 'gridftp-verify', 'iperf3', 'dtn-migrate-noauth')
@@ -103,7 +101,7 @@ class DtnMigrateVariant(peers.DtnMigrate):
         # imports, about 0.3-0.5 CPU-s) is not transfer work: a GridFTP
         # or agent sink runs for good.  timed_run subtracts it.
         super().before_run(files)
-        self.start_cpu = process_cpu(self.server)
+        self.start_cpu = server_cpu(self.server)
 
     def after_run(self, proc, files, nbytes):
         out = super().after_run(proc, files, nbytes) or {}
@@ -204,15 +202,11 @@ def children_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
-def process_cpu(proc):
-    """CPU seconds of a running server: its process, every live process
-    below it (a GridFTP server forks one per session, a netns wrapper
-    execs the server below it) and the children they reaped; None if the
-    server is gone.
+def server_cpu(proc):
+    """CPU seconds of a running server's process tree (common.tree_cpu);
+    None if there is none or it is gone.
     """
-    if proc is None:
-        return None
-    return linkstats.tree_cpu(proc.pid)
+    return None if proc is None else common.tree_cpu(proc.pid)
 
 
 def timed_run(peer, ds, lab=None):
@@ -228,12 +222,12 @@ def timed_run(peer, ds, lab=None):
     else:
         stop = None
     before = children_cpu()
-    server_before = process_cpu(peer.server) or 0.0
+    server_before = server_cpu(peer.server) or 0.0
     link_before = linkstats.counters(lab)
     try:
         peer.run(ds.files, manifest=ds.manifest_path)
         client = children_cpu() - before
-        server = process_cpu(peer.server)
+        server = server_cpu(peer.server)
         if getattr(peer, 'start_cpu', None) is not None:
             server_before = peer.start_cpu
         link = linkstats.delta(link_before, linkstats.counters(lab))
@@ -274,7 +268,7 @@ def parse_args(argv=None):
     ap.add_argument('--remove-data', action='store_true',
                     help='delete the datasets at the end (default: keep '
                     'them for the next run)')
-    ap.add_argument('--out', default='doc/source/benchmarks/throughput')
+    ap.add_argument('--out', default=report.default_out('throughput'))
     ap.add_argument('--render', action='store_true',
                     help="only write the tables and plots again from "
                     "--out's results.json (no measurement)")
@@ -305,14 +299,14 @@ def parse_args(argv=None):
     ap.add_argument('--smoke', action='store_true',
                     help='a quick check of the harness (< 1 min): '
                     + ' '.join(SMOKE_ARGS) + '; --out defaults to '
-                    '/tmp/bench-smoke/throughput')
+                    + report.default_out('throughput', smoke=True))
     args = ap.parse_args(argv)
     if args.smoke:
         out = args.out
         args = ap.parse_args(SMOKE_ARGS + list(
             argv if argv is not None else sys.argv[1:]))
         if out == ap.get_default('out'):
-            args.out = '/tmp/bench-smoke/throughput'
+            args.out = report.default_out('throughput', smoke=True)
     return args
 
 
@@ -542,13 +536,41 @@ def target_table(results, wl_titles):
 TARGETS_TITLE = 'Targets (issue 13, ratios of the same run by repetition)'
 
 
-def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
+def write_outputs(results, args, links, wls, tools, wl_titles, final=True,
+                  extras=(), redo=None):
+    """Save ``--out``'s results.json; once the run is over (``final``),
+    the tables and figures drawn from it, and each of ``extras``
+    ((what, function of results and --out) pairs: the tables and figures
+    of a benchmark that runs this one, whose command that draws them
+    again is ``redo``).  0, or report.RENDER_FAILED when one of them
+    could not be written (the results are safe).
+    """
     out = args.out
     os.makedirs(out, exist_ok=True)
     summarize(results, links, wls, tools)
-    report.write_json(os.path.join(out, 'results.json'), results)
+    path = os.path.join(out, 'results.json')
+    report.write_json(path, results)
     if not final:
-        return None
+        return 0
+
+    def tables():
+        write_tables(results, args, wl_titles)
+
+    def figures():
+        results['figures'] = write_figures(results, args, links, wls, tools,
+                                           wl_titles)
+        report.write_json(path, results)
+    steps = [tables, figures] + [
+        (what, functools.partial(extra, results, out))
+        for what, extra in extras]
+    return report.render(
+        path, redo or 'python -m benchmarks.throughput --render --out %s'
+        % out, *steps)
+
+
+def write_tables(results, args, wl_titles):
+    """table.md and table.rst of --out; the tables to stdout too."""
+    out = args.out
     headers, rows, rh, rr = tables(results, wl_titles)
     th, tr = target_table(results, wl_titles)
     settings = '\n'.join('* ``%s``: %s' % (t, d)
@@ -576,6 +598,17 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
             th, tr, title=TARGETS_TITLE), '']
     rst += ['Tool settings', '~' * 13, '', settings, '']
     report.write_text(os.path.join(out, 'table.rst'), '\n'.join(rst))
+    print()
+    print(report.text_table(headers, rows))
+    if rr:
+        print(report.text_table(rh, rr))
+    if tr:
+        print(report.text_table(th, tr))
+
+
+def write_figures(results, args, links, wls, tools, wl_titles):
+    """throughput-WORKLOAD.png and cpu-WORKLOAD.png in --out: paths."""
+    out = args.out
     figures = []
     reps = results['settings'].get('reps', args.reps)
     for wl in wls:
@@ -608,16 +641,13 @@ def write_outputs(results, args, links, wls, tools, wl_titles, final=True):
                 '(median, bars: min–max)' % wl_titles.get(wl, wl),
                 digits=2)
             figures.append(path)
-    results['figures'] = figures
-    report.write_json(os.path.join(out, 'results.json'), results)
-    return (report.text_table(headers, rows),
-            (report.text_table(rh, rr) if rr else '')
-            + (report.text_table(th, tr) if tr else ''))
+    return figures
 
 
-def render(args):
+def render(args, extras=(), redo=None):
     """Tables, ratios and plots again from ``--out``'s results.json
-    (after a change to the reporting; nothing is measured).
+    (after a change to the reporting; nothing is measured): 0, or
+    report.RENDER_FAILED.
     """
     with open(os.path.join(args.out, 'results.json')) as f:
         results = json.load(f)
@@ -630,10 +660,8 @@ def render(args):
                               workloads.format_size(st['small_size']))}
     args.title = st.get('title')
     results['samples'] = [checked_cpu(x) for x in results['samples']]
-    table, rtable = write_outputs(results, args, st['links'],
-                                  st['workloads'], tools, wl_titles)
-    print(table)
-    print(rtable)
+    return write_outputs(results, args, st['links'], st['workloads'], tools,
+                         wl_titles, extras=extras, redo=redo)
 
 
 def main(argv=None):
@@ -682,13 +710,17 @@ def hold_destination(dst_dir):
     return lock
 
 
-def measure(args, datasets, wl_titles, settings=None):
+def measure(args, datasets, wl_titles, settings=None, extras=(),
+            redo=None):
     """Run every (link, workload, tool, repetition) of ``args`` over
     ``datasets`` ({workload: object with ensure(), root, files,
     total_bytes, manifest_path, name, timings, remove()}), write the
-    outputs to ``args.out``; exit status.  Used by this module's main and
-    by benchmarks.sparse and benchmarks.compressible.
+    outputs to ``args.out`` (and ``extras``, see write_outputs); exit
+    status: 1 when a run failed, else that of write_outputs.  Used by
+    this module's main and by benchmarks.sparse and
+    benchmarks.compressible.
     """
+    report.require_plotting()
     links = [x for x in args.links.split(',') if x]
     wls = list(datasets)
     tools = [x for x in args.tools.split(',') if x]
@@ -703,9 +735,7 @@ def measure(args, datasets, wl_titles, settings=None):
     except DestinationBusy as exc:
         sys.exit(str(exc))
 
-    def on_term(signum, frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, on_term)
+    common.exit_on_signals()
 
     if any(link != 'loopback' for link in links):
         ok, why = netns.available()
@@ -765,11 +795,8 @@ def measure(args, datasets, wl_titles, settings=None):
         if args.remove_data:
             for ds in datasets.values():
                 ds.remove()
-    table, rtable = write_outputs(results, args, links, wls, tools, wl_titles)
-    print()
-    print(table)
-    if rtable.strip():
-        print(rtable)
+    rc = write_outputs(results, args, links, wls, tools, wl_titles,
+                       extras=extras, redo=redo)
     for f in results['failures']:
         print('FAILED %(link)s %(workload)s %(tool)s rep %(rep)d: %(error)s'
               % f)
@@ -782,7 +809,7 @@ def measure(args, datasets, wl_titles, settings=None):
     if not args.remove_data:
         print('datasets kept for reuse in %s (python -m benchmarks.workloads '
               '--remove ... or rm -r it to free the memory)' % args.data_dir)
-    return 1 if results['failures'] else 0
+    return 1 if results['failures'] else rc
 
 
 def make_sample(peer, got, **where):

@@ -75,36 +75,86 @@ def _block(seed):
     return _blocks[seed]
 
 
+def _pieces(size, file_index, seed):
+    """The ``size`` bytes of file ``file_index``, MiB by MiB, as pairs
+    (stamp, the rest of the MiB: a view of the PRNG block).
+    """
+    block = _block(seed)
+    mib = 0
+    left = size
+    while left > 0:
+        n = min(MiB, left)
+        off = ((mib * 7919 + file_index * 104729) * 4096) % (BLOCK - MiB)
+        stamp = STAMP.pack(MAGIC, seed, file_index, mib)[:n]
+        yield stamp, block[off + len(stamp):off + n]
+        left -= n
+        mib += 1
+
+
+def chunks(size, file_index=0, seed=DEFAULT_SEED, hasher=None):
+    """The bytes :func:`write_file` writes, in 1 MiB chunks (an image to
+    upload: file 0 is the big dataset's file), hashed into ``hasher`` on
+    the way.
+    """
+    for stamp, rest in _pieces(size, file_index, seed):
+        chunk = stamp + rest
+        if hasher is not None:
+            hasher.update(chunk)
+        yield chunk
+
+
+def image_chunks(size, layout=None, seed=DEFAULT_SEED, hasher=None):
+    """An image of ``size`` bytes in pieces of at most 1 MiB: piece
+    ``i`` of ``layout`` ([(offset, length)] in offset order, apart)
+    holds the data of file
+    ``i + 1`` (:func:`chunks`), zeros (holes) lie everywhere else; no
+    layout is one piece of file 0 over the whole image.  Hashed into
+    ``hasher`` on the way.
+    """
+    if layout is None:
+        yield from chunks(size, 0, seed, hasher)
+        return
+    zeros = bytes(MiB)
+    pos = 0
+    for i, (off, length) in enumerate(list(layout) + [(size, 0)]):
+        while pos < off:
+            n = min(MiB, off - pos)
+            z = zeros if n == MiB else zeros[:n]
+            if hasher is not None:
+                hasher.update(z)
+            yield z
+            pos += n
+        if length:
+            yield from chunks(length, i + 1, seed, hasher)
+        pos += length
+
+
 def write_file(path, size, file_index, seed=DEFAULT_SEED):
     """Write ``size`` bytes of stamped pseudo-random data to ``path``."""
-    block = _block(seed)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        mib = 0
-        left = size
         batch = []
         batch_len = 0
-        while left > 0:
-            n = min(MiB, left)
-            off = ((mib * 7919 + file_index * 104729) * 4096) % (BLOCK - MiB)
-            stamp = STAMP.pack(MAGIC, seed, file_index, mib)[:n]
-            batch.append(stamp)
-            if n > len(stamp):
-                batch.append(block[off + len(stamp):off + n])
-            batch_len += n
-            left -= n
-            mib += 1
-            if len(batch) >= 64 or left == 0:
-                done = 0
-                while done < batch_len:
-                    w = os.writev(fd, batch)
-                    done += w
-                    if done < batch_len:       # short write: rare; redo rest
-                        flat = b''.join(bytes(b) for b in batch)[w:]
-                        batch, batch_len, done = [flat], len(flat), 0
+        for stamp, rest in _pieces(size, file_index, seed):
+            batch += [stamp, rest] if len(rest) else [stamp]
+            batch_len += len(stamp) + len(rest)
+            if len(batch) >= 64:
+                _writev(fd, batch, batch_len)
                 batch, batch_len = [], 0
+        if batch:
+            _writev(fd, batch, batch_len)
     finally:
         os.close(fd)
+
+
+def _writev(fd, batch, batch_len):
+    done = 0
+    while done < batch_len:
+        w = os.writev(fd, batch)
+        done += w
+        if done < batch_len:       # short write: rare; redo the rest
+            flat = b''.join(bytes(b) for b in batch)[w:]
+            batch, batch_len, done = [flat], len(flat), 0
 
 
 def sha512_file(path, bufsize=4 * MiB):

@@ -90,4 +90,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q -e "$TOP"
   echo "$want" > "$stamp"
 fi
+# A benchmark's figures need the benchmarks' extra (matplotlib), which
+# the service and its tests do not: installed when a benchmark runs.
+if [ "${DTN_BENCH:-0}" = 1 ]; then
+  bench_stamp="$VENV/.dtn-migrate-bench-deps"
+  if [ "$(cat "$bench_stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/pip" install -q -e "${TOP}[benchmarks]"
+    echo "$want" > "$bench_stamp"
+  fi
+fi
 export PATH="$VENV/bin:$PATH"

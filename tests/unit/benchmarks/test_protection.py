@@ -1,0 +1,15 @@
+"""benchmarks.protection: results that outlive their figure."""
+
+import unittest
+
+from benchmarks import protection
+from tests.unit.benchmarks import check_results_outlive_figures
+
+
+class PlotFailureTest(unittest.TestCase):
+    def test_the_results_outlive_their_figure(self):
+        sample = {key: 1.0 for key in protection.KEYS}
+        check_results_outlive_figures(self, protection.write, {
+            "args": {"sizes": [1]},
+            "reps": [{path: {"1": sample} for path in protection.PATHS}]},
+            "results.rst")
