@@ -5,7 +5,7 @@ back at most once, so the page cache buys it nothing, and a new
 page-cache page can be dear: on a VM whose free memory goes back to the
 host (free page reporting, ballooning), writing 1 GiB into new pages
 cost 2.57 CPU-s here against 0.15 with ``O_DIRECT``
-(``benchmarks/pagecache.py``).
+(``benchmarks.migration --page-cost``).
 
 ``O_DIRECT`` asks for aligned offsets, lengths and buffers.  These
 helpers use it for what is aligned and fall back to the ordinary
