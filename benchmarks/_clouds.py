@@ -3,14 +3,14 @@ DTN link (``benchmarks.migration``, ``benchmarks.sparse``), and the
 functional tests' pairs of clouds with dtn-migrate-api
 (``benchmarks.api``, ``benchmarks.protection``).
 
-Every import of the local clouds (``dtn_migrate.devcloud``) and of the
+Every import of the local clouds (``devcloud``) and of the
 functional tests' cloud harness is here, so that a move of either is
 one change here (the lab itself: :mod:`benchmarks._lab`).
 
 One Keystone serves Glance A (region RegionA) and Glance B (RegionB);
 both run under uwsgi in the root namespace, next to RabbitMQ and the two
 ``dtn-migrate-engine`` processes (one vhost each).  The DTN agents run in
-namespaces ``a`` and ``b`` of a :class:`tests.functional.netns.Lab`, so
+namespaces ``a`` and ``b`` of a :class:`devcloud.netns.Lab`, so
 the only path between them is the tbf-limited veth; socat forwarders
 give them RabbitMQ at 127.0.0.1:5672.  Each cloud stages into a local
 directory (``[staging] backend = path``), which is also its agent's
@@ -24,7 +24,7 @@ region keeps its direct endpoint for everything else.
 
 The building blocks are the functional tests' (``tests.functional``):
 ``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
-``netns.Lab``, ``relay.Relay``.  The agents listen on fixed ports
+``netns.Lab``, ``ganesha.NamespaceRelay``.  The agents listen on fixed ports
 (:data:`AGENT_PORT`) of their lab namespaces: only the lab's own
 processes bind there, so no other process can take them.
 
@@ -43,8 +43,8 @@ import oslo_messaging as messaging
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate.conf import staging as staging_conf
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import _base
+import devcloud
+from devcloud import _base
 from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
@@ -53,7 +53,7 @@ from tests.functional import api as api_harness
 from tests.functional import base
 from tests.functional import migration
 from tests.functional.migration import scope as class_scope
-from tests.functional import relay
+from devcloud import ganesha
 
 MiB = 1 << 20
 #: The functional tests' ``[staging] commit_interval_bytes`` (default:
@@ -285,7 +285,8 @@ class Clouds:
         """
         self.lab.forward("a", LINK_PORT, target_port=self.a.glance.port,
                          listen_host=self.lab.addr("a"))
-        hop = relay.Relay(self.lab.ns("b"), self.lab.addr("a"), LINK_PORT)
+        hop = ganesha.NamespaceRelay(self.lab.ns("b"), self.lab.addr("a"),
+                                     LINK_PORT)
         self._stack.callback(hop.close)
         self.link_endpoint = "http://127.0.0.1:%d" % hop.port
         self.keystone.register_endpoint("image", "glance",

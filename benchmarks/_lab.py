@@ -8,5 +8,5 @@ change here (the clouds' parts are in :mod:`benchmarks._clouds`)::
     from benchmarks._lab import netns
 """
 
-from tests.functional import ganesha  # noqa: F401
-from tests.functional import netns  # noqa: F401
+from devcloud import ganesha  # noqa: F401
+from devcloud import netns  # noqa: F401

@@ -4,10 +4,10 @@ The paper wrote and read a 256 MB file with ``dd`` over a kernel NFS
 mount at 1 Gbit/s, for block sizes (``dd bs``) from 1 KiB to 1 MiB, in
 three cases of server/client synchrony.  This script measures the same
 with dtn-migrate's own components: a real nfs-ganesha NFSv3 server
-(``tests/functional/ganesha.py``) exporting a directory on disk, the
+(``devcloud/ganesha.py``) exporting a directory on disk, the
 userspace client libnfs (``dtn_migrate.staging.libnfs``) and the copy
 engine (``dtn_migrate.staging.copy`` and ``dtn_migrate.staging.stream``),
-across a tbf-limited veth (``tests/functional/netns.py``).
+across a tbf-limited veth (``devcloud/netns.py``).
 
 Cases (Table 1 of the paper)::
 

@@ -21,7 +21,7 @@ import zlib
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import protocol as P
-from tests import relay
+from devcloud import relay
 
 
 class Frame:
@@ -75,7 +75,7 @@ def read_frame(sock, conn_index):
 
 
 class Mitm(relay.Relay):
-    """A :class:`~tests.relay.Relay` that parses what goes to the sink
+    """A :class:`~devcloud.relay.Relay` that parses what goes to the sink
     into frames: ``attack(frame)`` -> bytes to forward (``frame.raw()``
     to pass).
     """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare real local clouds for dtn_migrate.devcloud: a virtualenv apart from
+# Prepare real local clouds for devcloud: a virtualenv apart from
 # the project's with Glance, Keystone and uwsgi from PyPI, plus qemu-img.
 # Idempotent and quiet: a stamp file records what was installed.
 # Environment: DTN_CLOUDS_VENV (default ~/.cache/dtn-migrate/venv-clouds,

@@ -33,9 +33,9 @@ from testtools import content
 
 from dtn_migrate.agent import rpcapi
 from dtn_migrate import conf as dtn_conf
-from dtn_migrate.devcloud import _base as devcloud_base
+from devcloud import _base as devcloud_base
 from dtn_migrate import rpc
-from tests.functional import netns
+from devcloud import netns
 
 MiB = 1 << 20
 VENV_BIN = os.path.dirname(sys.executable)

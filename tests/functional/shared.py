@@ -1,5 +1,5 @@
 """Two agents (``src`` -> ``dst``) shared by every test of a class,
-optionally with a relay (tests/relay.py) in front of ``dst``.
+optionally with a relay (devcloud/relay.py) in front of ``dst``.
 """
 
 import os
@@ -7,7 +7,7 @@ import shutil
 import tempfile
 
 from tests.functional import base
-from tests import relay as relay_mod
+from devcloud import relay as relay_mod
 
 
 class SharedPairTestCase(base.FunctionalTestCase):

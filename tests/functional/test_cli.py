@@ -9,11 +9,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import testtools
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import base
 
 MiB = base.MiB
@@ -44,7 +45,7 @@ class TestDemo(testtools.TestCase):
         self.addCleanup(shutil.rmtree, self.parent, ignore_errors=True)
 
     def demo(self, transport):
-        proc = run([os.path.join(base.VENV_BIN, "dtn-migrate-demo"),
+        proc = run([sys.executable, "-m", "devcloud.demo",
                     "--size", "16M", "--transport", transport,
                     "--workdir", self.parent])
         out = proc.stdout

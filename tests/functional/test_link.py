@@ -7,7 +7,7 @@ import os
 import time
 
 from tests.functional import base
-from tests.functional import netns
+from devcloud import netns
 
 MiB = base.MiB
 SIZE = 1024 * MiB

@@ -1,6 +1,6 @@
 """The installed package's entry points register no test-only code.
 
-``dtn_migrate.devcloud`` (local clouds for tests, benchmarks and the
+``devcloud`` (local clouds for tests, benchmarks and the
 demo), ``tests`` and ``benchmarks`` are test-only: no entry point of
 setup.cfg, nor of the installed distribution, may name them, and the
 package registers no keystoneauth1 plugin (the dev clouds use stock
@@ -16,7 +16,7 @@ import testtools
 import dtn_migrate
 
 SETUP_CFG = pathlib.Path(dtn_migrate.__file__).parent.parent / "setup.cfg"
-TEST_ONLY = ("dtn_migrate.devcloud", "tests", "benchmarks")
+TEST_ONLY = ("devcloud", "tests", "benchmarks")
 #: Groups whose entries other programs load by name at run time.
 PLUGIN_GROUPS = ("keystoneauth1.plugin",)
 
@@ -64,7 +64,7 @@ class TestEntryPoints(testtools.TestCase):
         self._check(entries)
 
     def test_test_only_is_recognised(self):
-        self.assertTrue(_test_only("dtn_migrate.devcloud.auth:Loader"))
+        self.assertTrue(_test_only("devcloud.auth:Loader"))
         self.assertTrue(_test_only("tests.functional.base:main"))
         self.assertFalse(_test_only("dtn_migrate.cmd.agent:main"))
-        self.assertFalse(_test_only("dtn_migrate.devcloudish:x"))
+        self.assertFalse(_test_only("devcloudish:x"))

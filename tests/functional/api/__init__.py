@@ -1,10 +1,10 @@
 """Two real clouds with their REST APIs, shared by a test class.
 
 Each cloud has its own Keystone (the personas of
-:func:`dtn_migrate.devcloud.api.personas`), a Glance behind it, a DTN
+:func:`devcloud.api.personas`), a Glance behind it, a DTN
 agent, an engine and ``dtn-migrate-api`` under uwsgi, all on the cloud's
 own RabbitMQ vhost; engine and API share the cloud's ``[database]``.
-Cloud A's database is a private MariaDB (tests/functional/dbserver.py)
+Cloud A's database is a private MariaDB (devcloud/dbserver.py)
 that a test may restart; cloud B's is SQLite.  Cloud A's agent sends at
 ``RATE`` bytes/s, so that a migration lasts long enough to be cancelled
 or to outlive a restart.
@@ -27,13 +27,13 @@ import requests
 import testtools
 from testtools import content
 
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import api as devcloud_api
+import devcloud
+from devcloud import api as devcloud_api
 from tests.functional import base
-from tests.functional import dbserver
+from devcloud import dbserver
 from tests.functional import migration
 from tests.functional.migration import scope as class_scope
-from tests import relay as relay_mod
+from devcloud import relay as relay_mod
 
 MiB = 1 << 20
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
@@ -52,7 +52,7 @@ class ApiCloud(migration.Cloud):
                  relay=False, extra=None, **kwargs):
         """NOTIFICATIONS: Glance publishes its notifications on the
         cloud's bus.  RELAY: the agent reaches its peer through a
-        tests/relay.py ``Relay`` (``self.relay``) that can cut the DTN
+        devcloud/relay.py ``Relay`` (``self.relay``) that can cut the DTN
         link.  EXTRA: more engine configuration.
         """
         super().__init__(case, name, peer_name, **kwargs)

@@ -7,7 +7,7 @@ expect.  RST comments, invisible in HTML, make it runnable:
 ``.. runbook: cloud=a user=alice``
     before each console block: where its commands run (cloud ``a``, the
     protected one, or ``b``, the DR cloud) and as whom (a persona of
-    :func:`dtn_migrate.devcloud.api.personas`).
+    :func:`devcloud.api.personas`).
 ``.. runbook-expect: TEXT``
     after a block: its combined output contains TEXT.
 ``.. runbook-wait: SECONDS TEXT``

@@ -17,7 +17,7 @@ import uuid
 
 from glanceclient import exc as glance_exc
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import api
 from tests.functional import base
 from tests.functional.api import runbook

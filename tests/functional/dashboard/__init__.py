@@ -19,8 +19,8 @@ import time
 
 from testtools import content
 
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import horizon as devcloud_horizon
+import devcloud
+from devcloud import horizon as devcloud_horizon
 from tests.functional import api
 from tests.functional import base
 from tests.functional.migration import scope as class_scope

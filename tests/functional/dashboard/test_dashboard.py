@@ -12,7 +12,7 @@ import uuid
 import requests
 from testtools import content
 
-from dtn_migrate.devcloud import api as devcloud_api
+from devcloud import api as devcloud_api
 from tests.functional import dashboard
 
 MiB = dashboard.api.MiB

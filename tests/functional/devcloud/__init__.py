@@ -1,4 +1,4 @@
-"""Test base for tests against real local clouds (dtn_migrate.devcloud).
+"""Test base for tests against real local clouds (devcloud).
 
 ``DevcloudTestCase`` gives each test a work directory (tmpfs when it has
 room) and starts servers whose stop and removal are registered as
@@ -15,7 +15,7 @@ import threading
 
 import testtools
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import base
 
 MiB = 1 << 20

@@ -15,8 +15,8 @@ import sys
 
 import requests
 
-from dtn_migrate.devcloud import _base as devcloud_base
-from dtn_migrate.devcloud import api as devcloud_api
+from devcloud import _base as devcloud_base
+from devcloud import api as devcloud_api
 from tests.functional import devcloud as dc
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")

@@ -20,7 +20,7 @@ from glanceclient import exc as glance_exc
 import requests
 import testtools
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import base
 from tests.functional import devcloud as dc
 

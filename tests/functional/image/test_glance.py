@@ -18,8 +18,8 @@ import fixtures
 from oslo_config import cfg
 
 from dtn_migrate.conf import glance as glance_conf
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import identity
+import devcloud
+from devcloud import identity
 from dtn_migrate import exception
 from dtn_migrate.image import glance
 from dtn_migrate.image import metadata

@@ -19,7 +19,7 @@ import oslo_messaging as messaging
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate import conf as dtn_conf
-from dtn_migrate import devcloud
+import devcloud
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
@@ -185,8 +185,7 @@ class Cloud:
     def start_staging(self):
         staging_dir = None
         if self.nfs:
-            from tests.functional import ganesha
-            from tests.functional import relay
+            from devcloud import ganesha
             ok, why = ganesha.available()
             if not ok:
                 self.case.skipTest(why)
@@ -194,8 +193,8 @@ class Cloud:
             # close() is safe on a server that did not (fully) start.
             self.case.addCleanup(self.ganesha.close)
             self.ganesha.start()
-            url, _relays = relay.nfs_url(self.ganesha,
-                                         add_cleanup=self.case.addCleanup)
+            url, _relays = ganesha.nfs_url(self.ganesha,
+                                           add_cleanup=self.case.addCleanup)
             staging_dir = self.ganesha.local()
             self.staging = {"backend": "libnfs", "url": url,
                             "commit_interval_bytes": 16 * MiB,

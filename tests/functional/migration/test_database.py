@@ -15,7 +15,7 @@
   ``dtn-migrate-engine`` exits non-zero with the reason, the first goes
   on; a killed engine restarts at once on the same database.
 
-The database servers are private ones (tests/functional/dbserver.py):
+The database servers are private ones (devcloud/dbserver.py):
 restarting the machine's own would break whatever else uses them.  The
 two clouds are set up once for the class; each test starts engine A on
 its own database.
@@ -29,11 +29,11 @@ import testtools
 from testtools import content
 
 from dtn_migrate.db import api as db_api
-from dtn_migrate import devcloud
+import devcloud
 from dtn_migrate.engine import lock
 from dtn_migrate import exception
 from tests.functional import base
-from tests.functional import dbserver
+from devcloud import dbserver
 from tests.functional import migration
 from tests.functional.migration import scope as class_scope
 

@@ -13,7 +13,7 @@ import uuid
 
 import fixtures
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import migration
 
 MiB = 1 << 20

@@ -7,7 +7,7 @@ import sys
 
 from testtools import content
 
-from dtn_migrate import devcloud
+import devcloud
 from tests.functional import migration
 
 MiB = 1 << 20

@@ -1,6 +1,6 @@
 """LibnfsBackend against a real nfs-ganesha NFSv3 server.
 
-Each test runs its own ganesha (``tests.functional.ganesha``) in a network
+Each test runs its own ganesha (``devcloud.ganesha``) in a network
 namespace; the test thread joins the client's namespace, so libnfs talks
 to the server over 127.0.0.1 of that namespace (loopback) or over the
 veth of a ``netns.Lab`` from namespace a to b.
@@ -17,8 +17,8 @@ from testtools import content
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import nfslib
-from tests.functional import ganesha
-from tests.functional import netns
+from devcloud import ganesha
+from devcloud import netns
 
 MiB = 1 << 20
 

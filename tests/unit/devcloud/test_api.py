@@ -7,8 +7,8 @@ import os
 import fixtures
 import testtools
 
-from dtn_migrate.devcloud import api
-from dtn_migrate.devcloud import keystone
+from devcloud import api
+from devcloud import keystone
 
 
 class FakeKeystone:

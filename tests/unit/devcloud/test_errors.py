@@ -4,12 +4,12 @@ import inspect
 
 import testtools
 
-from dtn_migrate import devcloud
-from dtn_migrate.devcloud import _base
-from dtn_migrate.devcloud import faultproxy
-from dtn_migrate.devcloud import glance
-from dtn_migrate.devcloud import identity
-from dtn_migrate.devcloud import keystone
+import devcloud
+from devcloud import _base
+from devcloud import faultproxy
+from devcloud import glance
+from devcloud import identity
+from devcloud import keystone
 
 
 class TestHierarchy(testtools.TestCase):

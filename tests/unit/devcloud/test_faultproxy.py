@@ -7,7 +7,7 @@ import threading
 
 import testtools
 
-from dtn_migrate.devcloud import faultproxy
+from devcloud import faultproxy
 
 BODY = os.urandom(3 * faultproxy.BUF + 12345)
 

@@ -2,7 +2,7 @@
 
 import unittest
 
-from dtn_migrate import devcloud
+import devcloud
 
 
 class FakeImages:

@@ -8,8 +8,8 @@ from unittest import mock
 import fixtures
 import testtools
 
-from dtn_migrate.devcloud import _base
-from dtn_migrate.devcloud import horizon
+from devcloud import _base
+from devcloud import horizon
 
 
 class FakeKeystone:

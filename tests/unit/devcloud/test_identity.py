@@ -8,8 +8,8 @@ from oslo_config import cfg
 import testtools
 
 from dtn_migrate.conf import glance as glance_conf
-from dtn_migrate.devcloud import glance
-from dtn_migrate.devcloud import identity
+from devcloud import glance
+from devcloud import identity
 
 
 def _run(environ):

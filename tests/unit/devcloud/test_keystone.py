@@ -3,7 +3,7 @@
 import fixtures
 import testtools
 
-from dtn_migrate.devcloud import keystone
+from devcloud import keystone
 
 
 class FakeApi:

@@ -23,7 +23,7 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from tests.unit import utils as test_utils
-from tests import relay
+from devcloud import relay
 
 KEY = b"k" * 32
 MiB = 1 << 20

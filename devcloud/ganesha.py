@@ -15,7 +15,7 @@ The client (the code under test) reaches the server by moving the
 calling thread into a namespace with :func:`enter_netns` (``setns`` is
 per thread for network namespaces)::
 
-    from tests.functional import ganesha
+    from devcloud import ganesha
 
     ok, why = ganesha.available()
     if not ok:
@@ -47,7 +47,8 @@ import tempfile
 import threading
 import time
 
-from tests.functional import netns
+from devcloud import netns
+from devcloud import relay
 
 MiB = 1 << 20
 NFS_PORT = 2049
@@ -460,3 +461,46 @@ EXPORT {
             'commit': 'true' if self.commit else 'false'}
         with open(self.conf, 'w') as f:
             f.write(conf)
+
+
+class NamespaceRelay(relay.Relay):
+    """127.0.0.1:<port> here -> ``host:port`` inside namespace ``ns``:
+    the engines of the test clouds live in the root namespace, next to
+    RabbitMQ and Glance, while nfs-ganesha runs in a lab namespace of its
+    own; the socket each connection dials is made by a thread that
+    entered that namespace.
+    """
+
+    def __init__(self, ns, host, port):
+        self.ns = ns
+        super().__init__((host, port))
+
+    def _dial(self):
+        return in_netns(self.ns, socket.create_connection, self.upstream,
+                        10)
+
+
+def nfs_url(server, path="", add_cleanup=None):
+    """A libnfs URL reaching ``server`` (a started ganesha.Ganesha) from
+    the root namespace through two relays; returns (url, relays).
+
+    ``add_cleanup`` (a test's ``addCleanup``) is given each relay's
+    ``close`` as soon as the relay listens.  Without it, a relay made
+    before a failure is closed here before the error goes on.
+    """
+    ns = server.lab.ns(server.ns)
+    relays = []
+    try:
+        for port in (server.nfsport, server.mountport):
+            relays.append(NamespaceRelay(ns, "127.0.0.1", port))
+            if add_cleanup is not None:
+                add_cleanup(relays[-1].close)
+        url = server.url_for(server.ns, path)
+    except BaseException:
+        if add_cleanup is None:
+            for r in relays:
+                r.close()
+        raise
+    base = url.split("?", 1)[0]
+    return ("%s?nfsport=%d&mountport=%d" % (base, relays[0].port,
+                                            relays[1].port), relays)

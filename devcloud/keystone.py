@@ -10,7 +10,7 @@ users are then made through the API as the system-scoped admin.
 import base64
 import os
 
-from dtn_migrate.devcloud import _base
+from devcloud import _base
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "devcloud-admin"

@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.parse
 
-from dtn_migrate.devcloud import _base
+from devcloud import _base
 
 BUF = 1 << 20
 _REASONS = {429: "Too Many Requests", 500: "Internal Server Error",

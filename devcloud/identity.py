@@ -10,7 +10,7 @@ into the identity headers keystonemiddleware would have set, so images
 get real owners and roles.
 
 Test-only: nothing registers this module anywhere.  The Glance of
-:class:`~dtn_migrate.devcloud.glance.GlanceServer` loads a copy of this
+:class:`~devcloud.glance.GlanceServer` loads a copy of this
 file from its own configuration directory, so the module needs nothing
 beyond the standard library.
 """

@@ -14,22 +14,22 @@ Importing this package needs nothing beyond the standard library;
 the calling venv.
 """
 
-from dtn_migrate.devcloud._base import available
-from dtn_migrate.devcloud.api import ApiServer
-from dtn_migrate.devcloud.api import openstack_env
-from dtn_migrate.devcloud.api import personas
-from dtn_migrate.devcloud._base import clouds_venv
-from dtn_migrate.devcloud._base import CloudsNotInstalled
-from dtn_migrate.devcloud._base import DevcloudError
-from dtn_migrate.devcloud._base import free_port
-from dtn_migrate.devcloud._base import ImageFailed
-from dtn_migrate.devcloud._base import ServerFailed
-from dtn_migrate.devcloud.faultproxy import FaultProxy
-from dtn_migrate.devcloud.glance import GlanceServer
-from dtn_migrate.devcloud.glance import make_qcow2
-from dtn_migrate.devcloud.glance import wait_image
-from dtn_migrate.devcloud.glance import wait_import_end
-from dtn_migrate.devcloud.keystone import KeystoneServer
+from devcloud._base import available
+from devcloud.api import ApiServer
+from devcloud.api import openstack_env
+from devcloud.api import personas
+from devcloud._base import clouds_venv
+from devcloud._base import CloudsNotInstalled
+from devcloud._base import DevcloudError
+from devcloud._base import free_port
+from devcloud._base import ImageFailed
+from devcloud._base import ServerFailed
+from devcloud.faultproxy import FaultProxy
+from devcloud.glance import GlanceServer
+from devcloud.glance import make_qcow2
+from devcloud.glance import wait_image
+from devcloud.glance import wait_import_end
+from devcloud.keystone import KeystoneServer
 
 __all__ = [
     "ApiServer", "available", "clouds_venv", "CloudsNotInstalled",

@@ -1,4 +1,5 @@
-"""Console entry point: dtn-migrate-demo (the README's main job).
+"""The demo: ``./tools/demo`` (``python -m devcloud.demo``), the README's
+main job.
 
 Migrates a generated qcow2 image between two clouds on this machine.
 Each cloud has its own Keystone, a Glance (uwsgi, SQLite, file store),
@@ -34,9 +35,9 @@ backend.init_backend(backend.BackendType.THREADING)
 
 import oslo_messaging as messaging  # noqa: E402
 
-from dtn_migrate.cmd import _democlouds  # noqa: E402
+from devcloud import democlouds  # noqa: E402
 from dtn_migrate.cmd import _progress  # noqa: E402
-from dtn_migrate import devcloud  # noqa: E402
+import devcloud  # noqa: E402
 from dtn_migrate.engine import requests  # noqa: E402
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 from dtn_migrate import utils  # noqa: E402
@@ -111,15 +112,15 @@ class Demo:
     def check_prerequisites(self):
         ok, why = devcloud.available()
         if not ok:
-            raise _democlouds.DemoError(why)
+            raise democlouds.DemoError(why)
         try:
             import glanceclient  # noqa: F401
         except ImportError:
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "python-glanceclient is not installed: run "
                 "tools/bootstrap-clouds.sh")
         if shutil.which("qemu-img") is None:
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "qemu-img not found: run tools/bootstrap-clouds.sh "
                 "(installs qemu-utils)")
 
@@ -128,10 +129,10 @@ class Demo:
         want = self.args.transport
         if want == "fake":
             return "fake", "in-process transport (fake://), as asked"
-        if _democlouds.rabbit_reachable():
+        if democlouds.rabbit_reachable():
             return "rabbit", None
         if want == "rabbit":
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "RabbitMQ does not answer on 127.0.0.1:5672")
         return "fake", ("RabbitMQ does not answer on 127.0.0.1:5672: "
                         "in-process transport (fake://)")
@@ -143,7 +144,7 @@ class Demo:
         if vhosts is not None:
             try:
                 vhosts.result()
-            except _democlouds.DemoError as exc:
+            except democlouds.DemoError as exc:
                 if self.args.transport == "rabbit":
                     raise
                 self.clouds.vhosts.delete()
@@ -197,7 +198,7 @@ class Demo:
             except messaging.MessagingTimeout:
                 seen["misses"] += 1
                 if seen["misses"] >= 3:
-                    raise _democlouds.DemoError(
+                    raise democlouds.DemoError(
                         "engine a stopped answering on its bus")
                 return None
             progress.draw([rec])
@@ -206,7 +207,7 @@ class Demo:
 
         rec = utils.wait_for(ended, timeout, 0.25)
         if not rec:
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "migration %s not done after %d s (state %s)" % (
                     migration_id, timeout, seen["state"]))
         return rec
@@ -227,7 +228,7 @@ class Demo:
         done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=300)
         if done.returncode:
-            raise _democlouds.DemoError("openstack %s failed (%d): %s" % (
+            raise democlouds.DemoError("openstack %s failed (%d): %s" % (
                 " ".join(args), done.returncode, done.stderr.strip()))
         return done.stdout
 
@@ -242,13 +243,13 @@ class Demo:
             a, "dtn", "migration", "list", "--request-id", request_id,
             "-f", "json"))
         if len(rows) != 1:
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "request %s has %d migrations, not 1" % (request_id,
                                                          len(rows)))
         rec = json.loads(self.openstack(
             a, "dtn", "migration", "show", rows[0]["ID"], "-f", "json"))
         if code or rec.get("state") != "complete":
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "openstack dtn migrate exited %d: migration %s %s: %s" % (
                     code, rec.get("id"), rec.get("state"), rec.get("error")))
         return rec
@@ -265,7 +266,7 @@ class Demo:
                  "its bus" % (migration_id, source["id"], peer))
         rec = self.follow(api, migration_id, self.args.timeout)
         if rec["state"] != "complete":
-            raise _democlouds.DemoError("migration %s %s: %s" % (
+            raise democlouds.DemoError("migration %s %s: %s" % (
                 migration_id, rec["state"], rec.get("error")))
         return rec
 
@@ -314,13 +315,13 @@ class Demo:
         parent = self.args.workdir or _data_dir(self.size)
         os.makedirs(parent, exist_ok=True)
         self.workdir = tempfile.mkdtemp(prefix="dtn-demo-", dir=parent)
-        _democlouds.log_to(os.path.join(self.workdir, _democlouds.LOG))
+        democlouds.log_to(os.path.join(self.workdir, democlouds.LOG))
         self.say("dtn-migrate demo: migrate a %s qcow2 image from cloud a "
                  "to cloud b" % _human(self.size))
         self.say("work directory: %s" % self.workdir)
         # The image and the vhosts are made while the Glances start.
         self.image = _Background(self.generate)
-        self.clouds = _democlouds.Clouds(self.workdir, kind)
+        self.clouds = democlouds.Clouds(self.workdir, kind)
         if kind == "rabbit":
             self.vhosts = _Background(self.clouds.make_vhosts)
         self.clouds.start_glances()
@@ -349,7 +350,7 @@ class Demo:
                      _human(os.path.getsize(path))))
         source = self.upload(path, virtual // GiB)
         if source["os_hash_value"] != file_digest:
-            raise _democlouds.DemoError(
+            raise democlouds.DemoError(
                 "cloud a's Glance computed %s, the file's sha512 is %s" % (
                     source["os_hash_value"], file_digest))
         t0 = time.monotonic()
@@ -360,12 +361,12 @@ class Demo:
         elapsed = time.monotonic() - t0
         peer_id = rec.get("peer_image_id")
         if not peer_id:
-            raise _democlouds.DemoError("migration complete but no peer "
-                                        "image id in %s" % rec)
+            raise democlouds.DemoError("migration complete but no peer "
+                                       "image id in %s" % rec)
         problems = self.verify(source, file_digest, peer_id)
         if problems:
-            raise _democlouds.DemoError("verification failed: %s"
-                                        % "; ".join(problems))
+            raise democlouds.DemoError("verification failed: %s"
+                                       % "; ".join(problems))
         self.say("migrated %s in %.1f s (%s/s end to end: export, "
                  "transfer, import into cloud b's Glance); demo total "
                  "%.1f s" % (_human(source["size"]), elapsed,
@@ -408,7 +409,7 @@ def _interrupt(signum, frame):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="dtn-migrate-demo",
+    p = argparse.ArgumentParser(prog="tools/demo",
                                 description=__doc__.split("\n\n")[1])
     p.add_argument("--size", type=transfer_cli.size, default="256M",
                    help="data in the generated image (default 256M)")
@@ -435,7 +436,7 @@ def main(argv=None):
     except KeyboardInterrupt as exc:
         print("\ninterrupted: cleaning up", file=sys.stderr, flush=True)
         code = 128 + getattr(exc, "signum", signal.SIGINT)
-    except (_democlouds.DemoError, devcloud.CloudsNotInstalled,
+    except (democlouds.DemoError, devcloud.CloudsNotInstalled,
             devcloud.ServerFailed) as exc:
         print("\ndemo failed: %s" % exc, file=sys.stderr, flush=True)
     except Exception:  # noqa: B902 - reported, then cleaned up
@@ -450,3 +451,7 @@ def main(argv=None):
     if code == 1 and not args.keep and demo.workdir:
         print("(rerun with --keep to inspect the logs)", file=sys.stderr)
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -21,8 +21,10 @@ import json
 import os
 import sys
 
-from dtn_migrate.devcloud import _base
-from dtn_migrate.devcloud import keystone as keystone_mod
+import dtn_migrate
+
+from devcloud import _base
+from devcloud import keystone as keystone_mod
 
 MODULE = "dtn_migrate.api.wsgi:application"
 SERVICE_TYPE = "dtn-migration"
@@ -54,8 +56,8 @@ def project_venv():
 
 def project_root():
     """The directory holding the ``dtn_migrate`` package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.dirname(os.path.dirname(here))
+    return os.path.dirname(os.path.dirname(os.path.abspath(
+        dtn_migrate.__file__)))
 
 
 def personas(keystone):

@@ -7,7 +7,7 @@ that tests can ``self.skipTest(reason)``.
 
 Typical use::
 
-    from tests.functional import netns
+    from devcloud import netns
 
     ok, why = netns.available()
     if not ok:
@@ -35,7 +35,7 @@ is 1.25 MB (close to the ``burst 1mb`` used in earlier trials), at 10gbit
 12.5 MB.  The bucket lets at most that many bytes through above the rate at
 the start of a transfer, i.e. < 0.2 % of a 1 GiB transfer.
 
-Run ``python -m tests.functional.netns`` for a self-check (needs root).
+Run ``python -m devcloud.netns`` for a self-check (needs root).
 """
 
 import contextlib

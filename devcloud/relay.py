@@ -8,7 +8,7 @@ times in all (``corrupt_many``), cut every
 connection at once and refuse new ones for a while (``cut``).  Run it in
 a thread from a test, or as a process:
 
-    python -m tests.relay LISTEN_PORT UPSTREAM_HOST UPSTREAM_PORT \
+    python -m devcloud.relay LISTEN_PORT UPSTREAM_HOST UPSTREAM_PORT \
         [--corrupt-after BYTES] [--min-conn-bytes BYTES]
 """
 

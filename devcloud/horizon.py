@@ -3,7 +3,7 @@
 :class:`HorizonServer` serves ``openstack_dashboard`` with Django's
 ``runserver`` (``--insecure`` serves the static files through Django's
 finders, so no ``collectstatic`` is needed) on 127.0.0.1:port, in front
-of a devcloud :class:`~dtn_migrate.devcloud.keystone.KeystoneServer`.
+of a devcloud :class:`~devcloud.keystone.KeystoneServer`.
 Before it starts, ``python -m dtn_migrate.dashboard.install`` copies the
 plugin's ``enabled/`` files and settings snippet into Horizon, as an
 operator (or devstack) does.
@@ -25,8 +25,8 @@ import time
 import urllib.error
 import urllib.request
 
-from dtn_migrate.devcloud import _base
-from dtn_migrate.devcloud import api as devcloud_api
+from devcloud import _base
+from devcloud import api as devcloud_api
 from dtn_migrate import utils
 
 #: The name of the settings module the server writes (in its directory).
@@ -42,7 +42,7 @@ LOGGERS = ("horizon", "openstack_dashboard", "openstack_auth",
 
 _SETTINGS_TEMPLATE = '''\
 """Horizon settings of a dtn-migrate dev cloud (written by
-dtn_migrate.devcloud.horizon; do not edit, it is rewritten at start).
+devcloud.horizon; do not edit, it is rewritten at start).
 """
 
 from openstack_dashboard.settings import *  # noqa: F401,F403

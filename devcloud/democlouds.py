@@ -1,4 +1,4 @@
-"""Two local clouds for dtn-migrate-demo.
+"""Two local clouds for the demo (devcloud.demo).
 
 Each cloud is whole and on its own, as in production: a Keystone, a
 Glance under uwsgi (SQLite, file store) behind it, a staging directory,
@@ -36,8 +36,8 @@ from dtn_migrate.agent import rpcapi as agent_rpcapi  # noqa: E402
 from dtn_migrate.cmd import _errors  # noqa: E402
 from dtn_migrate import conf as dtn_conf  # noqa: E402
 from dtn_migrate.conf import peer as peer_conf  # noqa: E402
-from dtn_migrate import devcloud  # noqa: E402
-from dtn_migrate.devcloud import _base  # noqa: E402
+import devcloud  # noqa: E402
+from devcloud import _base  # noqa: E402
 from dtn_migrate.engine import rpcapi as engine_rpcapi  # noqa: E402
 from dtn_migrate import rpc  # noqa: E402
 

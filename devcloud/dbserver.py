@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from tests.functional import base
+from devcloud import _base
 
 MARIADBD = "/usr/sbin/mariadbd"
 MARIADB_INSTALL_DB = "mariadb-install-db"
@@ -63,7 +63,7 @@ def _stable_port():
             except OSError:
                 continue
             return port
-    return base.free_port()
+    return _base.free_port()
 
 
 def _wait(ready, what, timeout=60):

@@ -3,9 +3,9 @@
 Two modes:
 
 * noauth (``keystone=None``): the paste pipeline runs
-  :class:`~dtn_migrate.devcloud.identity.IdentityFromToken` and Glance's
+  :class:`~devcloud.identity.IdentityFromToken` and Glance's
   ``context`` filter without ``authtoken``; clients use keystoneauth1's
-  ``admin_token`` plugin with a :func:`~dtn_migrate.devcloud.identity.token`
+  ``admin_token`` plugin with a :func:`~devcloud.identity.token`
   naming their project and roles (:meth:`GlanceServer.auth_options`), so
   images get real owners and roles.
 * keystone: ``authtoken`` + ``context`` against a ``KeystoneServer``; the
@@ -23,8 +23,8 @@ import random
 import shutil
 import subprocess
 
-from dtn_migrate.devcloud import _base
-from dtn_migrate.devcloud import identity
+from devcloud import _base
+from devcloud import identity
 from dtn_migrate import utils
 
 IMPORT_METHODS = ("glance-direct", "web-download", "copy-image",
