@@ -19,6 +19,8 @@ import time
 from devcloud import _base
 
 MARIADBD = "/usr/sbin/mariadbd"
+#: What MariaDB and PostgreSQL log when their port is taken.
+LOST_PORT = b"Address already in use"
 MARIADB_INSTALL_DB = "mariadb-install-db"
 PG_BIN = "/usr/lib/postgresql/%s/bin"
 
@@ -66,12 +68,18 @@ def _stable_port():
     return _base.free_port()
 
 
+class ExitedError(Exception):
+    """The server's process ended."""
+
+
 def _wait(ready, what, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             ready()
             return
+        except ExitedError as exc:
+            raise AssertionError("%s: %s" % (what, exc))
         except Exception:  # noqa: B902 - not up yet, whatever it says
             time.sleep(0.05)
     raise AssertionError("%s not up in %d s" % (what, timeout))
@@ -83,6 +91,8 @@ class _Server:
     """
 
     user = url = None
+    #: Whether the server has answered once (then it keeps its port).
+    started = False
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="dtnm-db-")
@@ -97,19 +107,39 @@ class _Server:
                        check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, timeout=120)
 
-    def start(self):
-        log = open(os.path.join(self.dir, "server.log"), "ab")
-        self.proc = subprocess.Popen(self._argv(), stdout=log,
-                                     stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        log.close()
-        try:
-            _wait(lambda: self.connect().close(), "%s on port %d"
-                  % (self.__class__.__name__, self.port))
-        except AssertionError as exc:
-            raise AssertionError("%s; its log ends: %s"
-                                 % (exc, self.log_tail()))
-        return self
+    def start(self, attempts=5):
+        """Start the server (again) and wait until it answers.  Until it
+        has answered once, a port another process took meanwhile is
+        given up for a new one; a restart keeps its port.
+        """
+        for attempt in range(attempts):
+            path = os.path.join(self.dir, "server.log")
+            mark = os.path.getsize(path) if os.path.exists(path) else 0
+            log = open(path, "ab")
+            self.proc = subprocess.Popen(self._argv(), stdout=log,
+                                         stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+            log.close()
+            try:
+                _wait(self._answer, "%s on port %d"
+                      % (self.__class__.__name__, self.port))
+                self.started = True
+                return self
+            except AssertionError as exc:
+                with open(path, "rb") as f:
+                    f.seek(mark)
+                    lost = LOST_PORT in f.read()
+                if self.started or not lost or attempt == attempts - 1:
+                    raise AssertionError("%s; its log ends: %s"
+                                         % (exc, self.log_tail()))
+                self.proc.wait(30)      # it exited: the port is not ours
+                self.proc = None
+                self.port = _stable_port()
+
+    def _answer(self):
+        if self.proc.poll() is not None:
+            raise ExitedError("exited with %s" % self.proc.returncode)
+        self.connect().close()
 
     def log_tail(self, nbytes=2000):
         try:

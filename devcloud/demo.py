@@ -334,7 +334,6 @@ class Demo:
                      "agent %s on port %d, engine %s" % (
                          c.name, c.keystone.endpoint, c.glance.endpoint,
                          c.agent_name, c.port, c.engine_name))
-        self.clouds.wait_ready()
         self.say("agents and engines answer on their buses (%s)" % (
             "processes" if self.clouds.kind == "rabbit" else "in-process"))
         if self.clouds.kind == "rabbit":

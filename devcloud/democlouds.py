@@ -12,6 +12,7 @@ on the in-process transport (one ``fake://`` transport per cloud) they
 are services of the calling process, configured from the same files,
 and there is no API (nothing else could reach those buses)."""
 
+import errno
 import functools
 import logging
 import os
@@ -44,6 +45,8 @@ from dtn_migrate import rpc  # noqa: E402
 MiB = 1 << 20
 #: This process's log (in-process services included), in the work dir.
 LOG = "demo.log"
+#: What an agent that lost its port says (errno EADDRINUSE).
+LOST_PORT = "Address already in use"
 RABBIT = ("127.0.0.1", 5672)
 BIN = os.path.dirname(sys.executable)
 
@@ -404,14 +407,38 @@ class Clouds:
             cloud.transport = messaging.get_rpc_transport(
                 conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
 
-    def start_services(self):
-        """Launch (rabbit) or start (fake) the agents and engines."""
-        if self.kind == "rabbit":
-            self.services = _Processes()
-        else:
-            self.services = _InProcess()
-        for cloud in self.clouds:
-            self.services.start(cloud)
+    def start_services(self, attempts=5):
+        """Launch (rabbit) or start (fake) the agents and engines and wait
+        until they answer on their buses.  When an agent lost the port
+        chosen for it (another process bound it first), both clouds
+        choose again and start again.
+        """
+        for attempt in range(attempts):
+            if self.kind == "rabbit":
+                self.services = _Processes()
+            else:
+                self.services = _InProcess()
+            try:
+                for cloud in self.clouds:
+                    self.services.start(cloud)
+                self.wait_ready()
+                return
+            except (DemoError, OSError) as exc:
+                if attempt == attempts - 1 or not self._lost_port(exc):
+                    raise
+            self.services.terminate()
+            self.services.wait()
+            for cloud in self.clouds:
+                cloud.port = devcloud.free_port()
+            for cloud, peer in ((self.a, self.b), (self.b, self.a)):
+                cloud.write_configs(peer, self.key, cloud.url)
+
+    def _lost_port(self, exc):
+        if isinstance(exc, OSError):
+            return exc.errno == errno.EADDRINUSE
+        return any(LOST_PORT in _tail(path, 200) for c in self.clouds
+                   for path in (c.agent_log, os.path.join(
+                       c.dir, "dtn-migrate-agent.out")))
 
     # Servers start from this thread: they die with the thread that
     # started them (setpriv --pdeathsig follows the parent thread).

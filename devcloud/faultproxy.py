@@ -28,7 +28,6 @@ import threading
 import time
 import urllib.parse
 
-from devcloud import _base
 
 BUF = 1 << 20
 _REASONS = {429: "Too Many Requests", 500: "Internal Server Error",
@@ -69,7 +68,16 @@ class FaultProxy:
         parsed = urllib.parse.urlsplit(target)
         self.target = (parsed.hostname, parsed.port or 80)
         self.host = host
-        self.port = port or _base.free_port(host)
+        # The listening socket is bound here, on PORT or (None) on one
+        # the kernel picks, so that endpoint is known before start().
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind((host, port or 0))
+        except OSError:
+            self._sock.close()
+            raise
+        self.port = self._sock.getsockname()[1]
         self.log = collections.deque(maxlen=100000)
         #: (method, path, Range header or None) of every request.
         self.requests = collections.deque(maxlen=100000)
@@ -151,9 +159,11 @@ class FaultProxy:
     # Server.
 
     def start(self):
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        sock, self._sock = self._sock, None
+        if sock is None:        # started again after stop(): same port
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
         sock.listen(64)
         self._listener = sock
         self._thread = threading.Thread(target=self._accept, daemon=True,

@@ -133,10 +133,15 @@ def sha512(path):
             h.update(b)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: A server that lost the port chosen for it says so.
+LOST_PORT = "Address already in use"
+
+#: A port free now, never handed out twice by this process.  Another
+#: process may still take it before the server binds it: servers that
+#: bind their port themselves report it (port 0), the others are started
+#: through :func:`start_agents` (or ``devcloud`` servers' own retries),
+#: which choose again when the port was lost.
+free_port = devcloud_base.free_port
 
 
 def rabbitmqctl(*args):
@@ -208,7 +213,9 @@ class ServiceProcess:
 
     def start(self):
         argv = [self.command, "--config-file", self.conf]
-        out = open(os.path.join(self.dir, "stdout.log"), "ab")
+        stdout = os.path.join(self.dir, "stdout.log")
+        self._marks = {path: _size(path) for path in (self.log, stdout)}
+        out = open(stdout, "ab")
         if self.lab is not None:
             self.proc = self.lab.popen(self.ns, argv, stdout=out,
                                        stderr=subprocess.STDOUT)
@@ -252,6 +259,20 @@ class ServiceProcess:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill9()
+
+    def lost_port(self):
+        """True when the process, since its last start, failed to bind
+        its port because another process had taken it.
+        """
+        for path, mark in getattr(self, "_marks", {}).items():
+            try:
+                with open(path, "rb") as f:
+                    f.seek(mark)
+                    if LOST_PORT.encode() in f.read():
+                        return True
+            except OSError:
+                pass
+        return False
 
     def tail(self, n=60):
         try:
@@ -319,26 +340,78 @@ class Agent(ServiceProcess):
         self.lab, self.ns = lab, ns
         self.conf = os.path.join(self.dir, "agent.conf")
         self.log = os.path.join(self.dir, "agent.log")
+        self.key, self.transport_url = key, transport_url
+        #: {peer name: (address, port)} of this agent's configuration.
+        self.peers = dict(peers)
+        self.transfer = dict(transfer or {})
+        self.extra = extra or {}
+        self.configure()
+        self.proc = None
+
+    def configure(self):
+        """Write the configuration for the current port and peers."""
         sections = {
-            "DEFAULT": {"host": name, "transport_url": transport_url,
+            "DEFAULT": {"host": self.name,
+                        "transport_url": self.transport_url,
                         "log_file": self.log, "debug": "true"},
-            "agent": {"listen_address": listen_address,
+            "agent": {"listen_address": self.listen_address,
                       "listen_port": self.port, "staging_root": self.staging,
                       "state_dir": self.state,
-                      "peers": ",".join(sorted(peers))},
-            "transfer": dict(transfer or {}),
+                      "peers": ",".join(sorted(self.peers))},
+            "transfer": dict(self.transfer),
         }
-        for peer, (addr, port) in peers.items():
+        for peer, (addr, port) in self.peers.items():
             sections["peer:%s" % peer] = {"address": addr, "port": port,
-                                          "key": key}
-        for section, values in (extra or {}).items():
+                                          "key": self.key}
+        for section, values in self.extra.items():
             sections.setdefault(section, {}).update(values)
         write_conf(self.conf, sections)
-        self.proc = None
 
     def wait_ready(self, api, timeout=60):
         return self.wait_ready_with(lambda: api.ping({}, self.name),
                                     timeout)
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def start_agents(agents, ready, relays=(), attempts=5):
+    """Start AGENTS (whose configurations may name each other's ports)
+    and wait until ``ready(agent)`` answers for each.  An agent that lost
+    its port to another process between the choice of the port and its
+    bind gets a new one: every configuration that named the old port
+    (and every relay of RELAYS forwarding to it) follows, and all of them
+    start again.
+    """
+    for attempt in range(attempts):
+        for a in agents:
+            a.start()
+        try:
+            for a in agents:
+                ready(a)
+            return
+        except AssertionError:
+            lost = [a for a in agents if a.lost_port()]
+            if not lost or attempt == attempts - 1:
+                raise
+        for a in agents:
+            a.kill9()
+        for a in lost:
+            old, a.port = a.port, free_port()
+            for other in agents:
+                other.peers.update({
+                    name: (addr, a.port)
+                    for name, (addr, port) in other.peers.items()
+                    if name == a.name and port == old})
+            for r in relays:
+                if r.upstream[1] == old:
+                    r.upstream = (r.upstream[0], a.port)
+        for a in agents:
+            a.configure()
 
 
 _rpc = {"url": None, "parsed": False}
@@ -419,10 +492,8 @@ class FunctionalTestCase(testtools.TestCase):
             peers = {names[p]: ("127.0.0.1", ports[p]) for p in peer_roles}
             agents[role] = self.agent(names[role], peers, port=ports[role],
                                       **kw)
-        for a in agents.values():
-            a.start()
-        for a in agents.values():
-            a.wait_ready(self.api)
+        start_agents(list(agents.values()),
+                     lambda a: a.wait_ready(self.api))
         return {r: agents.get(r, names[r]) for r in layout}
 
     def pair(self, src_kw=None, dst_kw=None):

@@ -45,11 +45,9 @@ class SharedPairTestCase(base.FunctionalTestCase):
                              {src_name: ("127.0.0.1", cls.src.port)},
                              port=dst_port, transfer=cls.transfer_conf)
         api = base.rpc_api(cls.broker.url())
-        for a in (cls.dst, cls.src):
-            cls.shared.append(a)
-            a.start()
-        for a in (cls.dst, cls.src):
-            a.wait_ready(api)
+        cls.shared += [cls.dst, cls.src]
+        base.start_agents([cls.dst, cls.src], lambda a: a.wait_ready(api),
+                          relays=[cls.relay] if cls.relay else [])
 
     @classmethod
     def _stop_pair(cls):

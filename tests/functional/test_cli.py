@@ -153,14 +153,16 @@ class TestStandaloneTransfer(base.FunctionalTestCase):
         key = os.path.join(root, "key")
         with open(key, "w") as f:
             f.write(self.key)
-        port = base.free_port()
         exe = os.path.join(base.VENV_BIN, "dtn-migrate-transfer")
         server = subprocess.Popen(
-            [exe, "serve", "--root", dst, "--listen", "127.0.0.1:%d" % port,
+            [exe, "serve", "--root", dst, "--listen", "127.0.0.1:0",
              "--key-file", key], stdout=subprocess.PIPE, text=True)
         self.addCleanup(server.wait)
         self.addCleanup(server.terminate)
-        self.assertIn("listening", server.stdout.readline())
+        # It binds a port of its own and says which.
+        listening = server.stdout.readline()
+        self.assertRegex(listening, r"^listening on 127.0.0.1:\d+$")
+        port = int(listening.rsplit(":", 1)[1])
         send = [exe, "send", "--peer", "127.0.0.1:%d" % port, "--key-file",
                 key, "--state-dir", os.path.join(root, "state"), "--root",
                 src, "--transfer-id", "1" * 32, "--json", "f"]

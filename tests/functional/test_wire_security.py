@@ -54,7 +54,11 @@ class TestWireSecurity(base.FunctionalTestCase):
         names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
                  for r in ("src", "msrc", "dst")}
         ports = {r: base.free_port() for r in names}
-        cls.mitm_port = base.free_port()
+        # The man in the middle listens before msrc is configured to
+        # dial it, on a port of its own choosing.
+        cls.mitm = mitm.Mitm(("127.0.0.1", ports["dst"]),
+                             mitm.Attacks("object", 0))
+        cls.mitm_port = cls.mitm.port
         url = cls.broker.url()
         limits = {"handshake_timeout": DEADLINE,
                   "max_unauthenticated": MAX_UNAUTH,
@@ -72,18 +76,18 @@ class TestWireSecurity(base.FunctionalTestCase):
                               transfer={"reconnect_max_interval": 0.5})
         cls.all_agents = (cls.dst, cls.src, cls.msrc)
         try:
-            for a in cls.all_agents:
-                a.start()
-            for a in cls.all_agents:
-                a.wait_ready(api)
+            base.start_agents(cls.all_agents, lambda a: a.wait_ready(api),
+                              relays=[cls.mitm])
         except BaseException:
             cls.tearDownClass()
+            raise
             raise
 
     @classmethod
     def tearDownClass(cls):
         for a in cls.all_agents:
             a.stop()
+        cls.mitm.close()
         shutil.rmtree(cls.shared, True)
         super().tearDownClass()
 
@@ -162,9 +166,7 @@ class TestWireSecurity(base.FunctionalTestCase):
     def test_man_in_the_middle(self):
         msrc, dst = self.msrc, self.dst
         attacks = []
-        relay = mitm.Mitm(("127.0.0.1", dst.port), mitm.Attacks("object", 0),
-                          port=self.mitm_port)
-        self.addCleanup(relay.close)
+        relay = self.mitm
         for verify in (True, False):
             # xxh3 only: no FILE_CLOSE DECLARE to forge.
             for kind, count in (("forge", 3 if verify else 2),

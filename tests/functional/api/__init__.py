@@ -60,7 +60,6 @@ class ApiCloud(migration.Cloud):
         if notifications:
             self.notifications_url = self.broker.url()
         self.use_relay = relay
-        self.relay = None
         self.extra = extra or {}
 
     def peer_address(self, peer):
@@ -134,8 +133,9 @@ def start_pair(scope, database_a=None, rate=RATE, api_threads=4,
         c.users = devcloud_api.personas(c.keystone)
         c.start_glance()
         c.start_staging()
-    a.start_agent(b)
-    b.start_agent(a)
+    a.make_agent(b)
+    b.make_agent(a)
+    migration.start_agents((a, b))
     for c in (a, b):
         c.start_engine()
     for c in (a, b):

@@ -168,6 +168,7 @@ class Cloud:
         self.agent_name = "dtn-%s-%s" % (name, uuid.uuid4().hex[:4])
         self.engine_name = "engine-%s-%s" % (name, uuid.uuid4().hex[:4])
         self.port = base.free_port()
+        self.relay = None
 
     #: Where Glance publishes its notifications (None: nowhere).
     notifications_url = None
@@ -236,12 +237,15 @@ class Cloud:
         """Where this cloud's agent reaches ``peer``'s."""
         return ("127.0.0.1", peer.port)
 
-    def start_agent(self, peer):
+    def make_agent(self, peer):
+        """This cloud's agent, configured to reach ``peer``'s; not
+        started (see :func:`start_agents`).
+        """
         self.agent = self.case.agent(
             self.agent_name, {peer.agent_name: self.peer_address(peer)},
             port=self.port, transport_url=self.broker.url(),
             staging=self.staging_dir, transfer=self.transfer or {})
-        self.agent.start()
+        return self.agent
 
     def start_engine(self):
         self.engine = Engine(self.case.workdir, self.engine_name,
@@ -252,18 +256,20 @@ class Cloud:
         base.log_details(self.case, self.engine, 300)
         self.engine.start()
 
-    def wait_ready(self):
+    def _ping(self, server, topic, host=None):
         # A call sent before the server's queue exists is lost and waits
         # its whole timeout: ping with a short one.
-        for server, topic, host in (
-                (self.agent, agent_rpcapi.TOPIC, self.agent_name),
-                (self.engine, engine_rpcapi.TOPIC, None)):
-            client = messaging.get_rpc_client(
-                self.bus.transport, messaging.Target(topic=topic),
-                timeout=2)
-            server.wait_ready_with(
-                lambda c=client, h=host: c.prepare(server=h).call({},
-                                                                  "ping"))
+        client = messaging.get_rpc_client(
+            self.bus.transport, messaging.Target(topic=topic), timeout=2)
+        server.wait_ready_with(
+            lambda: client.prepare(server=host).call({}, "ping"))
+
+    def wait_agent_ready(self):
+        self._ping(self.agent, agent_rpcapi.TOPIC, self.agent_name)
+
+    def wait_ready(self):
+        self.wait_agent_ready()
+        self._ping(self.engine, engine_rpcapi.TOPIC)
 
     def restart_engine(self, kill=True):
         if kill:
@@ -291,6 +297,19 @@ class Cloud:
         if self.keystone is not None:
             return self.glance.client()
         return self.glance.admin_client()
+
+
+def start_agents(clouds):
+    """Start the agents of CLOUDS, peered with each other: each one's
+    :meth:`Cloud.make_agent` is done; an agent that lost its port gets
+    another (:func:`base.start_agents`).
+    """
+    owner = {c.agent.name: c for c in clouds}
+    base.start_agents([c.agent for c in clouds],
+                      lambda agent: owner[agent.name].wait_agent_ready(),
+                      relays=[c.relay for c in clouds if c.relay])
+    for c in clouds:
+        c.port = c.agent.port
 
 
 def _in_parallel(calls):
@@ -361,8 +380,9 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         for c in (a, b):
             c.start_glance()
             c.start_staging()
-        a.start_agent(b)
-        b.start_agent(a)
+        a.make_agent(b)
+        b.make_agent(a)
+        start_agents((a, b))
         for c in (a, b):
             c.start_engine()
         for c in (a, b):
