@@ -45,6 +45,7 @@ class TestDemo(testtools.TestCase):
         self.addCleanup(shutil.rmtree, self.parent, ignore_errors=True)
 
     def demo(self, transport):
+        # As tools/demo runs it.
         proc = run([sys.executable, "-m", "devcloud.demo",
                     "--size", "16M", "--transport", transport,
                     "--workdir", self.parent])
