@@ -104,8 +104,8 @@ class Drills:
         policy = self.db.policy_get(
             policy_id, None if ctx.is_admin else ctx.project_id)
         found = self.db.replica_get_all(filters={
-            "direction": catalog.INCOMING, "policy_id": policy["id"],
-            "state": catalog.CURRENT})
+            "direction": catalog.INCOMING, "peer": policy["peer"],
+            "policy_id": policy["id"], "state": catalog.CURRENT})
         if not found:
             raise exception.ProtectionPolicyConflict(
                 policy_id=policy["id"],

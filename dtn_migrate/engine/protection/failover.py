@@ -66,8 +66,8 @@ class Failover:
             "role": FAILED_OVER, "options": options})
         promoted = 0
         for replica in self.db.replica_get_all(filters={
-                "direction": catalog.INCOMING, "policy_id": policy["id"],
-                "state": catalog.CURRENT}):
+                "direction": catalog.INCOMING, "peer": policy["peer"],
+                "policy_id": policy["id"], "state": catalog.CURRENT}):
             if self._promote(replica):
                 promoted += 1
         LOG.warning("protection policy %s (%s) failed over: this cloud is "

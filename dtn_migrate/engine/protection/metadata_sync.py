@@ -120,10 +120,15 @@ class MetadataSync:
         """
         errors = []
         for replica in self.db.replica_get_all(filters={
-                "direction": catalog.INCOMING, "policy_id": policy["id"],
-                "state": catalog.CURRENT}):
+                "direction": catalog.INCOMING, "peer": policy["peer"],
+                "policy_id": policy["id"], "state": catalog.CURRENT}):
             try:
                 self._send_one(policy, replica)
+            except exception.ProtectionPolicyConflict as exc:
+                # The peer takes no failback of the policy now: no other
+                # image of it either.
+                errors.append(str(exc))
+                break
             except exception.DtnMigrateException as exc:
                 errors.append("image %s: %s" % (
                     replica["replica_image_id"], exc))
@@ -176,16 +181,16 @@ class MetadataSync:
         copy = peer_requests.check_id(request, "replica_image_id")
         digest = request.get("hash_value")
         wanted = check(request.get("metadata"))
-        replica = self.db.replica_get(catalog.OUTGOING, peer, source)
+        replica = self.db.replica_get(catalog.OUTGOING, peer, source,
+                                      policy_id=policy_id)
         reason = None
         if not self._accepts(peer):
             reason = "this cloud does not accept metadata updates from " \
                      "%s ([peer:%s] accept_metadata_updates)" % (peer, peer)
         elif replica is None or replica.get("state") != catalog.CURRENT or \
                 replica.get("replica_image_id") != copy:
-            reason = "this cloud did not replicate that image to %s" % peer
-        elif replica.get("policy_id") != policy_id:
-            reason = "the replica serves another policy here"
+            reason = "this cloud did not replicate that image to %s for " \
+                     "that policy" % peer
         elif not digest or replica.get("hash_value") != digest:
             reason = "the replica's data is not what this cloud sent"
         if reason is None:

@@ -382,7 +382,7 @@ class Protection:
                       "project_id": image.get("owner"),
                       "os_hash_value": digest, "size": image.get("size"),
                       "error": None}
-            replica = catalog.current(self.db, policy["peer"], image)
+            replica = catalog.current(self.db, policy, image)
             if replica is not None:
                 values.update(state=REPLICATED, changed_at=None,
                               replicated_at=replica.get("verified_at"),

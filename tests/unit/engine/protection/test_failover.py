@@ -100,8 +100,13 @@ class TestFailover(FailoverTestCase):
         stale = self.replica(name="stale")
         row = self.db.replica_get_all(filters={
             "replica_image_id": stale["id"]})[0]
-        self.db.replica_upsert("incoming", SOURCE, row["source_image_id"],
-                               {"state": "deleted"})
+        self.db.replica_update(row["id"], {"state": "deleted"})
+        # Another peer's row of the policy's id (written before peers
+        # were told apart): not this policy's replica.
+        alien = self.glance.add(name="alien")
+        self.db.replica_upsert("incoming", "dtn-evil", "s-evil", {
+            "replica_image_id": alien["id"], "policy_id": self.pid,
+            "project_id": PROJECT, "state": "current"})
         self.later(30)
 
         out = self.f.failover(self.ctx, self.pid)
@@ -153,10 +158,8 @@ class TestFailover(FailoverTestCase):
 
     def test_without_replicas(self):
         self.replica()
-        self.db.replica_upsert(
-            "incoming", SOURCE,
-            self.db.replica_get_all()[0]["source_image_id"],
-            {"state": "deleted"})
+        self.db.replica_update(self.db.replica_get_all()[0]["id"],
+                               {"state": "deleted"})
         out = self.f.failover(self.ctx, self.pid)
         self.assertEqual(0, out["promoted"])
         self.assertEqual("failed-over", self.policy_row()["role"])
@@ -447,7 +450,7 @@ class TestFailback(FailoverTestCase):
         [(peer, request)] = agent.requests
         self.assertEqual(SOURCE, peer)
         row = self.db.replica_get("incoming", SOURCE, request[
-            "source_image_id"])
+            "source_image_id"], policy_id=self.pid)
         self.assertEqual(unchanged["id"], row["replica_image_id"])
         self.assertEqual({
             "action": "update_metadata", "policy_id": self.pid,

@@ -147,7 +147,7 @@ class HandleTestCase(test_sync.ProtectionTestCase):
                            source_image_id=str(uuid.uuid4()))
         self.assertRefused("did not replicate",
                            replica_image_id=str(uuid.uuid4()))
-        self.assertRefused("another policy", policy_id=str(uuid.uuid4()))
+        self.assertRefused("did not replicate", policy_id=str(uuid.uuid4()))
         self.assertRefused("not what this cloud sent", hash_value="0" * 128)
         self.assertRefused("not what this cloud sent", hash_value=None)
 
@@ -167,8 +167,9 @@ class HandleTestCase(test_sync.ProtectionTestCase):
         self.assertRefused("accept_metadata_updates")
 
     def test_deleted_replica_is_refused(self):
-        self.db.replica_upsert("outgoing", PEER, self.image["id"],
-                               {"state": catalog.DELETED})
+        row = self.db.replica_get("outgoing", PEER, self.image["id"],
+                                  policy_id=self.policy_row["id"])
+        self.db.replica_update(row["id"], {"state": catalog.DELETED})
         self.assertRefused("did not replicate")
 
     def test_glance_refusal_is_an_answer(self):
