@@ -7,6 +7,7 @@ import uuid
 
 from dtn_migrate.engine.protection import failover
 from dtn_migrate.engine.protection import replicas
+from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
 from tests.unit.engine.protection import test_sync as base
 
@@ -128,7 +129,8 @@ class TestFailover(FailoverTestCase):
             (reverse["name"], reverse["role"], reverse["mode"],
              reverse["enabled"], reverse["peer"], reverse["project_id"],
              reverse["rpo_minutes"]))
-        self.assertEqual({"tags": ["gold"], "projects": [PROJECT]},
+        self.assertEqual(selectors.check({"tags": ["gold"],
+                                          "projects": [PROJECT]}),
                          reverse["selector"])
         self.assertIs(True, reverse["options"]["keep_id"])
         self.assertEqual(self.pid, reverse["options"]["reverse_of"])

@@ -21,6 +21,7 @@ from dtn_migrate.conf import protection as protection_conf
 from dtn_migrate import context
 from dtn_migrate.db import api
 from dtn_migrate.db import migration
+from dtn_migrate.engine.protection import selectors
 from dtn_migrate.engine.protection import sync
 from dtn_migrate.engine import requests
 from dtn_migrate import exception
@@ -801,8 +802,9 @@ class TestIncoming(ProtectionTestCase):
         local = self.incoming(protection=served)
         self.migrations.finish("in", peer_image=None)
         policy = self.db.policy_get(served["policy_id"])
+        # The selector as the API would have stored it (every key).
         self.assertEqual(("gold", "replica", "manual", False, "dtn-c",
-                          "p7", 15, {"tags": ["gold"]}),
+                          "p7", 15, selectors.check({"tags": ["gold"]})),
                          (policy["name"], policy["role"], policy["mode"],
                           policy["enabled"], policy["peer"],
                           policy["project_id"], policy["rpo_minutes"],
