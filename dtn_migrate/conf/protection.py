@@ -60,6 +60,19 @@ protection_opts = [
         help='Project that owns the hidden clones a drill with clone makes '
              '(and removes); default: the project of the replicas.'),
     cfg.IntOpt(
+        'max_running_drills', default=2, min=1,
+        help='Drills that may run at once on this cloud (each downloads '
+             'and hashes every replica of its policy). One more is '
+             'refused (409) until one ends; so is a second drill of a '
+             'policy whose drill runs.'),
+    cfg.IntOpt(
+        'qemu_img_address_space', default=1024, min=64,
+        help='MiB of address space qemu-img may use when a drill '
+             'inspects and checks a replica (the bytes a peer sent).'),
+    cfg.IntOpt(
+        'qemu_img_cpu_time', default=60, min=1,
+        help='Seconds of CPU time qemu-img may use on one replica.'),
+    cfg.IntOpt(
         'default_rpo_minutes', default=60, min=1,
         help='RPO target of a policy created without one.'),
 ]
