@@ -73,6 +73,25 @@ protection_opts = [
         'qemu_img_cpu_time', default=60, min=1,
         help='Seconds of CPU time qemu-img may use on one replica.'),
     cfg.IntOpt(
+        'failback_window', default=14400, min=60,
+        help='Seconds for which this cloud accepts the metadata a peer '
+             'sends back in its failback of a policy, once an '
+             'administrator opened it here (openstack dtn failback '
+             '<policy>, on the cloud where the policy is primary), '
+             'unless the peer says earlier that its failback is '
+             'complete. Also needs [peer:<name>] '
+             'accept_metadata_updates.'),
+    cfg.ListOpt(
+        'failback_properties', default=['description', 'x_*'],
+        help='Image properties (fnmatch patterns) a peer\'s failback may '
+             'set or remove on this cloud\'s images; their name, tags, '
+             'min_disk and min_ram always may. Whatever the patterns, '
+             'never: image signatures (img_*), Glance\'s own (os_hash_*, '
+             'os_glance_*), owner, visibility, protected, os_hidden, the '
+             'dtn_migrate_* markers, and what decides how a server boots '
+             '(hw_*, os_*, kernel_id, ramdisk_id, block device mappings, '
+             'traits, architecture, hypervisor_type, vm_mode).'),
+    cfg.IntOpt(
         'default_rpo_minutes', default=60, min=1,
         help='RPO target of a policy created without one.'),
 ]

@@ -115,7 +115,9 @@ class Protection:
         """
         return peer_requests.dispatch(
             {deletions_mod.ACTION: self.deletions.handle,
-             metadata_sync.ACTION: self.metadata.handle}, peer, request)
+             metadata_sync.ACTION: self.metadata.handle,
+             metadata_sync.CLOSE: self.metadata.handle_close}, peer,
+            request)
 
     def create(self, ctx, values):
         project = self._scope(ctx)
