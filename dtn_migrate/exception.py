@@ -176,3 +176,7 @@ class ProtectionPolicyConflict(Conflict):
 
 class DrillNotFound(NotFound):
     msg_fmt = _("Drill %(drill_id)s could not be found.")
+
+
+class DrillConflict(Conflict):
+    msg_fmt = _("No drill of policy %(policy_id)s starts now: %(reason)s")

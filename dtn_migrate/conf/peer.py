@@ -72,13 +72,17 @@ import_opts = [
                      'and policy, unchanged since, is deleted; never one '
                      'of a policy this cloud failed over. False: every '
                      'such request is refused and the replicas stay.'),
-    cfg.BoolOpt('accept_metadata_updates', default=True,
+    cfg.BoolOpt('accept_metadata_updates', default=False,
                 help='Source side of a failback: apply the metadata (name, '
-                     'tags, user properties, min_disk, min_ram) that this '
+                     'tags, min_disk, min_ram and the properties '
+                     '[protection] failback_properties allows) that this '
                      'peer sends back for a replica whose bytes did not '
                      'change, to the image this cloud replicated to it as '
-                     'that replica, for that policy, with that hash. '
-                     'False: every such update is refused (and logged).'),
+                     'that replica, for that policy, with that hash; only '
+                     'while an administrator of this cloud has the '
+                     'failback of that policy open (openstack dtn failback '
+                     '<policy> here). False: every such update is refused '
+                     '(and logged).'),
 ]
 
 peer_opts = peer_opts + import_opts

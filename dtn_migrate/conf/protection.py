@@ -60,6 +60,38 @@ protection_opts = [
         help='Project that owns the hidden clones a drill with clone makes '
              '(and removes); default: the project of the replicas.'),
     cfg.IntOpt(
+        'max_running_drills', default=2, min=1,
+        help='Drills that may run at once on this cloud (each downloads '
+             'and hashes every replica of its policy). One more is '
+             'refused (409) until one ends; so is a second drill of a '
+             'policy whose drill runs.'),
+    cfg.IntOpt(
+        'qemu_img_address_space', default=1024, min=64,
+        help='MiB of address space qemu-img may use when a drill '
+             'inspects and checks a replica (the bytes a peer sent).'),
+    cfg.IntOpt(
+        'qemu_img_cpu_time', default=60, min=1,
+        help='Seconds of CPU time qemu-img may use on one replica.'),
+    cfg.IntOpt(
+        'failback_window', default=14400, min=60,
+        help='Seconds for which this cloud accepts the metadata a peer '
+             'sends back in its failback of a policy, once an '
+             'administrator opened it here (openstack dtn failback '
+             '<policy>, on the cloud where the policy is primary), '
+             'unless the peer says earlier that its failback is '
+             'complete. Also needs [peer:<name>] '
+             'accept_metadata_updates.'),
+    cfg.ListOpt(
+        'failback_properties', default=['description', 'x_*'],
+        help='Image properties (fnmatch patterns) a peer\'s failback may '
+             'set or remove on this cloud\'s images; their name, tags, '
+             'min_disk and min_ram always may. Whatever the patterns, '
+             'never: image signatures (img_*), Glance\'s own (os_hash_*, '
+             'os_glance_*), owner, visibility, protected, os_hidden, the '
+             'dtn_migrate_* markers, and what decides how a server boots '
+             '(hw_*, os_*, kernel_id, ramdisk_id, block device mappings, '
+             'traits, architecture, hypervisor_type, vm_mode).'),
+    cfg.IntOpt(
         'default_rpo_minutes', default=60, min=1,
         help='RPO target of a policy created without one.'),
 ]

@@ -179,11 +179,17 @@ class Replica(Base):
     verified_at = sa.Column(DateTime)
     created_at = sa.Column(DateTime, default=_now)
     updated_at = sa.Column(DateTime, default=_now, onupdate=_now)
+    #: What owns the replica, part of its key: ``policy:<id>`` of the
+    #: policy it serves, else ``project:<id>`` of the project whose
+    #: migration made it (db.protection.owner_key).  A project's
+    #: migration of an image another project's policy protects makes a
+    #: row of its own, and never overwrites that policy's.
+    owner_key = sa.Column(sa.String(80), nullable=False)
 
     __table_args__ = (
         sa.UniqueConstraint(
-            'direction', 'peer', 'source_image_id',
-            name='uniq_replicas0direction0peer0source_image_id'),
+            'direction', 'peer', 'source_image_id', 'owner_key',
+            name='uniq_replicas0direction0peer0source_image_id0owner_key'),
     )
 
 

@@ -34,6 +34,9 @@ POLICY_FILTER_KEYS = ('name', 'peer', 'mode', 'enabled', 'rpo_state',
 REPLICA_FILTER_KEYS = ('direction', 'peer', 'policy_id', 'state',
                        'source_image_id', 'replica_image_id')
 _POLICY_JSON = ('selector', 'options')
+#: Columns of a replica's key and owner, fixed once it is written.
+_REPLICA_KEY = ('id', 'direction', 'peer', 'source_image_id', 'policy_id',
+                'project_id', 'owner_key')
 #: Sort keys never null in a policy the engine wrote.
 _POLICY_NOT_NULL = frozenset(('id', 'name', 'created_at', 'updated_at'))
 _NOT_NULL = frozenset(('id', 'created_at'))
@@ -101,11 +104,22 @@ def _policy_image(session, policy_id, image_id):
         PolicyImage.image_id == image_id).one_or_none()
 
 
-def _replica_obj(session, direction, peer, source_image_id):
+def owner_key(policy_id=None, project_id=None):
+    """What owns a replica row, the last part of its key: the policy it
+    serves (``policy:<id>``), else the project whose migration made it
+    (``project:<id>``; ``project:`` for none).
+    """
+    if policy_id:
+        return 'policy:%s' % policy_id
+    return 'project:%s' % (project_id or '')
+
+
+def _replica_obj(session, direction, peer, source_image_id, owner):
     Replica = models.Replica
     return session.query(Replica).filter(
         Replica.direction == direction, Replica.peer == peer,
-        Replica.source_image_id == source_image_id).one_or_none()
+        Replica.source_image_id == source_image_id,
+        Replica.owner_key == owner).one_or_none()
 
 
 class ProtectionQueries:
@@ -317,13 +331,22 @@ class ProtectionQueries:
     @common.wrap
     def replica_upsert(self, direction, peer, source_image_id, values):
         """Insert a replica (state ``current`` unless given) or update
-        it.
+        it: the row of its owner, which ``values`` name (``policy_id``,
+        else ``project_id``; see :func:`owner_key`).  InvalidInput when
+        they name neither.
         """
         values = common.values(values, models.REPLICA_COLUMNS,
                                table='replicas')
-        values.pop('id', None)
+        if 'policy_id' not in values and 'project_id' not in values:
+            raise exception.InvalidInput(
+                reason='a replica is written with its owner (policy_id '
+                       'or project_id)')
+        for key in ('id', 'owner_key'):
+            values.pop(key, None)
         values.update(direction=direction, peer=peer,
-                      source_image_id=source_image_id)
+                      source_image_id=source_image_id,
+                      owner_key=owner_key(values.get('policy_id'),
+                                          values.get('project_id')))
         try:
             return self._replica_put(values)
         except db_exc.DBDuplicateEntry:
@@ -334,7 +357,8 @@ class ProtectionQueries:
         now = timeutils.utcnow()
         with self.writer() as session:
             obj = _replica_obj(session, values['direction'],
-                               values['peer'], values['source_image_id'])
+                               values['peer'], values['source_image_id'],
+                               values['owner_key'])
             if obj is None:
                 new = dict(values)
                 new.setdefault('created_at', now)
@@ -351,10 +375,38 @@ class ProtectionQueries:
             return _replica(obj)
 
     @common.wrap
-    def replica_get(self, direction, peer, source_image_id):
+    def replica_update(self, replica_id, values):
+        """Change replica ``replica_id`` (its state, say); its key and
+        owner stay.  None when there is no such row.
+        """
+        values = common.values(values, models.REPLICA_COLUMNS,
+                               table='replicas')
+        fixed = set(values) & set(_REPLICA_KEY)
+        if fixed:
+            raise exception.InvalidInput(
+                reason="a replica's %s cannot change"
+                       % ', '.join(sorted(fixed)))
+        values.setdefault('updated_at', timeutils.utcnow())
+        with self.writer() as session:
+            obj = session.get(models.Replica, replica_id)
+            if obj is None:
+                return None
+            for key, value in values.items():
+                setattr(obj, key, value)
+            session.flush()
+            return _replica(obj)
+
+    @common.wrap
+    def replica_get(self, direction, peer, source_image_id, policy_id=None,
+                    project_id=None):
+        """The replica of ``source_image_id`` that ``policy_id`` owns
+        (else ``project_id``: a migration that served no policy), or
+        None.
+        """
         with self.reader() as session:
-            return _replica(_replica_obj(session, direction, peer,
-                                         source_image_id))
+            return _replica(_replica_obj(
+                session, direction, peer, source_image_id,
+                owner_key(policy_id, project_id)))
 
     @common.wrap
     def replica_get_all(self, filters=None, marker=None, limit=None,

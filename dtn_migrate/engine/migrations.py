@@ -332,8 +332,11 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                        RETRY_WAIT, 0.05)
         with self.lock:
             self._settle_all()
+            # Within its project: another project's migrations of the
+            # same image are theirs, and never named to this one.
             latest = self._latest_outgoing(record["image_id"],
-                                           record["peer"])
+                                           record["peer"],
+                                           record.get("project_id"))
             if latest is not None and \
                     latest["migration_id"] != migration_id:
                 raise exception.MigrationStateConflict(

@@ -26,6 +26,14 @@ def iso(value):
         if isinstance(value, datetime.datetime) else value
 
 
+def parse_iso(value):
+    """The naive UTC datetime of ISO 8601 text, or None."""
+    try:
+        return timeutils.normalize_time(timeutils.parse_isotime(value))
+    except (TypeError, ValueError):
+        return None
+
+
 def to_rpc(record, events=None):
     """A record as RPC replies carry it: the row's columns (times as
     ISO 8601 strings), ``bytes`` per stage, and the engine's own keys

@@ -4,7 +4,8 @@ policies.
 A drill runs where the replicas are (the DR cloud): it checks every
 replica of a policy and measures how long making them usable takes.
 It only reads images and removes what it creates, so starting one is a
-member's business; its report is for readers too.
+member's business; its report is for readers too.  A drill with clones
+writes a copy of every replica into Glance: an administrator's.
 """
 
 from oslo_policy import policy
@@ -22,6 +23,14 @@ rules = [
         description="Start a drill of a protection policy: check every "
                     "replica of the policy in this cloud and measure the "
                     "time to recover (RTO).",
+        operations=[{'method': 'POST', 'path': COLLECTION}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=DRILL % 'start:clone',
+        check_str=base.ADMIN,
+        description="Start a drill that also clones every replica of the "
+                    "policy into Glance (clone=true), and removes the "
+                    "clones.",
         operations=[{'method': 'POST', 'path': COLLECTION}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(

@@ -5,8 +5,10 @@ A drill runs in the cloud that holds the replicas, on the policy the
 incoming migrations made there (same id as on the protected cloud).
 Starting one goes to the engine, which checks the policy (404 for an
 unknown one or another project's) and runs the checks in the
-background; reads come from the database.  A drill of another project
-answers 404, a role that may not act at all 403.
+background, one drill per policy at a time (409 names the one that
+runs); reads come from the database.  A drill of another project
+answers 404, a role that may not act at all 403; a drill with clones
+needs dtn:drill:start:clone too.
 """
 
 from dtn_migrate.api.handlers import common
@@ -17,10 +19,16 @@ from dtn_migrate.api import views
 from dtn_migrate import exception
 
 
+#: Needed besides dtn:drill:start for clone=true (administrators).
+CLONE_RULE = 'dtn:drill:start:clone'
+
+
 def create(api, req):
     ctxt = common.context(req)
     common.authorize(api, ctxt, 'dtn:drill:start')
     body = validation.json_body(req, schemas.START)
+    if body.get('clone'):
+        common.authorize(api, ctxt, CLONE_RULE)
     record = common.engine_call(
         api.engine.start_drill, ctxt.to_dict(),
         common.uuid_hex(body['policy_id']), clone=body.get('clone', False))

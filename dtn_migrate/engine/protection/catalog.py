@@ -5,6 +5,12 @@ migration completes with the peer's verified hash; the peer records an
 ``incoming`` one when its import completes, so that it knows what it
 holds for whom (drills and failback start from it).  A replica whose
 hash already matches the source's is not sent again.
+
+A row belongs to what owns the replica: the policy it serves, or the
+project whose migration made it (no policy).  A project that migrates
+an image another project's policy protects (a public image, say) gets
+a row of its own: the policy's row, its replica and its peer image,
+stay as they are.
 """
 
 from oslo_log import log as logging
@@ -19,19 +25,22 @@ DELETED = "deleted"
 HASH_ALGO = "sha512"
 
 
-def current(db, peer, image):
-    """The catalog row saying that ``peer`` holds the bytes of ``image``
-    (Glance's dict), verified: nothing to send.  None otherwise.
+def current(db, policy, image):
+    """The catalog row saying that ``policy``'s peer holds the bytes of
+    ``image`` (Glance's dict) for it, verified: nothing to send.  None
+    otherwise.
 
-    Either ``image`` was replicated to ``peer`` (an outgoing row with its
-    hash), or ``image`` is itself the replica of an image of ``peer``
-    with the same hash (an incoming row): sending it would only bounce
-    it back to where it came from.
+    Either ``image`` was replicated to the peer for ``policy`` (its
+    outgoing row, with the image's hash), or ``image`` is itself the
+    replica of an image of the peer with the same hash (an incoming
+    row): sending it would only bounce it back to where it came from.
     """
     digest = image.get("os_hash_value")
     if not digest:
         return None
-    found = [db.replica_get(OUTGOING, peer, image["id"])]
+    peer = policy["peer"]
+    found = [db.replica_get(OUTGOING, peer, image["id"],
+                            policy_id=policy["id"])]
     found += db.replica_get_all(filters={
         "direction": INCOMING, "peer": peer,
         "replica_image_id": image["id"], "state": CURRENT})
@@ -44,8 +53,9 @@ def current(db, peer, image):
 
 def record(db, migration, policy_id=None, owner=None):
     """Record the replica a complete ``migration`` (an engine record)
-    made; returns the catalog row, or None when the migration says
-    nothing verified.
+    made, as ``policy_id``'s (None: the migration's project's, or
+    ``owner``'s on the receiving side); returns the catalog row, or None
+    when the migration says nothing verified.
     """
     if migration.get("state") != "complete":
         return None
@@ -63,8 +73,6 @@ def record(db, migration, policy_id=None, owner=None):
                   "hash_value": peer_image["os_hash_value"],
                   "project_id": migration.get("project_id")}
         source = migration["image_id"]
-        if policy_id is not None:
-            values["policy_id"] = policy_id
     else:
         source = migration.get("source_image_id")
         if not source or not migration.get("image_id"):
@@ -72,9 +80,9 @@ def record(db, migration, policy_id=None, owner=None):
         values = {"replica_image_id": migration["image_id"],
                   "hash_value": migration.get("os_hash_value"),
                   "project_id": owner}
-        if policy_id is not None:
-            values["policy_id"] = policy_id
-    values.update(hash_algo=HASH_ALGO, state=CURRENT, verified_at=now,
+    # The row of its owner: the policy it served, else its project's.
+    values.update(policy_id=policy_id, hash_algo=HASH_ALGO, state=CURRENT,
+                  verified_at=now,
                   image_name=migration.get("image_name"),
                   size=migration.get("size"),
                   migration_id=migration.get("migration_id"))

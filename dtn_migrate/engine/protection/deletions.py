@@ -62,7 +62,8 @@ def mark(db, policy, image_id, now):
     """
     if not mirrors(policy):
         return False
-    replica = db.replica_get(catalog.OUTGOING, policy["peer"], image_id)
+    replica = db.replica_get(catalog.OUTGOING, policy["peer"], image_id,
+                             policy_id=policy["id"])
     if replica is None or replica.get("state") != catalog.CURRENT:
         return False
     row = db.policy_image_get(policy["id"], image_id)
@@ -119,7 +120,8 @@ class Deletions:
             self._end(policy, row, "the source image is back; its replica "
                       "is kept")
             return None
-        replica = self.db.replica_get(catalog.OUTGOING, peer, image_id)
+        replica = self.db.replica_get(catalog.OUTGOING, peer, image_id,
+                                      policy_id=policy["id"])
         if replica is None or replica.get("state") != catalog.CURRENT:
             self._end(policy, row, "deleted from the source; no replica "
                       "on %s to delete" % peer)
@@ -151,7 +153,7 @@ class Deletions:
             why = "deleted from the source; %s kept its replica: %s" % (
                 peer, reason)
         else:
-            self.db.replica_upsert(catalog.OUTGOING, peer, image_id,
+            self.db.replica_update(replica["id"],
                                    {"state": catalog.DELETED})
             why = "deleted from the source; replica %s on %s" % (
                 "deleted" if result == DELETED else "already gone", peer)
@@ -181,7 +183,8 @@ class Deletions:
         """
         source = peer_requests.check_id(request, "source_image_id")
         policy_id = peer_requests.check_id(request, "policy_id")
-        replica = self.db.replica_get(catalog.INCOMING, peer, source)
+        replica = self.db.replica_get(catalog.INCOMING, peer, source,
+                                      policy_id=policy_id)
         if replica is None:
             return {"result": ABSENT}
         image_id = replica.get("replica_image_id")
@@ -196,8 +199,7 @@ class Deletions:
                         source, reason)
             return {"result": REFUSED, "reason": reason,
                     "replica_image_id": image_id}
-        self.db.replica_upsert(catalog.INCOMING, peer, source,
-                               {"state": catalog.DELETED})
+        self.db.replica_update(replica["id"], {"state": catalog.DELETED})
         LOG.info("image %s, the replica of %s's image %s, deleted: its "
                  "policy %s mirrors deletions", image_id, peer, source,
                  policy_id)
@@ -219,6 +221,8 @@ class Deletions:
                    "policy's images"
         if policy.get("role") != replicas.ROLE:
             return "the policy is this cloud's own"
+        if policy.get("peer") != peer:
+            return "the replica serves no such policy here"
         return None
 
     def _delete(self, image_id, replica):

@@ -9,17 +9,28 @@ hash, that ``qemu-img check`` passes on a qcow2 image, and (``clone``)
 that a hidden copy can be created from it and becomes active; the copy
 is removed afterwards.  The report keeps each image's outcome and the
 time it took to make every replica usable: the measured RTO.
+
+A drill reads every byte of every replica: one runs per policy at a
+time, and at most ``[protection] max_running_drills`` on the cloud.
+The bytes came from the peer: ``qemu-img`` reads them under resource
+limits (``[protection] qemu_img_address_space``, ``qemu_img_cpu_time``,
+through oslo.concurrency's prlimit), never takes a lock on them
+(``--force-share``), and an image that names a backing file or an
+external data file is ``invalid`` before ``qemu-img check`` opens it.
 """
 
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 
+from oslo_concurrency import processutils
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
@@ -41,6 +52,9 @@ INVALID = "invalid"
 #: 3: leaked clusters only).
 QEMU_IMG_OK = (0, 3)
 QEMU_IMG_TIMEOUT = 600
+#: Keys of ``qemu-img info`` that name another file the image reads.
+BACKING_KEYS = ("backing-filename", "full-backing-filename")
+DATA_FILE_KEY = "data-file"
 _TIMES = ("started_at", "finished_at", "created_at", "updated_at")
 
 
@@ -48,12 +62,99 @@ def _iso(row):
     return {k: records.iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
-def qemu_img_check(path):
+def qemu_img_limits(conf):
+    """The resource limits of qemu-img in a drill, from ``conf``."""
+    return processutils.ProcessLimits(
+        address_space=conf.protection.qemu_img_address_space << 20,
+        cpu_time=conf.protection.qemu_img_cpu_time)
+
+
+def _qemu_img(args, limits):
+    """``qemu-img ARGS`` under ``limits`` (a ProcessLimits): the
+    CompletedProcess (text).  FileNotFoundError when qemu-img is not
+    installed; subprocess.TimeoutExpired after QEMU_IMG_TIMEOUT.
+    """
+    program = shutil.which("qemu-img")
+    if program is None:
+        raise FileNotFoundError("qemu-img")
+    command = [sys.executable, "-m", "oslo_concurrency.prlimit"] + \
+        limits.prlimit_args() + ["--", program] + list(args)
+    return subprocess.run(command, capture_output=True, text=True,
+                          timeout=QEMU_IMG_TIMEOUT)
+
+
+def _failed(what, proc):
+    """Why ``qemu-img WHAT`` failed, from its CompletedProcess."""
+    if proc.returncode < 0:
+        return "qemu-img %s was stopped by signal %d (its resource " \
+               "limits: [protection] qemu_img_address_space, " \
+               "qemu_img_cpu_time)" % (what, -proc.returncode)
+    detail = (proc.stderr or proc.stdout or "").strip()
+    return "qemu-img %s failed (exit %d): %s" % (what, proc.returncode,
+                                                 detail[:500])
+
+
+def unsafe(info):
+    """Why ``qemu-img info``'s answer (a mapping) names a file besides
+    the image (a backing file, an external data file), or None.
+    """
+    for key in BACKING_KEYS:
+        if info.get(key):
+            return "it names a backing file (%s)" % str(info[key])[:200]
+    specific = info.get("format-specific") or {}
+    data = specific.get("data") if isinstance(specific, dict) else None
+    for found in (info, data if isinstance(data, dict) else {}):
+        if found.get(DATA_FILE_KEY):
+            return "it names an external data file (%s)" % str(
+                found[DATA_FILE_KEY])[:200]
+    return None
+
+
+def qemu_img_inspect(path, limits):
+    """(status, detail) of ``qemu-img info`` on a qcow2 file: INTACT
+    (it may be checked), INVALID when it names a backing or external
+    data file, CORRUPT when qemu-img cannot read it, None when qemu-img
+    is not installed.
+    """
+    try:
+        proc = _qemu_img(["info", "--output=json", "-f", "qcow2",
+                          "--force-share", path], limits)
+    except FileNotFoundError:
+        return None, "qemu-img is not installed"
+    except subprocess.TimeoutExpired:
+        return CORRUPT, "qemu-img info did not finish in %d s" \
+            % QEMU_IMG_TIMEOUT
+    if proc.returncode != 0:
+        return CORRUPT, _failed("info", proc)
+    try:
+        info = json.loads(proc.stdout)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        return CORRUPT, "qemu-img info answered no JSON mapping"
+    reason = unsafe(info)
+    if reason is not None:
+        return INVALID, "refused: %s" % reason
+    return INTACT, None
+
+
+def qemu_img_verify(path, limits):
+    """(status, detail) of a qcow2 file: INTACT, INVALID (it names a
+    backing or data file: not opened further), CORRUPT (qemu-img cannot
+    read it, or its check fails) or None (qemu-img is not installed).
+    """
+    status, detail = qemu_img_inspect(path, limits)
+    if status != INTACT:
+        return status, detail
+    usable, detail = qemu_img_check(path, limits)
+    return {None: None, True: INTACT, False: CORRUPT}[usable], detail
+
+
+def qemu_img_check(path, limits):
     """(usable, detail) of ``qemu-img check`` on a qcow2 file."""
     try:
-        proc = subprocess.run(
-            ["qemu-img", "check", "-f", "qcow2", "--output", "json", path],
-            capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT)
+        proc = _qemu_img(["check", "-f", "qcow2", "--output", "json",
+                          "--force-share", path], limits)
     except FileNotFoundError:
         return None, "qemu-img is not installed"
     except subprocess.TimeoutExpired:
@@ -61,15 +162,14 @@ def qemu_img_check(path):
             % QEMU_IMG_TIMEOUT
     if proc.returncode in QEMU_IMG_OK:
         return True, None
-    detail = (proc.stderr or proc.stdout or "").strip()
     try:
         found = json.loads(proc.stdout)
-        detail = "%s corruptions, %s check errors" % (
-            found.get("corruptions", 0), found.get("check-errors", 0))
-    except ValueError:
-        pass
-    return False, "qemu-img check failed (exit %d): %s" % (
-        proc.returncode, detail[:500])
+        return False, "qemu-img check failed (exit %d): %s corruptions, " \
+            "%s check errors" % (proc.returncode,
+                                 found.get("corruptions", 0),
+                                 found.get("check-errors", 0))
+    except (ValueError, AttributeError):
+        return False, _failed("check", proc)
 
 
 class Drills:
@@ -80,6 +180,8 @@ class Drills:
         self.db = db
         self.res = res
         self.notifier = notifier
+        #: Held from the count of running drills to the new one's row.
+        self.lock = threading.Lock()
 
     def recover(self):
         """Drills left running by an engine that stopped end in error
@@ -104,20 +206,22 @@ class Drills:
         policy = self.db.policy_get(
             policy_id, None if ctx.is_admin else ctx.project_id)
         found = self.db.replica_get_all(filters={
-            "direction": catalog.INCOMING, "policy_id": policy["id"],
-            "state": catalog.CURRENT})
+            "direction": catalog.INCOMING, "peer": policy["peer"],
+            "policy_id": policy["id"], "state": catalog.CURRENT})
         if not found:
             raise exception.ProtectionPolicyConflict(
                 policy_id=policy["id"],
                 state="without replicas on this cloud (%s policy; a drill "
                       "runs on the cloud that holds the replicas)"
                       % policy.get("role"), action="drill")
-        row = self.db.drill_create({
-            "id": uuid.uuid4().hex, "policy_id": policy["id"],
-            "policy_name": policy["name"],
-            "project_id": policy["project_id"], "state": RUNNING,
-            "clone": clone, "images_total": len(found),
-            "started_at": timeutils.utcnow()})
+        with self.lock:
+            self._check_room(policy)
+            row = self.db.drill_create({
+                "id": uuid.uuid4().hex, "policy_id": policy["id"],
+                "policy_name": policy["name"],
+                "project_id": policy["project_id"], "state": RUNNING,
+                "clone": clone, "images_total": len(found),
+                "started_at": timeutils.utcnow()})
         LOG.info("drill %s of policy %s (%s): %d replicas%s", row["id"],
                  policy["id"], policy["name"], len(found),
                  ", cloned" if clone else "")
@@ -125,6 +229,25 @@ class Drills:
                          name="drill-%s" % row["id"][:8],
                          daemon=True).start()
         return _iso(row)
+
+    def _check_room(self, policy):
+        """DrillConflict unless a drill of ``policy`` may start now: none
+        of it runs, and fewer than ``[protection] max_running_drills``
+        do on this cloud.
+        """
+        running = self.db.drill_get_all(filters={"state": RUNNING})
+        for drill in running:
+            if drill["policy_id"] == policy["id"]:
+                raise exception.DrillConflict(
+                    policy_id=policy["id"], reason="its drill %s runs "
+                    "(started at %s)" % (drill["id"], records.iso(
+                        drill.get("started_at"))))
+        most = self.conf.protection.max_running_drills
+        if len(running) >= most:
+            raise exception.DrillConflict(
+                policy_id=policy["id"], reason="%d drills run on this "
+                "cloud, the most [protection] max_running_drills allows; "
+                "start it again when one ends" % len(running))
 
     def _run(self, row, found):
         began = time.monotonic()
@@ -223,9 +346,12 @@ class Drills:
                 return self._bad(out, CORRUPT, "the sha512 of its %d bytes "
                                  "is not the verified hash" % size)
             if image.get("disk_format") == "qcow2":
-                checks["qemu_img"], error = qemu_img_check(f.name)
+                status, error = qemu_img_verify(
+                    f.name, qemu_img_limits(self.conf))
+                checks["qemu_img"] = None if status is None \
+                    else status == INTACT
                 if checks["qemu_img"] is False:
-                    return self._bad(out, CORRUPT, error)
+                    return self._bad(out, status, error)
             if drill["clone"]:
                 checks["clone"], error = self._clone(image, drill, f.name,
                                                      size)

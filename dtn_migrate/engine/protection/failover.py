@@ -11,7 +11,13 @@ metadata (name, tags, properties, min_disk, min_ram: see
 ``metadata_sync``), which the peer applies where it changed.  When
 nothing of the reverse policy waits any more and the peer answered
 every metadata update, the failback is complete: the policy is a
-``replica`` again and the reverse policy is disabled.
+``replica`` again and the reverse policy is disabled, and the peer is
+told so.
+
+On the protected cloud (the peer, where the policy is ``primary``),
+``failback`` opens it to the failback of that policy: for ``[protection]
+failback_window`` seconds, or until the other cloud's failback is
+complete, it applies the metadata sent back (see ``metadata_sync``).
 
 Both are idempotent: an interrupted run is simply run again.
 """
@@ -20,8 +26,10 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from dtn_migrate.engine.protection import catalog
+from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import rpo
+from dtn_migrate.engine import records
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -66,8 +74,8 @@ class Failover:
             "role": FAILED_OVER, "options": options})
         promoted = 0
         for replica in self.db.replica_get_all(filters={
-                "direction": catalog.INCOMING, "policy_id": policy["id"],
-                "state": catalog.CURRENT}):
+                "direction": catalog.INCOMING, "peer": policy["peer"],
+                "policy_id": policy["id"], "state": catalog.CURRENT}):
             if self._promote(replica):
                 promoted += 1
         LOG.warning("protection policy %s (%s) failed over: this cloud is "
@@ -129,6 +137,13 @@ class Failover:
 
     def failback(self, ctx, policy_id):
         policy = self.protection.get(ctx, policy_id)
+        if policy.get("role") == metadata_sync.PRIMARY:
+            # The protected cloud: it opens to its peer's failback of the
+            # policy (the metadata it sends back); nothing waits here.
+            row = self.protection.metadata.open(policy)
+            return {"policy": self.protection.record(row),
+                    "reverse_policy": None, "migrations": [],
+                    "complete": True}
         failover = (policy.get("options") or {}).get("failover") or {}
         if policy.get("role") == replicas.ROLE and failover.get("done"):
             reverse = self._existing(failover)
@@ -148,7 +163,7 @@ class Failover:
         # Only what was created here since the failover (and what the
         # peer lacks): images of the project from before are not sent.
         started = self.protection.scan_policy(
-            reverse, since=_parse(failover.get("at")))
+            reverse, since=records.parse_iso(failover.get("at")))
         waiting = self.db.policy_images_get(
             policy_id=reverse["id"], states=list(rpo.UNREPLICATED))
         # The peer's images that only changed metadata here.
@@ -169,6 +184,7 @@ class Failover:
                                             {"enabled": False})
             LOG.warning("protection policy %s (%s) failed back to %s",
                         policy["id"], policy["name"], policy["peer"])
+            self.protection.metadata.close(policy)
             self.protection._notify("failback", policy)
         else:
             policy = self.db.policy_get(policy["id"])
@@ -185,11 +201,3 @@ class Failover:
             return self.db.policy_get(reverse_id)
         except exception.ProtectionPolicyNotFound:
             return None
-
-
-def _parse(value):
-    """A naive UTC datetime of ISO 8601 text, or None."""
-    try:
-        return timeutils.normalize_time(timeutils.parse_isotime(value))
-    except (TypeError, ValueError):
-        return None

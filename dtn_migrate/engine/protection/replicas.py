@@ -6,10 +6,16 @@ same id, role ``replica``, mode ``manual`` and disabled (it replicates
 nothing from here), its peer the source's DTN, its project the one that
 owns the replicas here.  Drills, and later failover, address the policy
 by that row on the cloud that holds the replicas.
+
+What a peer says of its policy is checked as the API checks a policy
+(``policies.check``: its name, RPO and selector), and a replica policy
+belongs to the peer that made it: another peer naming its id is
+refused, and its replicas are catalogued without a policy.
 """
 
 from oslo_log import log as logging
 
+from dtn_migrate.engine.protection import policies as policies_mod
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -19,17 +25,34 @@ ROLE = "replica"
 FAILED_OVER = "failed-over"
 
 
+def _checked(served, peer):
+    """The columns ``served`` asks for (as ``policies.check`` makes them
+    of an API request), or None, logged, when they are not valid.
+    """
+    try:
+        out = policies_mod.check({
+            "name": served.get("name"), "peer": peer, "mode": "manual",
+            "rpo_minutes": served.get("rpo_minutes") or 60,
+            "selector": served.get("selector")})
+    except exception.InvalidInput as exc:
+        LOG.warning("policy %s from %s: %s; its replicas are catalogued "
+                    "without it", served.get("policy_id"), peer, exc)
+        return None
+    return {key: out[key] for key in ("rpo_minutes", "selector", "peer")}
+
+
 def learn(db, served, peer, owner):
     """The id of the replica policy for ``served`` (the descriptor's
     ``protection``, or None) from source DTN ``peer``; made or updated
-    as needed.  None when the migration serves no policy.
+    as needed.  None when the migration serves no policy, or none this
+    cloud takes from ``peer``.
     """
     if not served:
         return None
     policy_id = served["policy_id"]
-    values = {"rpo_minutes": served.get("rpo_minutes") or 60,
-              "selector": served.get("selector") or {},
-              "peer": peer}
+    values = _checked(served, peer)
+    if values is None:
+        return None
     try:
         current = db.policy_get(policy_id)
     except exception.ProtectionPolicyNotFound:
@@ -40,6 +63,12 @@ def learn(db, served, peer, owner):
             LOG.warning("policy %s from %s has the id of a policy of this "
                         "cloud: its replicas are catalogued without it",
                         policy_id, peer)
+            return None
+        if current.get("peer") != peer:
+            # Another peer's: never taken over either.
+            LOG.warning("policy %s from %s is the replica policy of peer "
+                        "%s here: its replicas are catalogued without it",
+                        policy_id, peer, current.get("peer"))
             return None
         changes = {k: v for k, v in values.items() if current.get(k) != v}
         if changes:
@@ -55,10 +84,12 @@ def learn(db, served, peer, owner):
                  made["name"], peer)
         return policy_id
     try:
-        db.policy_get(policy_id)
-        return policy_id            # another import learnt it meanwhile
+        again = db.policy_get(policy_id)
     except exception.ProtectionPolicyNotFound:
-        pass
+        again = None
+    if again is not None and again.get("role") in (ROLE, FAILED_OVER) \
+            and again.get("peer") == peer:
+        return policy_id            # another import learnt it meanwhile
     LOG.warning("replica policy %s of %s: its names are taken in project "
                 "%s; its replicas are catalogued without it", policy_id,
                 peer, owner)

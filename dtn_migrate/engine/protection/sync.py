@@ -115,7 +115,9 @@ class Protection:
         """
         return peer_requests.dispatch(
             {deletions_mod.ACTION: self.deletions.handle,
-             metadata_sync.ACTION: self.metadata.handle}, peer, request)
+             metadata_sync.ACTION: self.metadata.handle,
+             metadata_sync.CLOSE: self.metadata.handle_close}, peer,
+            request)
 
     def create(self, ctx, values):
         project = self._scope(ctx)
@@ -382,7 +384,7 @@ class Protection:
                       "project_id": image.get("owner"),
                       "os_hash_value": digest, "size": image.get("size"),
                       "error": None}
-            replica = catalog.current(self.db, policy["peer"], image)
+            replica = catalog.current(self.db, policy, image)
             if replica is not None:
                 values.update(state=REPLICATED, changed_at=None,
                               replicated_at=replica.get("verified_at"),

@@ -7,10 +7,19 @@ replication is due again, and grades each policy's recovery point every
 second.  A's agent reaches B's through a relay that can cut the DTN
 link.  The periodic scan is an hour apart: what replicates within a
 test came from a notification, a start-up scan or a retry.
+
+Cloud A accepts the metadata of B's failbacks (``[peer:<B>]
+accept_metadata_updates``) while its administrator has one open, and
+B's agent knows a third peer, ``evil``, with a key of its own: the
+hostile peer of the tests that check what a peer may make a cloud do
+(``rawpeer`` and ``transfer.request`` clients, real sockets).
 """
 
+import configparser
+import hashlib
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -18,9 +27,14 @@ import uuid
 from glanceclient import exc as glance_exc
 
 import devcloud
+from dtn_migrate.transfer import config as transfer_config
+from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import request as request_mod
+from dtn_migrate.transfer import source as transfer_source
 from tests.functional import api
 from tests.functional import base
 from tests.functional.api import runbook
+from tests.functional import rawpeer
 
 MiB = 1 << 20
 RUNBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -35,6 +49,26 @@ PROTECTION = {"protection": {"scan_interval": 3600, "rpo_interval": 1,
               "engine": {"stall_timeout": 300}}
 
 
+def reconfigure(cloud, server, sections):
+    """Stop SERVER (an engine or agent process of CLOUD), set SECTIONS
+    ({section: {key: value}}) in its configuration file, start it again
+    and wait until it answers.
+    """
+    server.kill9()
+    parser = configparser.RawConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read(server.conf)
+    for section, values in sections.items():
+        if section != "DEFAULT" and not parser.has_section(section):
+            parser.add_section(section)
+        for key, value in values.items():
+            parser.set(section, key, value)
+    with open(server.conf, "w") as f:
+        parser.write(f)
+    server.start()
+    cloud.wait_ready()
+
+
 class TestProtection(api.ApiPairTestCase):
 
     @classmethod
@@ -42,6 +76,21 @@ class TestProtection(api.ApiPairTestCase):
         cls.a, cls.b = api.start_pair(scope, notifications=True, relay=True,
                                       extra=PROTECTION)
         cls.a.bus.listen()
+        # A applies what B's failback sends back, while A has it open.
+        reconfigure(cls.a, cls.a.engine, {"peer:%s" % cls.b.agent_name: {
+            "accept_metadata_updates": "true"}})
+        # A third peer of B, with a key of its own, that B's import
+        # rules take as any peer (the hostile peer of the tests).
+        cls.evil = "dtn-evil-%s" % uuid.uuid4().hex[:4]
+        cls.evil_key = os.urandom(32).hex()
+        parser = configparser.RawConfigParser(interpolation=None)
+        parser.read(cls.b.agent.conf)
+        reconfigure(cls.b, cls.b.agent, {
+            "agent": {"peers": "%s,%s" % (parser.get("agent", "peers"),
+                                          cls.evil)},
+            "peer:%s" % cls.evil: {"address": "127.0.0.1",
+                                   "port": str(base.free_port()),
+                                   "key": cls.evil_key}})
 
     def tag(self):
         return "prot-%s" % uuid.uuid4().hex[:6]
@@ -385,6 +434,16 @@ class TestProtection(api.ApiPairTestCase):
                          (at_a["status"], at_a["os_hash_value"]))
         return back
 
+    def open_failback_at_a(self, policy):
+        """``openstack dtn failback`` on A, where ``policy`` is primary:
+        A's administrator opens A to B's failback of it.
+        """
+        opened = self.openstack_json("admin", "dtn", "failback",
+                                     policy["id"])
+        self.assertEqual(("primary", True, 0), (
+            opened["role"], opened["complete"], opened["migrations"]))
+        return opened
+
     def test_failback_resumes_after_kill9_of_the_dr_engine(self):
         tag = self.tag()
         policy = self.create_policy("k9-%s" % tag, tag, "--keep-id")
@@ -392,6 +451,7 @@ class TestProtection(api.ApiPairTestCase):
         self.wait_replicated(policy["id"], [kept["id"]])
         self.openstack_json("admin", "dtn", "failover", policy["id"],
                             cloud=self.b)
+        self.open_failback_at_a(policy)
         new = self.made_at_b(policy, tag, 48 * MiB + 3)
         before = {m["id"] for m in self.outgoing_of_b()}
         first = self.openstack_json("admin", "dtn", "failback",
@@ -436,6 +496,18 @@ class TestProtection(api.ApiPairTestCase):
         # Work goes on at B: a new image in the replicas' project.
         new = self.made_at_b(policy, tag, MiB + 2)
         before = {m["id"] for m in self.outgoing_of_b()}
+
+        # Until A's administrator opens A to it, B's failback does not
+        # complete: A takes no metadata from B outside a failback.
+        first = self.openstack_json("admin", "dtn", "failback",
+                                    policy["id"], cloud=self.b)
+        self.assertFalse(first["complete"])
+        self.assertIn("has no failback of it open", self.rest_policy(
+            policy["id"], persona="admin", cloud=self.b)["last_error"])
+        self.assertNotIn("x_note", dict(self.a.glance.client(
+            session=self.a.users["admin"].session()).images.get(
+                kept["id"])))
+        self.open_failback_at_a(policy)
 
         # Failback sends only that one back, and completes; A holds it,
         # verified, with its id (keep id).
@@ -520,6 +592,328 @@ class TestProtection(api.ApiPairTestCase):
         self.assertEqual("removed", state(keep, kept))
         self.assertEqual("active", self.peer_image(kept_copy)["status"])
         self.assertEqual("current", self.catalog_state(kept["id"]))
+
+    # Tenants and hostile peers.
+
+    def replicas_of(self, image_id, cloud=None, persona="admin", **params):
+        """The catalog rows of ``image_id`` (as a source), by owner: {its
+        policy id, or None: row}.
+        """
+        params.update(source_image_id=image_id)
+        if persona == "admin":
+            params["all_projects"] = "true"
+        resp = self.http(persona, "GET", "/v1/replicas", cloud=cloud,
+                         params=params)
+        self.assertEqual(200, resp.status_code, resp.text)
+        found = resp.json()["replicas"]
+        out = {r["policy_id"]: r for r in found}
+        self.assertEqual(len(found), len(out), found)
+        return out
+
+    def test_another_projects_migration_leaves_a_protected_image_alone(
+            self):
+        # alice's policy protects an image of demo's that other's members
+        # may read (shared with other); bob migrates it himself.
+        tag = self.tag()
+        policy = self.create_policy("tenant-%s" % tag, tag)
+        source = self.upload(MiB + 13, tags=[tag], visibility="shared")
+        self.wait_replicated(policy["id"], [source["id"]])
+        other = self.a.users["bob"]["project_id"]
+        for persona, call, args in (
+                ("alice", "create", (source["id"], other)),
+                ("bob", "update", (source["id"], other, "accepted"))):
+            members = self.a.glance.client(
+                session=self.a.users[persona].session()).image_members
+            getattr(members, call)(*args)
+        mine_a = self.replicas_of(source["id"], direction="outgoing")
+        mine_b = self.wait_until(lambda: self.replicas_of(
+            source["id"], cloud=self.b, direction="incoming"),
+            "B's catalog of %s" % source["id"], timeout=30, interval=0.2)
+        proc = self.openstack("bob", "dtn", "migrate", source["id"],
+                              "--peer", self.b.agent_name, "--wait")
+        self.assertIn("complete", (proc.stdout + proc.stderr).lower())
+        [bobs] = self.migrations_of(source["id"], persona="bob")
+        self.assertEqual(("complete", other),
+                         (bobs["state"], bobs["project_id"]))
+        self.assertNotEqual(bobs["peer_image_id"],
+                            mine_a[policy["id"]]["replica_image_id"])
+
+        # A: the policy's row is as it was; bob's is his own.
+        rows = self.replicas_of(source["id"], direction="outgoing")
+        self.assertEqual(mine_a[policy["id"]], rows[policy["id"]])
+        self.assertEqual((other, bobs["peer_image_id"]), (
+            rows[None]["project_id"], rows[None]["replica_image_id"]))
+        self.assertEqual([policy["id"]], list(self.replicas_of(
+            source["id"], persona="alice", direction="outgoing")))
+        self.assertEqual([None], list(self.replicas_of(
+            source["id"], persona="bob", direction="outgoing")))
+        # The policy still holds its replica: a sync sends nothing.
+        self.assertEqual([], self.openstack_json(
+            "alice", "dtn", "policy", "sync", policy["id"]))
+        self.assertEqual("replicated", self.policy_images(policy["id"])[
+            source["id"]]["state"])
+
+        # B: bob's copy lands next to the policy's replica.
+        rows_b = self.wait_until(lambda: (lambda r: r if len(r) == 2
+                                          else None)(self.replicas_of(
+                                              source["id"], cloud=self.b,
+                                              direction="incoming")),
+                                 "B's catalog of bob's copy", timeout=30,
+                                 interval=0.2)
+        self.assertEqual(mine_b[policy["id"]], rows_b[policy["id"]])
+        self.assertEqual(bobs["peer_image_id"],
+                         rows_b[None]["replica_image_id"])
+        # A drill of the policy checks its replica alone; a failover
+        # promotes it alone.
+        drill = self.drill(policy["id"])
+        self.assertEqual(("passed", 1), (drill["state"],
+                                         drill["images_total"]))
+        self.assertEqual([mine_a[policy["id"]]["replica_image_id"]], [
+            i["replica_image_id"] for i in drill["report"]["images"]])
+        over = self.openstack_json("admin", "dtn", "failover",
+                                   policy["id"], cloud=self.b)
+        self.assertEqual(1, over["promoted"])
+        self.assertNotIn("dtn_migrate_transfer_id", self.peer_image(
+            rows_b[policy["id"]]["replica_image_id"]))
+        self.assertIn("dtn_migrate_transfer_id", self.peer_image(
+            bobs["peer_image_id"]))
+
+    def hostile_transfer(self, data, protection):
+        """Peer ``evil`` of B (not A: its own name and key) sends B a
+        whole migration of ``data`` whose descriptor says it serves
+        ``protection``; B's import of it once it ended, and the
+        descriptor's image.
+        """
+        tid = os.urandom(16)
+        image = {"id": str(uuid.uuid4()), "name": "evil-%s" % tid.hex()[:6],
+                 "disk_format": "raw", "container_format": "bare",
+                 "min_disk": 0, "min_ram": 0, "visibility": "private",
+                 "protected": False, "os_hidden": False,
+                 "size": len(data), "os_hash_algo": "sha512",
+                 "os_hash_value": hashlib.sha512(data).hexdigest(),
+                 "checksum": hashlib.md5(data).hexdigest(),
+                 "tags": [], "properties": {}}
+        descriptor = {"version": 1, "transfer_id": tid.hex(), "attempt": 1,
+                      "image": image, "protection": protection,
+                      "options": {"keep_id": False, "visibility": None,
+                                  "target_project": None, "verify": True,
+                                  "mode": "serial"}}
+        sess = rawpeer.Session.open(self.b.port, self.evil, self.evil_key,
+                                    transfer_id=tid, streams=2)
+        try:
+            for file_id, (leaf, body) in enumerate((
+                    ("image.json", json.dumps(descriptor).encode()),
+                    ("image.data", data))):
+                closed = sess.send_file(file_id, "%s/%s" % (tid.hex(), leaf),
+                                        body, stream_index=file_id)
+                self.assertEqual(P.CloseStatus.OK, closed.status,
+                                 closed)
+            sess.bye()
+        finally:
+            sess.close()
+
+        def ended():
+            resp = self.http("admin", "GET", "/v1/migrations",
+                             cloud=self.b, params={
+                                 "direction": "incoming", "peer": self.evil,
+                                 "all_projects": "true"})
+            self.assertEqual(200, resp.status_code, resp.text)
+            return next((m for m in resp.json()["migrations"]
+                         if m["os_hash_value"] == image["os_hash_value"]
+                         and m["state"] in api.FINAL), None)
+        record = self.wait_until(ended, "B's import of %s" % tid.hex(),
+                                 timeout=120, interval=0.5)
+        return record, image
+
+    def test_hostile_peer_cannot_take_over_a_policy(self):
+        tag = self.tag()
+        policy = self.create_policy("evil-%s" % tag, tag)
+        source = self.upload(MiB + 17, tags=[tag])
+        self.wait_replicated(policy["id"], [source["id"]])
+        learnt = self.wait_until(lambda: self.http(
+            "admin", "GET", "/v1/policies/%s" % policy["id"],
+            cloud=self.b).json().get("policy"), "B to learn the policy",
+            timeout=30, interval=0.2)
+        self.assertEqual(self.a.agent_name, learnt["peer"])
+
+        # Another peer of B names A's policy, with a selector and an RPO
+        # of its own: its import lands, the policy stays A's.
+        record, image = self.hostile_transfer(os.urandom(200000), {
+            "policy_id": policy["id"], "name": "mine now",
+            "rpo_minutes": 1, "selector": {"tags": ["everything"]}})
+        self.assertEqual("complete", record["state"], record["error"])
+        after = self.rest_policy(policy["id"], persona="admin",
+                                 cloud=self.b)
+        for key in ("peer", "selector", "rpo", "name", "project_id",
+                    "role"):
+            self.assertEqual(learnt[key], after[key], key)
+        self.assertIn("is the replica policy of peer %s here"
+                      % self.a.agent_name, self.engine_log(self.b))
+        [row] = self.replicas_of(image["id"], cloud=self.b,
+                                 direction="incoming").values()
+        self.assertEqual((self.evil, None, record["image_id"]), (
+            row["peer"], row["policy_id"], row["replica_image_id"]))
+        # A drill of the policy checks A's replica only.
+        drill = self.drill(policy["id"])
+        self.assertEqual(("passed", 1), (drill["state"],
+                                         drill["images_total"]))
+
+        # A policy whose selector the API would refuse is never learnt;
+        # every listing still answers.
+        for selector in ({"properties": ["not", "a", "mapping"]},
+                         {"tags": "gold"}, {"projects": ["p"]}):
+            policy_id = uuid.uuid4().hex
+            record, image = self.hostile_transfer(os.urandom(100000), {
+                "policy_id": policy_id, "name": "broken",
+                "rpo_minutes": 5, "selector": selector})
+            self.assertEqual("complete", record["state"], record["error"])
+            self.assertEqual(404, self.http(
+                "admin", "GET", "/v1/policies/%s" % policy_id,
+                cloud=self.b).status_code)
+            [row] = self.replicas_of(image["id"], cloud=self.b,
+                                     direction="incoming").values()
+            self.assertIsNone(row["policy_id"])
+        resp = self.http("admin", "GET", "/v1/policies", cloud=self.b,
+                         params={"all_projects": "true"})
+        self.assertEqual(200, resp.status_code, resp.text)
+        self.assertNotIn("broken", [p["name"] for p in
+                                    resp.json()["policies"]])
+
+    def as_b(self, request):
+        """``request`` to A's agent over the DTN link, sent as B's agent
+        (B's name and key: a compromised B); A's answer.
+        """
+        answer = request_mod.send_request(
+            transfer_source.Peer(self.a.agent_name, "127.0.0.1",
+                                 self.a.port, bytes.fromhex(self.scope.key)),
+            json.dumps(request).encode(), self.b.agent_name,
+            transfer_config.TransferConfig(connect_timeout=10), timeout=90)
+        return json.loads(answer)
+
+    def test_hostile_peer_cannot_change_metadata_outside_a_failback(self):
+        tag = self.tag()
+        policy = self.create_policy("meta-%s" % tag, tag)
+        source = self.upload(MiB + 19, tags=[tag], hw_disk_bus="scsi",
+                             x_note="a's")
+        self.wait_replicated(policy["id"], [source["id"]])
+        replica = self.replicas_of(source["id"],
+                                   direction="outgoing")[policy["id"]]
+        admin_a = self.a.glance.client(
+            session=self.a.users["admin"].session())
+
+        def forged(**changes):
+            request = {"action": "update_metadata",
+                       "policy_id": policy["id"],
+                       "source_image_id": source["id"],
+                       "replica_image_id": replica["replica_image_id"],
+                       "hash_value": source["os_hash_value"],
+                       "metadata": {
+                           "name": "evil", "min_disk": 0, "min_ram": 0,
+                           "tags": [tag, "evil"], "properties": {
+                               "x_note": "b's",
+                               "hw_machine_type": "pc-i440fx-1.0",
+                               "img_signature": "forged",
+                               "os_secure_boot": "disabled"}}}
+            request.update(changes)
+            return self.as_b(request)
+
+        def unchanged():
+            image = dict(admin_a.images.get(source["id"]))
+            self.assertEqual((source["name"], "a's", "scsi", [tag]), (
+                image["name"], image.get("x_note"), image["hw_disk_bus"],
+                image["tags"]))
+            for key in ("hw_machine_type", "img_signature",
+                        "os_secure_boot"):
+                self.assertNotIn(key, image)
+
+        # No failback open on A: nothing changes, whatever B says.
+        answer = forged()
+        self.assertEqual("closed", answer["result"], answer)
+        self.assertIn("no failback of policy %s is open" % policy["id"],
+                      answer["reason"])
+        unchanged()
+        # A's administrator opens it: the name, tags and x_* properties
+        # come back; signatures and boot properties never, set or
+        # removed.
+        self.open_failback_at_a(policy)
+        for changes, fragment in (
+                ({"replica_image_id": str(uuid.uuid4())},
+                 "did not replicate"),
+                ({"policy_id": uuid.uuid4().hex}, "no such policy"),
+                ({"hash_value": "0" * 128}, "not what this cloud sent")):
+            answer = forged(**changes)
+            self.assertEqual("refused", answer["result"], answer)
+            self.assertIn(fragment, answer["reason"])
+        unchanged()
+        answer = forged()
+        self.assertEqual("updated", answer["result"], answer)
+        self.assertEqual(["name", "tags", "x_note"], answer["changed"])
+        self.assertEqual(["hw_disk_bus", "hw_machine_type",
+                          "img_signature", "os_secure_boot"],
+                         answer["kept"])
+        image = dict(admin_a.images.get(source["id"]))
+        self.assertEqual(("evil", "b's", "scsi", source["os_hash_value"]), (
+            image["name"], image["x_note"], image["hw_disk_bus"],
+            image["os_hash_value"]))
+        self.assertEqual(sorted([tag, "evil"]), sorted(image["tags"]))
+        for key in ("hw_machine_type", "img_signature", "os_secure_boot"):
+            self.assertNotIn(key, image)
+        # B says its failback is complete: closed again.
+        self.assertEqual({"result": "closed"}, self.as_b(
+            {"action": "close_failback", "policy_id": policy["id"]}))
+        answer = forged(metadata={"name": "again", "min_disk": 0,
+                                  "min_ram": 0, "tags": [], "properties": {}})
+        self.assertEqual("closed", answer["result"], answer)
+        self.assertEqual("evil", admin_a.images.get(source["id"])["name"])
+
+    def glance_processes(self, cloud):
+        """The pids of ``cloud``'s Glance (uwsgi and its workers)."""
+        pids = [cloud.glance.proc.pid]
+        for pid in list(pids):
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                pids += [int(p) for p in f.read().split()]
+        return pids
+
+    def test_drills_one_at_a_time_and_clones_for_administrators(self):
+        tag = self.tag()
+        policy = self.create_policy("busy-%s" % tag, tag)
+        source = self.upload(MiB + 23, tags=[tag])
+        self.wait_replicated(policy["id"], [source["id"]])
+        # Clones are an administrator's: a member is refused before the
+        # engine is asked (any policy; this one is not even hers on B).
+        resp = self.http("alice", "POST", "/v1/drills", cloud=self.b,
+                         json={"policy_id": policy["id"], "clone": True})
+        self.assertEqual(403, resp.status_code, resp.text)
+        self.assertIn("dtn:drill:start:clone", resp.text)
+        # B's Glance stopped: the first drill runs until it is back; a
+        # second one of the policy is refused and names it.
+        pids = self.glance_processes(self.b)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            first = self.http("admin", "POST", "/v1/drills", cloud=self.b,
+                              json={"policy_id": policy["id"]})
+            self.assertEqual(202, first.status_code, first.text)
+            first = first.json()["drill"]
+            proc = self.openstack("admin", "dtn", "drill", "start",
+                                  policy["id"], cloud=self.b, check=False)
+            self.assertNotEqual(0, proc.returncode)
+            out = proc.stdout + proc.stderr
+            self.assertIn("409", out)
+            self.assertIn("its drill %s runs" % first["id"], out)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        done = self.wait_until(lambda: (lambda d: d if d["state"] !=
+                                        "running" else None)(self.http(
+                                            "admin", "GET",
+                                            "/v1/drills/%s" % first["id"],
+                                            cloud=self.b).json()["drill"]),
+                               "the first drill to end", timeout=120,
+                               interval=0.5)
+        self.assertEqual("passed", done["state"], done)
+        # Then the policy is drilled again.
+        self.assertEqual("passed", self.drill(policy["id"])["state"])
 
     # The runbooks of doc/source/admin/runbooks, as written.
 

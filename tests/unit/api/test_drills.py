@@ -7,6 +7,7 @@ import uuid
 from dtn_migrate.api.schemas import drills as schemas
 from dtn_migrate.api import validation
 from dtn_migrate.api import views
+from dtn_migrate import exception
 from tests.unit.api import base
 
 
@@ -42,11 +43,34 @@ class TestStart(base.ApiTestCase):
     def test_dashed_id_and_clone(self):
         dashed = str(uuid.UUID(self.policy['id']))
         resp = self.request('POST', '/v1/drills',
-                            {'policy_id': dashed, 'clone': True})
+                            {'policy_id': dashed, 'clone': True},
+                            persona='admin')
         self.assertEqual(202, resp.status_int, resp.body)
         self.assertIs(True, resp.json['drill']['clone'])
         self.assertEqual({'policy_id': self.policy['id'], 'clone': True},
                          self.engine.calls[0][2])
+
+    def test_clone_is_an_administrators(self):
+        # Clones write every replica into Glance again: a member drills
+        # without them (dtn:drill:start:clone).
+        resp = self.request('POST', '/v1/drills',
+                            {'policy_id': self.policy['id'], 'clone': True})
+        self.assertError(403, resp)
+        self.assertIn('dtn:drill:start:clone', resp.json['error']['message'])
+        self.assertEqual([], self.engine.calls)
+        resp = self.request('POST', '/v1/drills',
+                            {'policy_id': self.policy['id'], 'clone': False})
+        self.assertEqual(202, resp.status_int, resp.body)
+
+    def test_a_drill_that_runs_409(self):
+        self.engine.raise_on_call = exception.DrillConflict(
+            policy_id=self.policy['id'], reason='its drill %s runs' % (
+                'd' * 32))
+        resp = self.request('POST', '/v1/drills',
+                            {'policy_id': self.policy['id']})
+        self.assertError(409, resp)
+        self.assertIn('its drill %s runs' % ('d' * 32),
+                      resp.json['error']['message'])
 
     def test_unknown_or_other_project_policy_404(self):
         self.assertError(404, self.request(

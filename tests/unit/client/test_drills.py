@@ -23,8 +23,11 @@ class TestDrills(test_real_api.RealApiTestCase):
         self.assertEqual(("running", False, "gold"),
                          (drill["state"], drill["clone"],
                           drill["policy_name"]))
-        self.assertIs(True, dtn.drills.start(self.policy["id"],
-                                             clone=True)["clone"])
+        # Clones are an administrator's (dtn:drill:start:clone).
+        self.assertRaises(exceptions.HttpForbidden, dtn.drills.start,
+                          self.policy["id"], clone=True)
+        self.assertIs(True, self.dtn("admin").drills.start(
+            self.policy["id"], clone=True)["clone"])
         shown = dtn.drills.get(drill["id"])
         self.assertEqual({"images": []}, shown["report"])
         for _ in range(5):          # the API's pages hold 5 at most

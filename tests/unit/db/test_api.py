@@ -71,6 +71,40 @@ class TestSchema(DatabaseTestCase):
         migration.db_sync(conf)
         self.assertEqual(HEAD, migration.db_version(conf))
 
+    def test_upgrade_keys_replicas_by_owner(self):
+        # Rows of revision 0003 (keyed by direction, peer and source
+        # image) get the owner their columns name.
+        conf = make_conf('sqlite:///%s/old.sqlite' % self.tmp)
+        migration.db_sync(conf, '0003')
+        engine = sa.create_engine('sqlite:///%s/old.sqlite' % self.tmp,
+                                  poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        rows = [('outgoing', 's1', 'p1', 'a' * 32),
+                ('outgoing', 's2', 'p1', None),
+                ('incoming', 's1', None, None),
+                ('incoming', 's3', 'p7', '')]
+        with engine.begin() as connection:
+            for direction, source, project, policy in rows:
+                connection.execute(sa.text(
+                    "INSERT INTO replicas (direction, peer, "
+                    "source_image_id, project_id, policy_id, state) VALUES "
+                    "(:d, 'dtn-b', :s, :p, :pol, 'current')"),
+                    {'d': direction, 's': source, 'p': project,
+                     'pol': policy})
+        migration.db_sync(conf)
+        db = api.Database(conf)
+        self.addCleanup(db.dispose)
+        self.assertEqual(
+            {('outgoing', 's1'): 'policy:' + 'a' * 32,
+             ('outgoing', 's2'): 'project:p1',
+             ('incoming', 's1'): 'project:',
+             ('incoming', 's3'): 'project:p7'},
+            {(r['direction'], r['source_image_id']): r['owner_key']
+             for r in db.replica_get_all()})
+        # Another project's replica of s1 is a row of its own now.
+        db.replica_upsert('outgoing', 'dtn-b', 's1', {'project_id': 'p2'})
+        self.assertEqual(5, len(db.replica_get_all()))
+
     def test_migrations_make_the_models(self):
         # Every table, column, type, index and constraint of the models,
         # and nothing else, once the migrations ran.

@@ -1,6 +1,7 @@
 """dtn_migrate.db.protection on SQLite: policies, their images, replicas."""
 
 import datetime
+import functools
 from unittest import mock
 
 from dtn_migrate.db import api
@@ -155,7 +156,8 @@ class TestPolicies(ProtectionTestCase):
         self.assertEqual(['i1'], [r['image_id'] for r in
                                   self.db.policy_images_get(silver['id'])])
         # The replica catalog outlives the policy.
-        self.assertIsNotNone(self.db.replica_get('outgoing', 'dtn-b', 'i1'))
+        self.assertIsNotNone(self.db.replica_get('outgoing', 'dtn-b', 'i1',
+                                                 policy_id=gold['id']))
         self.assertRaises(exception.ProtectionPolicyNotFound,
                           self.db.policy_delete, gold['id'])
 
@@ -407,35 +409,96 @@ class TestPolicyImages(ProtectionTestCase):
 class TestReplicas(ProtectionTestCase):
     def add(self, direction, peer, source, minute, **values):
         values.setdefault('created_at', minutes(minute))
+        values.setdefault('project_id', None)
         return self.db.replica_upsert(direction, peer, source, values)
 
     def test_insert_then_update(self):
-        self.assertIsNone(self.db.replica_get('outgoing', 'dtn-b', 's1'))
+        self.assertIsNone(self.db.replica_get('outgoing', 'dtn-b', 's1',
+                                              policy_id='f' * 32))
         row = self.db.replica_upsert('outgoing', 'dtn-b', 's1', {
             'replica_image_id': 'r1', 'project_id': 'p1', 'size': 1 << 40,
             'hash_algo': 'sha512', 'hash_value': 'ab' * 64,
             'policy_id': 'f' * 32, 'migration_id': 'm' * 32})
         self.assertEqual('current', row['state'])
         self.assertEqual(1 << 40, row['size'])
+        self.assertEqual('policy:' + 'f' * 32, row['owner_key'])
         self.assertIsInstance(row['id'], int)
         self.assertEqual(row, self.db.replica_get('outgoing', 'dtn-b',
-                                                  's1'))
+                                                  's1', policy_id='f' * 32))
         new = self.db.replica_upsert('outgoing', 'dtn-b', 's1', {
-            'state': 'deleted', 'verified_at': minutes(3)})
+            'policy_id': 'f' * 32, 'state': 'deleted',
+            'verified_at': minutes(3)})
         self.assertEqual(row['id'], new['id'])
         self.assertEqual('deleted', new['state'])
         self.assertEqual('r1', new['replica_image_id'])
         self.assertEqual(row['created_at'], new['created_at'])
         # Another direction, another peer: other rows.
         self.assertNotEqual(row['id'], self.db.replica_upsert(
-            'incoming', 'dtn-b', 's1', {})['id'])
+            'incoming', 'dtn-b', 's1', {'policy_id': 'f' * 32})['id'])
         self.assertNotEqual(row['id'], self.db.replica_upsert(
-            'outgoing', 'dtn-c', 's1', {})['id'])
+            'outgoing', 'dtn-c', 's1', {'policy_id': 'f' * 32})['id'])
         self.assertRaises(exception.InvalidInput, self.db.replica_upsert,
-                          'outgoing', 'dtn-b', 's1', {'colour': 'red'})
+                          'outgoing', 'dtn-b', 's1', {'colour': 'red',
+                                                      'project_id': 'p1'})
+
+    def test_one_row_per_owner(self):
+        # A policy's replica, another policy's, a project's migration of
+        # the same image, a migration without a project: four rows.
+        rows = [self.db.replica_upsert('outgoing', 'dtn-b', 's1', values)
+                for values in ({'policy_id': 'a' * 32, 'project_id': 'p1',
+                                'replica_image_id': 'r1'},
+                               {'policy_id': 'b' * 32, 'project_id': 'p1',
+                                'replica_image_id': 'r2'},
+                               {'policy_id': None, 'project_id': 'p2',
+                                'replica_image_id': 'r3'},
+                               {'project_id': None,
+                                'replica_image_id': 'r4'})]
+        self.assertEqual(4, len({r['id'] for r in rows}))
+        self.assertEqual(
+            ['policy:' + 'a' * 32, 'policy:' + 'b' * 32, 'project:p2',
+             'project:'], [r['owner_key'] for r in rows])
+        get = functools.partial(self.db.replica_get, 'outgoing', 'dtn-b',
+                                's1')
+        self.assertEqual('r1', get(policy_id='a' * 32)['replica_image_id'])
+        self.assertEqual('r3', get(project_id='p2')['replica_image_id'])
+        self.assertEqual('r4', get()['replica_image_id'])
+        self.assertIsNone(get(project_id='p1'))
+        # Project p2 again: its own row is updated, no other.
+        again = self.db.replica_upsert('outgoing', 'dtn-b', 's1', {
+            'project_id': 'p2', 'replica_image_id': 'r5'})
+        self.assertEqual(rows[2]['id'], again['id'])
+        self.assertEqual(['r1', 'r2', 'r4', 'r5'], sorted(
+            r['replica_image_id'] for r in self.db.replica_get_all()))
+
+    def test_upsert_needs_its_owner(self):
+        for values in ({}, {'state': 'deleted'}, {'owner_key': 'policy:x'}):
+            self.assertRaises(exception.InvalidInput, self.db.replica_upsert,
+                              'outgoing', 'dtn-b', 's1', values)
+        self.assertEqual([], self.db.replica_get_all())
+        # The owner is what the values say, never a key given.
+        row = self.db.replica_upsert('outgoing', 'dtn-b', 's1', {
+            'project_id': 'p1', 'owner_key': 'policy:x'})
+        self.assertEqual('project:p1', row['owner_key'])
+
+    def test_update(self):
+        row = self.db.replica_upsert('incoming', 'dtn-a', 's1', {
+            'policy_id': 'a' * 32, 'project_id': 'p7'})
+        new = self.db.replica_update(row['id'], {'state': 'deleted'})
+        self.assertEqual(('deleted', row['id'], 'policy:' + 'a' * 32),
+                         (new['state'], new['id'], new['owner_key']))
+        for fixed in ('policy_id', 'project_id', 'owner_key', 'peer',
+                      'source_image_id', 'direction', 'id'):
+            self.assertRaises(exception.InvalidInput,
+                              self.db.replica_update, row['id'],
+                              {fixed: 'x'})
+        self.assertIsNone(self.db.replica_update(row['id'] + 1,
+                                                 {'state': 'deleted'}))
+        self.assertEqual(new, self.db.replica_get(
+            'incoming', 'dtn-a', 's1', policy_id='a' * 32))
 
     def test_upsert_race(self):
-        self.db.replica_upsert('incoming', 'dtn-a', 's1', {})
+        self.db.replica_upsert('incoming', 'dtn-a', 's1',
+                               {'project_id': 'p1'})
         real = protection._replica_obj
         looks = []
 
@@ -445,7 +508,8 @@ class TestReplicas(ProtectionTestCase):
 
         with mock.patch.object(protection, '_replica_obj', racing):
             row = self.db.replica_upsert('incoming', 'dtn-a', 's1',
-                                         {'replica_image_id': 'r1'})
+                                         {'project_id': 'p1',
+                                          'replica_image_id': 'r1'})
         self.assertEqual(2, len(looks))
         self.assertEqual('r1', row['replica_image_id'])
         self.assertEqual(1, len(self.db.replica_get_all()))
@@ -510,7 +574,8 @@ class TestReplicas(ProtectionTestCase):
         get = self.db.replica_get_all
         self.assertRaises(exception.MarkerNotFound, get, marker=999)
         self.assertRaises(exception.MarkerNotFound, get, marker='abc')
-        other = self.db.replica_get('incoming', 'dtn-b', 's5')['id']
+        other = self.db.replica_get('incoming', 'dtn-b', 's5',
+                                    project_id='p2')['id']
         self.assertRaises(exception.MarkerNotFound, get, marker=other,
                           project_id='p1')
 

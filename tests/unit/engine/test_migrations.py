@@ -502,6 +502,43 @@ class TestCallers(base.EngineTestCase):
         self.assertRaises(exception.MigrationNotFound, self.a.retry,
                           m["id"], "another-project")
 
+    def test_retry_names_no_other_projects_migration(self):
+        # p1's migration of a shared image failed; p2 then migrated the
+        # same image.  p1's retry is p1's business: it runs, and never
+        # names p2's migration (before, it was "superseded by migration
+        # <p2's id>").
+        image = self.image(size=2 << 20, visibility="shared")
+        self.agents.fail_start = 1
+        [mine] = self.a.request("b", images=[image["id"]],
+                                context=self.ctx("p1"))["migrations"]
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertEqual("failed", self.a.get(mine["id"])["state"])
+        [theirs] = self.a.request("b", images=[image["id"]],
+                                  context=self.ctx("p2"))["migrations"]
+        self.assertNotEqual(mine["id"], theirs["id"])
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        self.assertEqual("complete", self.a.get(theirs["id"])["state"])
+        rec = self.a.retry(mine["id"], "p1")
+        self.assertEqual((mine["id"], 2), (rec["id"], rec["attempt"]))
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        rec = self.a.get(mine["id"])
+        self.assertEqual("complete", rec["state"], rec["error"])
+        # Within a project, a newer migration still supersedes.
+        self.agents.fail_start = 1
+        [old] = self.a.request("b", images=[image["id"]], options={
+            "force": True}, context=self.ctx("p3"))["migrations"]
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertEqual("failed", self.a.get(old["id"])["state"])
+        self.a.request("b", images=[image["id"]], options={"force": True},
+                       context=self.ctx("p3"))
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertTrue(self.b.wait_idle(60))
+        exc = self.assertRaises(exception.MigrationStateConflict,
+                                self.a.retry, old["id"], "p3")
+        self.assertIn("superseded", str(exc))
+
     def test_progress_written_at_a_bounded_rate(self):
         self.a.conf.set_override("progress_interval", 1.0, "engine")
         image = self.image(size=4 << 20)

@@ -30,8 +30,8 @@ NAMES = {
     'dtn:policy:update', 'dtn:policy:delete', 'dtn:policy:sync',
     'dtn:policy:failover', 'dtn:policy:failback',
     'dtn:replica:list', 'dtn:replica:list:all_projects',
-    'dtn:drill:start', 'dtn:drill:list', 'dtn:drill:list:all_projects',
-    'dtn:drill:show',
+    'dtn:drill:start', 'dtn:drill:start:clone', 'dtn:drill:list',
+    'dtn:drill:list:all_projects', 'dtn:drill:show',
 }
 #: rule -> the personas it allows on their own project's resources.
 ALLOWED = {
@@ -56,6 +56,7 @@ ALLOWED = {
     'dtn:replica:list': {'admin', 'member', 'reader'},
     'dtn:replica:list:all_projects': {'admin'},
     'dtn:drill:start': {'admin', 'member'},
+    'dtn:drill:start:clone': {'admin'},
     'dtn:drill:list': {'admin', 'member', 'reader'},
     'dtn:drill:list:all_projects': {'admin'},
     'dtn:drill:show': {'admin', 'member', 'reader'},

@@ -52,7 +52,8 @@ class SourceTestCase(test_sync.ProtectionTestCase):
         return self.db.policy_image_get(policy["id"], image["id"])
 
     def outgoing(self, policy, image):
-        return self.db.replica_get(catalog.OUTGOING, PEER, image["id"])
+        return self.db.replica_get(catalog.OUTGOING, PEER, image["id"],
+                                   policy_id=policy["id"])
 
     def test_mirror_deletes_the_replica_after_the_grace_period(self):
         policy, image = self.protected(grace=10)
@@ -240,7 +241,8 @@ class PeerTestCase(test_sync.ProtectionTestCase):
         return self.p.peer_request(peer, self.request(**changes))
 
     def incoming(self):
-        return self.db.replica_get(catalog.INCOMING, SOURCE, self.source_id)
+        return self.db.replica_get(catalog.INCOMING, SOURCE, self.source_id,
+                                   policy_id=self.policy_id)
 
     def test_deletes_the_catalogued_replica_once(self):
         self.assertEqual({"result": "deleted",
@@ -284,8 +286,33 @@ class PeerTestCase(test_sync.ProtectionTestCase):
         self.glance.images[self.copy["id"]]["protected"] = True
         self.assertRefused("protected")
 
-    def test_refused_for_another_policy(self):
-        self.assertRefused("no such policy", policy_id=str(uuid.uuid4()))
+    def test_another_policy_holds_nothing_here(self):
+        self.assertEqual({"result": "absent"},
+                         self.handle(policy_id=str(uuid.uuid4())))
+        self.assertEqual([], self.glance.deleted)
+        self.assertEqual("current", self.incoming()["state"])
+
+    def test_another_projects_copy_of_the_image_stays(self):
+        # A migration of the same source image by another project, which
+        # served no policy, landed here too: the policy's deletion
+        # deletes the policy's replica, never that copy.
+        theirs = self.glance.add()
+        catalog.record(self.db, {
+            "state": "complete", "direction": "incoming", "peer": SOURCE,
+            "source_image_id": self.source_id, "image_id": theirs["id"],
+            "os_hash_value": theirs["os_hash_value"],
+            "migration_id": uuid.uuid4().hex}, owner="p2")
+        self.assertEqual({"result": "deleted",
+                          "replica_image_id": self.copy["id"]},
+                         self.handle())
+        self.assertEqual([self.copy["id"]], self.glance.deleted)
+        self.assertEqual("current", self.db.replica_get(
+            catalog.INCOMING, SOURCE, self.source_id, project_id="p2")[
+                "state"])
+
+    def test_refused_for_another_peers_policy(self):
+        self.db.policy_update(self.policy_id, {"peer": "dtn-c"})
+        self.assertRefused("no such policy")
 
     def test_refused_when_deletions_are_not_accepted(self):
         peer_conf.section(self.conf, SOURCE)    # registers the group

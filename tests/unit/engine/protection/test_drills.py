@@ -13,6 +13,7 @@ import types
 import uuid
 
 import fixtures
+from oslo_concurrency import processutils
 from oslo_utils import timeutils
 import testtools
 
@@ -22,6 +23,7 @@ from dtn_migrate.engine.protection import replicas
 from dtn_migrate import exception
 from tests.unit.engine import fakes
 from tests.unit.engine.protection import test_sync as base
+from tests.unit import utils as test_utils
 
 QEMU_IMG = shutil.which("qemu-img")
 PEER = "dtn-a"          # the protected cloud, seen from the replicas'
@@ -87,6 +89,11 @@ class SyncThread:
         self.target(*self.args)
 
 
+#: drills.threading with threads that run when the test says so.
+SYNC_THREADING = types.SimpleNamespace(Thread=SyncThread,
+                                       Lock=threading.Lock)
+
+
 class DrillTestCase(testtools.TestCase):
     def setUp(self):
         super().setUp()
@@ -107,7 +114,7 @@ class DrillTestCase(testtools.TestCase):
                                     self.notifier)
         SyncThread.started = []
         self.useFixture(fixtures.MockPatchObject(
-            drills, "threading", types.SimpleNamespace(Thread=SyncThread)))
+            drills, "threading", SYNC_THREADING))
 
     def left_in_drill_dir(self):
         """What a drill left in [protection] drill_dir (made only when
@@ -154,17 +161,19 @@ class DrillTestCase(testtools.TestCase):
         return threads
 
     def qemu_img(self, result):
-        """Patch qemu_img_check: answers ``result``, records the data of
-        the files it checks.
+        """Patch qemu_img_verify: answers ``result``, records the data of
+        the files it verifies.
         """
         seen = []
 
-        def check(path):
+        def verify(path, limits):
+            self.assertEqual(
+                (1024 << 20, 60), (limits.address_space, limits.cpu_time))
             with open(path, "rb") as f:
                 seen.append(f.read())
             return result
-        self.useFixture(fixtures.MockPatchObject(drills, "qemu_img_check",
-                                                 side_effect=check))
+        self.useFixture(fixtures.MockPatchObject(
+            drills, "qemu_img_verify", side_effect=verify))
         return seen
 
 
@@ -248,6 +257,72 @@ class TestStart(DrillTestCase):
         self.assertRaises(exception.ProtectionPolicyConflict,
                           self.drills.start, base.member(), other["id"])
         self.assertEqual([], self.db.drill_get_all())
+
+    def test_one_running_drill_per_policy(self):
+        policy, other = self.policy(), self.policy(name="silver")
+        for p in (policy, other):
+            self.replica(p)
+        first = self.drills.start(base.member(), policy["id"])
+        for clone in (False, True):
+            exc = self.assertRaises(exception.Conflict,
+                                    self.drills.start, base.admin(),
+                                    policy["id"], clone)
+            self.assertEqual(409, exc.code)
+            # It says which drill runs.
+            self.assertIn("its drill %s runs (started at %s)" % (
+                first["id"], first["started_at"]), str(exc))
+        self.assertEqual([first["id"]],
+                         [d["id"] for d in self.db.drill_get_all()])
+        self.assertEqual(1, len(SyncThread.started))
+        # Another policy's drill runs meanwhile; once the first drill
+        # ended, the policy is drilled again.
+        self.drills.start(base.member(), other["id"])
+        self.run_started()
+        self.drills.start(base.member(), policy["id"])
+
+    def test_running_drills_are_capped(self):
+        self.conf.set_override("max_running_drills", 2, "protection")
+        policies = [self.policy(name="p%d" % i) for i in range(3)]
+        for p in policies:
+            self.replica(p)
+        for p in policies[:2]:
+            self.drills.start(base.member(), p["id"])
+        exc = self.assertRaises(exception.Conflict, self.drills.start,
+                                base.admin(), policies[2]["id"])
+        self.assertEqual(409, exc.code)
+        self.assertIn("2 drills run on this cloud, the most [protection] "
+                      "max_running_drills allows", str(exc))
+        self.assertEqual(2, len(self.db.drill_get_all()))
+        self.run_started()
+        self.drills.start(base.member(), policies[2]["id"])
+
+    def test_concurrent_starts_of_one_policy(self):
+        # Two requests at the same time: one drill.
+        policy = self.policy()
+        self.replica(policy)
+        real = self.db.drill_create
+
+        def slow_create(values):
+            time.sleep(0.2)         # both have counted the running ones
+            return real(values)
+        self.useFixture(fixtures.MockPatchObject(
+            self.db, "drill_create", side_effect=slow_create))
+        outcomes = []
+
+        def start():
+            try:
+                outcomes.append(self.drills.start(base.member(),
+                                                  policy["id"])["id"])
+            except exception.Conflict as exc:
+                outcomes.append(exc)
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(1, len(self.db.drill_get_all()))
+        self.assertEqual(1, len([o for o in outcomes
+                                 if isinstance(o, exception.Conflict)]))
 
     def test_only_the_policys_current_incoming_replicas(self):
         policy = self.policy()
@@ -515,8 +590,8 @@ class TestCheck(DrillTestCase):
         policy = self.policy()
         data = os.urandom(1000)
         image, row = self.replica(policy, data=data, disk_format="qcow2")
-        seen = self.qemu_img((False, "qemu-img check failed (exit 2): "
-                                     "3 corruptions, 0 check errors"))
+        seen = self.qemu_img(("corrupt", "qemu-img check failed (exit 2): "
+                                         "3 corruptions, 0 check errors"))
         out = self.check(image, row)
         self.assertEqual("corrupt", out["status"])
         self.assertFalse(out["checks"]["qemu_img"])
@@ -528,7 +603,7 @@ class TestCheck(DrillTestCase):
     def test_qcow2_check_passes(self):
         policy = self.policy()
         image, row = self.replica(policy, disk_format="qcow2")
-        seen = self.qemu_img((True, None))
+        seen = self.qemu_img(("intact", None))
         out = self.check(image, row)
         self.assertEqual("intact", out["status"])
         self.assertTrue(out["checks"]["qemu_img"])
@@ -545,7 +620,7 @@ class TestCheck(DrillTestCase):
     def test_raw_is_not_checked_with_qemu_img(self):
         policy = self.policy()
         image, row = self.replica(policy, disk_format="raw")
-        seen = self.qemu_img((False, "never"))
+        seen = self.qemu_img(("corrupt", "never"))
         self.assertEqual("intact", self.check(image, row)["status"])
         self.assertEqual([], seen)
 
@@ -563,7 +638,7 @@ class TestClone(DrillTestCase):
         image, row = self.replica(policy, data=data, name="web",
                                   disk_format="qcow2",
                                   container_format="bare")
-        self.qemu_img((True, None))
+        self.qemu_img(("intact", None))
         drill = self.drill_row(clone=True)
         out = self.drills.check(row, drill)
         self.assertEqual("intact", out["status"], out["error"])
@@ -671,31 +746,118 @@ class TestClone(DrillTestCase):
 
 @testtools.skipUnless(QEMU_IMG, "qemu-img is not installed")
 class TestQemuImg(DrillTestCase):
-    def make_qcow2(self):
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            "disk.qcow2")
-        subprocess.run([QEMU_IMG, "create", "-q", "-f", "qcow2", path,
-                        "16M"], check=True, capture_output=True)
+    """The real qemu-img on real qcow2 files, as a peer could craft
+    them.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    @property
+    def limits(self):
+        return drills.qemu_img_limits(self.conf)
+
+    def qemu_img(self, *args):
+        subprocess.run([QEMU_IMG] + list(args), check=True,
+                       capture_output=True, cwd=self.dir)
+
+    def make_qcow2(self, name="disk.qcow2", *options):
+        path = os.path.join(self.dir, name)
+        self.qemu_img("create", "-q", "-f", "qcow2", *options, path, "16M")
         return path
 
+    def with_backing_file(self):
+        self.qemu_img("create", "-q", "-f", "raw", "base.raw", "1M")
+        return self.make_qcow2("back.qcow2", "-b", "base.raw", "-F", "raw")
+
+    def with_data_file(self, name="ext.qcow2", data="data.raw"):
+        return self.make_qcow2(name, "-o", "data_file=%s" % data)
+
     def test_real_qcow2(self):
-        self.assertEqual((True, None),
-                         drills.qemu_img_check(self.make_qcow2()))
+        self.assertEqual(("intact", None),
+                         drills.qemu_img_verify(self.make_qcow2(),
+                                                self.limits))
 
     def test_random_bytes_claimed_as_qcow2(self):
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            "noise")
+        path = os.path.join(self.dir, "noise")
         with open(path, "wb") as f:
             f.write(os.urandom(65536))
-        usable, detail = drills.qemu_img_check(path)
-        self.assertIs(False, usable)
-        self.assertIn("qemu-img check failed", detail)
+        status, detail = drills.qemu_img_verify(path, self.limits)
+        self.assertEqual("corrupt", status)
+        self.assertIn("qemu-img info failed", detail)
+
+    def test_backing_file_is_refused(self):
+        status, detail = drills.qemu_img_verify(self.with_backing_file(),
+                                                self.limits)
+        self.assertEqual("invalid", status)
+        self.assertIn("refused: it names a backing file (base.raw)", detail)
+
+    def test_external_data_file_is_refused(self):
+        status, detail = drills.qemu_img_verify(self.with_data_file(),
+                                                self.limits)
+        self.assertEqual("invalid", status)
+        self.assertIn("refused: it names an external data file (data.raw)",
+                      detail)
+        # One it names that is not there (or is a host file): refused
+        # all the same, and qemu-img never opens it.
+        path = self.with_data_file("gone.qcow2", "gone.raw")
+        os.unlink(os.path.join(self.dir, "gone.raw"))
+        self.assertEqual("invalid", drills.qemu_img_verify(
+            path, self.limits)[0])
+
+    def test_check_never_runs_on_a_refused_image(self):
+        paths = [self.with_backing_file(), self.with_data_file()]
+        run = self.useFixture(fixtures.MockPatchObject(
+            drills.subprocess, "run", wraps=subprocess.run)).mock
+        for path in paths:
+            drills.qemu_img_verify(path, self.limits)
+        commands = [c.args[0] for c in run.call_args_list]
+        self.assertEqual(["info", "info"],
+                         [c[c.index("--") + 2] for c in commands])
+
+    def test_under_limits_and_force_share(self):
+        # Too little address space for qemu-img to start: stopped, and
+        # said so.
+        limits = processutils.ProcessLimits(address_space=16 << 20,
+                                            cpu_time=5)
+        status, detail = drills.qemu_img_verify(self.make_qcow2(), limits)
+        self.assertEqual("corrupt", status)
+        self.assertIn("qemu-img info", detail)
+        # Another process writing the image holds its write lock, on
+        # which qemu-img without --force-share fails: the drill reads
+        # it all the same (preallocated, its metadata does not move).
+        path = self.make_qcow2("held.qcow2", "-o", "preallocation=metadata")
+        holder = subprocess.Popen(
+            [QEMU_IMG, "bench", "-w", "-q", "-c", "100000000", "-f",
+             "qcow2", path], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        # (No probe before the writer holds the image: a probe's own
+        # shared lock would make the writer fail to start.)
+        test_utils.wait_until(lambda: holder.poll() is not None or path in [
+            os.path.realpath("/proc/%d/fd/%s" % (holder.pid, fd))
+            for fd in os.listdir("/proc/%d/fd" % holder.pid)],
+            timeout=60)
+        time.sleep(0.5)
+        self.assertIsNone(holder.poll())
+        locked = subprocess.run([QEMU_IMG, "info", "-f", "qcow2", path],
+                                capture_output=True, text=True)
+        self.assertIn('Failed to get shared "write" lock', locked.stderr)
+        self.assertEqual(("intact", None),
+                         drills.qemu_img_verify(path, self.limits))
 
     def test_drill_of_real_images(self):
-        with open(self.make_qcow2(), "rb") as f:
-            good = f.read()
+        images = {}
+        for name, path in (("good", self.make_qcow2()),
+                           ("backed", self.with_backing_file()),
+                           ("external", self.with_data_file())):
+            with open(path, "rb") as f:
+                images[name] = f.read()
         policy = self.policy()
-        self.replica(policy, data=good, name="good", disk_format="qcow2")
+        for name, data in images.items():
+            self.replica(policy, data=data, name=name, disk_format="qcow2")
         self.replica(policy, data=os.urandom(65536), name="noise",
                      disk_format="qcow2")
         record = self.drills.start(base.member(), policy["id"])
@@ -710,59 +872,122 @@ class TestQemuImg(DrillTestCase):
         self.assertEqual("corrupt", images["noise"]["status"])
         self.assertTrue(images["noise"]["checks"]["hash"])
         self.assertFalse(images["noise"]["checks"]["qemu_img"])
-        self.assertIn("qemu-img check failed", images["noise"]["error"])
+        self.assertIn("qemu-img info failed", images["noise"]["error"])
+        for name, what in (("backed", "a backing file"),
+                           ("external", "an external data file")):
+            self.assertEqual("invalid", images[name]["status"])
+            self.assertFalse(images[name]["checks"]["qemu_img"])
+            self.assertIn("names %s" % what, images[name]["error"])
+        self.assertEqual([], self.left_in_drill_dir())
 
 
-class TestQemuImgCheck(testtools.TestCase):
-    """qemu_img_check's answers for the outcomes of the command."""
+class TestQemuImgCommands(testtools.TestCase):
+    """The commands qemu_img_verify runs, and its answers for their
+    outcomes.
+    """
 
-    def run_gives(self, result=None, **kwargs):
-        mock = self.useFixture(fixtures.MockPatchObject(
-            drills.subprocess, "run", return_value=result, **kwargs)).mock
-        return mock
+    LIMITS = processutils.ProcessLimits(address_space=1 << 30, cpu_time=60)
 
-    def test_command(self):
-        run = self.run_gives(subprocess.CompletedProcess([], 0, "{}", ""))
-        self.assertEqual((True, None), drills.qemu_img_check("/x"))
-        argv = run.call_args.args[0]
-        self.assertEqual(["qemu-img", "check", "-f", "qcow2", "--output",
-                          "json", "/x"], argv)
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(
+            drills.shutil, "which", return_value="/usr/bin/qemu-img"))
+
+    def run_gives(self, *results, **kwargs):
+        kwargs.setdefault("side_effect", list(results))
+        return self.useFixture(fixtures.MockPatchObject(
+            drills.subprocess, "run", **kwargs)).mock
+
+    def done(self, code=0, out="{}", err=""):
+        return subprocess.CompletedProcess([], code, out, err)
+
+    def test_commands(self):
+        run = self.run_gives(self.done(), self.done())
+        self.assertEqual(("intact", None),
+                         drills.qemu_img_verify("/x", self.LIMITS))
+        prlimit = [drills.sys.executable, "-m", "oslo_concurrency.prlimit",
+                   "--as=%d" % (1 << 30), "--cpu=60", "--",
+                   "/usr/bin/qemu-img"]
+        self.assertEqual(
+            [prlimit + ["info", "--output=json", "-f", "qcow2",
+                        "--force-share", "/x"],
+             prlimit + ["check", "-f", "qcow2", "--output", "json",
+                        "--force-share", "/x"]],
+            [c.args[0] for c in run.call_args_list])
         self.assertEqual(drills.QEMU_IMG_TIMEOUT,
                          run.call_args.kwargs["timeout"])
 
+    def test_limits_from_the_configuration(self):
+        conf = base.make_conf("sqlite://")
+        conf.set_override("qemu_img_address_space", 512, "protection")
+        conf.set_override("qemu_img_cpu_time", 7, "protection")
+        limits = drills.qemu_img_limits(conf)
+        self.assertEqual(["--as=%d" % (512 << 20), "--cpu=7"],
+                         limits.prlimit_args())
+
+    def test_backing_or_data_file_is_never_checked(self):
+        for info, what in (
+                ({"backing-filename": "base"}, "a backing file (base)"),
+                ({"full-backing-filename": "/etc/x"},
+                 "a backing file (/etc/x)"),
+                ({"data-file": "/dev/sda"}, "an external data file"),
+                ({"format-specific": {"type": "qcow2", "data": {
+                    "data-file": "json:{}"}}}, "an external data file")):
+            run = self.run_gives(self.done(out=json.dumps(info)))
+            status, detail = drills.qemu_img_verify("/x", self.LIMITS)
+            self.assertEqual("invalid", status)
+            self.assertIn(what, detail)
+            self.assertEqual(1, run.call_count)
+
     def test_leaked_clusters_are_usable(self):
-        self.run_gives(subprocess.CompletedProcess(
-            [], 3, json.dumps({"leaks": 4}), ""))
-        self.assertEqual((True, None), drills.qemu_img_check("/x"))
+        self.run_gives(self.done(), self.done(3, json.dumps({"leaks": 4})))
+        self.assertEqual(("intact", None),
+                         drills.qemu_img_verify("/x", self.LIMITS))
 
     def test_corruptions(self):
-        self.run_gives(subprocess.CompletedProcess(
-            [], 2, json.dumps({"corruptions": 3, "check-errors": 1}), ""))
-        usable, detail = drills.qemu_img_check("/x")
-        self.assertIs(False, usable)
+        self.run_gives(self.done(), self.done(2, json.dumps(
+            {"corruptions": 3, "check-errors": 1})))
+        status, detail = drills.qemu_img_verify("/x", self.LIMITS)
+        self.assertEqual("corrupt", status)
         self.assertIn("exit 2", detail)
         self.assertIn("3 corruptions, 1 check errors", detail)
 
-    def test_not_json(self):
-        self.run_gives(subprocess.CompletedProcess(
-            [], 1, "", "qemu-img: Could not open '/x': Image is not in "
-                       "qcow2 format\n" + "x" * 1000))
-        usable, detail = drills.qemu_img_check("/x")
-        self.assertIs(False, usable)
+    def test_not_readable(self):
+        self.run_gives(self.done(1, "", "qemu-img: Could not open '/x': "
+                                        "Image is not in qcow2 format\n" +
+                                 "x" * 1000))
+        status, detail = drills.qemu_img_verify("/x", self.LIMITS)
+        self.assertEqual("corrupt", status)
         self.assertIn("not in qcow2 format", detail)
         self.assertLess(len(detail), 600)
+        for out in ("[]", "nonsense"):
+            self.run_gives(self.done(out=out))
+            self.assertEqual(("corrupt", "qemu-img info answered no JSON "
+                              "mapping"),
+                             drills.qemu_img_verify("/x", self.LIMITS))
+
+    def test_stopped_by_its_limits(self):
+        self.run_gives(self.done(), self.done(-9, "", ""))
+        status, detail = drills.qemu_img_verify("/x", self.LIMITS)
+        self.assertEqual("corrupt", status)
+        self.assertIn("qemu-img check was stopped by signal 9", detail)
+        self.assertIn("qemu_img_cpu_time", detail)
 
     def test_not_installed(self):
-        self.run_gives(side_effect=FileNotFoundError("qemu-img"))
+        drills.shutil.which.return_value = None
+        run = self.run_gives()
         self.assertEqual((None, "qemu-img is not installed"),
-                         drills.qemu_img_check("/x"))
+                         drills.qemu_img_verify("/x", self.LIMITS))
+        self.assertFalse(run.called)
 
     def test_timeout(self):
-        self.run_gives(side_effect=subprocess.TimeoutExpired("qemu-img",
-                                                             600))
-        usable, detail = drills.qemu_img_check("/x")
-        self.assertIs(False, usable)
-        self.assertIn("did not finish", detail)
+        for results in ([subprocess.TimeoutExpired("qemu-img", 600)],
+                        [self.done(),
+                         subprocess.TimeoutExpired("qemu-img", 600)]):
+            self.run_gives(*results)
+            status, detail = drills.qemu_img_verify("/x", self.LIMITS)
+            self.assertEqual("corrupt", status)
+            self.assertIn("did not finish", detail)
 
 
 class TestLearnedPolicy(base.ProtectionTestCase):
@@ -788,7 +1013,7 @@ class TestLearnedPolicy(base.ProtectionTestCase):
         res = FakeResources()
         res.images = glance
         self.useFixture(fixtures.MockPatchObject(
-            drills, "threading", types.SimpleNamespace(Thread=SyncThread)))
+            drills, "threading", SYNC_THREADING))
         SyncThread.started = []
         runner = drills.Drills(self.conf, self.db, res, self.notifier)
         # The replicas' project drills it by the source's policy id.

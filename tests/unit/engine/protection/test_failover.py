@@ -3,10 +3,14 @@ cloud that holds a policy's replicas (B), on a real SQLite database with
 the fake Glance and migrations of test_sync.
 """
 
+import datetime
 import uuid
 
+from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.engine.protection import failover
+from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import replicas
+from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
 from tests.unit.engine.protection import test_sync as base
 
@@ -100,8 +104,13 @@ class TestFailover(FailoverTestCase):
         stale = self.replica(name="stale")
         row = self.db.replica_get_all(filters={
             "replica_image_id": stale["id"]})[0]
-        self.db.replica_upsert("incoming", SOURCE, row["source_image_id"],
-                               {"state": "deleted"})
+        self.db.replica_update(row["id"], {"state": "deleted"})
+        # Another peer's row of the policy's id (written before peers
+        # were told apart): not this policy's replica.
+        alien = self.glance.add(name="alien")
+        self.db.replica_upsert("incoming", "dtn-evil", "s-evil", {
+            "replica_image_id": alien["id"], "policy_id": self.pid,
+            "project_id": PROJECT, "state": "current"})
         self.later(30)
 
         out = self.f.failover(self.ctx, self.pid)
@@ -123,7 +132,8 @@ class TestFailover(FailoverTestCase):
             (reverse["name"], reverse["role"], reverse["mode"],
              reverse["enabled"], reverse["peer"], reverse["project_id"],
              reverse["rpo_minutes"]))
-        self.assertEqual({"tags": ["gold"], "projects": [PROJECT]},
+        self.assertEqual(selectors.check({"tags": ["gold"],
+                                          "projects": [PROJECT]}),
                          reverse["selector"])
         self.assertIs(True, reverse["options"]["keep_id"])
         self.assertEqual(self.pid, reverse["options"]["reverse_of"])
@@ -153,10 +163,8 @@ class TestFailover(FailoverTestCase):
 
     def test_without_replicas(self):
         self.replica()
-        self.db.replica_upsert(
-            "incoming", SOURCE,
-            self.db.replica_get_all()[0]["source_image_id"],
-            {"state": "deleted"})
+        self.db.replica_update(self.db.replica_get_all()[0]["id"],
+                               {"state": "deleted"})
         out = self.f.failover(self.ctx, self.pid)
         self.assertEqual(0, out["promoted"])
         self.assertEqual("failed-over", self.policy_row()["role"])
@@ -447,7 +455,7 @@ class TestFailback(FailoverTestCase):
         [(peer, request)] = agent.requests
         self.assertEqual(SOURCE, peer)
         row = self.db.replica_get("incoming", SOURCE, request[
-            "source_image_id"])
+            "source_image_id"], policy_id=self.pid)
         self.assertEqual(unchanged["id"], row["replica_image_id"])
         self.assertEqual({
             "action": "update_metadata", "policy_id": self.pid,
@@ -473,7 +481,44 @@ class TestFailback(FailoverTestCase):
         out = self.f.failback(self.ctx, self.pid)
         self.assertTrue(out["complete"])
         self.assertIsNone(self.policy_row()["last_error"])
-        self.assertEqual(4, len(agent.requests))    # 2 replicas, twice
+        actions = [r["action"] for _, r in agent.requests]
+        # 2 replicas, twice; then A is told the failback is complete.
+        self.assertEqual(["update_metadata"] * 4 + ["close_failback"],
+                         actions)
+        self.assertEqual({"action": "close_failback",
+                          "policy_id": self.pid}, agent.requests[-1][1])
+
+    def test_a_peer_without_an_open_failback_keeps_it_incomplete(self):
+        # A accepts metadata only while its administrator has the
+        # failback open there: until then B's failback waits, and says
+        # why, having asked once.
+        self.failed_over()
+        agent = self.migrations.res.agent
+        agent.answer = {"result": "closed", "reason": "no failback"}
+        out = self.f.failback(self.ctx, self.pid)
+        self.assertFalse(out["complete"])
+        self.assertEqual(1, len(agent.requests))
+        error = self.policy_row()["last_error"]
+        self.assertIn("%s has no failback of it open" % SOURCE, error)
+        self.assertIn("openstack dtn failback %s" % self.pid, error)
+        agent.answer = {"result": "updated", "changed": ["name"]}
+        self.assertTrue(self.f.failback(self.ctx, self.pid)["complete"])
+
+    def test_complete_even_when_the_peer_is_not_told(self):
+        self.failed_over()
+        agent = self.migrations.res.agent
+        answers = iter([{"result": "unchanged"}] * 2 + [
+            exception.PeerUnreachable(peer=SOURCE, reason="link cut")])
+
+        def peer_request(ctxt, host, peer, request, timeout=None):
+            agent.requests.append((peer, request))
+            answer = next(answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        agent.peer_request = peer_request
+        self.assertTrue(self.f.failback(self.ctx, self.pid)["complete"])
+        self.assertEqual("close_failback", agent.requests[-1][1]["action"])
 
     def test_nonsense_metadata_answer_is_not_complete(self):
         self.failed_over()
@@ -518,6 +563,50 @@ class TestFailback(FailoverTestCase):
     def test_as_admin(self):
         self.failed_over()
         self.assertTrue(self.f.failback(base.admin(), self.pid)["complete"])
+
+
+class TestOpenOnTheProtectedCloud(FailoverTestCase):
+    """failback on the cloud where the policy is primary (A): it opens
+    A to B's failback of the policy (see metadata_sync).
+    """
+
+    def accept(self, value):
+        group = peer_conf.group_name(base.PEER)
+        peer_conf.section(self.conf, base.PEER)
+        self.conf.set_override("accept_metadata_updates", value, group)
+
+    def test_opens_a_window(self):
+        self.accept(True)
+        primary = self.policy()
+        out = self.f.failback(base.admin(), primary["id"])
+        self.assertEqual((True, [], None, "primary"), (
+            out["complete"], out["migrations"], out["reverse_policy"],
+            out["policy"]["role"]))
+        row = self.db.policy_get(primary["id"])
+        self.assertTrue(metadata_sync.is_open(row))
+        self.assertEqual({"opened_at": self.now.isoformat(
+            timespec="microseconds"), "until": (
+                self.now + datetime.timedelta(hours=4)).isoformat(
+                    timespec="microseconds")},
+            row["options"]["failback"])
+        # The operator's options are untouched; a policy update keeps it.
+        self.assertEqual("keep", row["options"]["deletion"])
+        self.p.update(base.admin(), primary["id"],
+                      {"options": {"deletion": "mirror"}})
+        self.assertTrue(metadata_sync.is_open(
+            self.db.policy_get(primary["id"])))
+        self.assertEqual([], self.migrations.calls)
+        self.assertEqual([], self.failbacks())
+
+    def test_refused_where_no_metadata_is_accepted(self):
+        primary = self.policy()
+        exc = self.assertRaises(exception.ProtectionPolicyConflict,
+                                self.f.failback, base.admin(),
+                                primary["id"])
+        self.assertIn("[peer:%s] accept_metadata_updates" % base.PEER,
+                      str(exc))
+        self.assertFalse(metadata_sync.is_open(
+            self.db.policy_get(primary["id"])))
 
 
 class TestReverseOptions(FailoverTestCase):

@@ -12,6 +12,7 @@ import testtools
 
 from dtn_migrate.db import api
 from dtn_migrate.engine.protection import replicas
+from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
 from tests.unit.engine.protection import test_sync as base
 
@@ -56,18 +57,19 @@ class TestLearn(testtools.TestCase):
         self.assertEqual(SOURCE, row["peer"])
         self.assertEqual("p7", row["project_id"])
         self.assertEqual(15, row["rpo_minutes"])
-        self.assertEqual({"tags": ["gold"]}, row["selector"])
+        # As the API stores a selector: every key.
+        self.assertEqual(selectors.check({"tags": ["gold"]}),
+                         row["selector"])
         self.assertEqual({}, row["options"])
         self.assertIn(SOURCE, row["description"])
         self.assertIn("gold", row["description"])
         self.assertIsNone(row["rpo_state"])
 
     def test_defaults(self):
-        policy = served(rpo_minutes=None, selector=None)
+        policy = served(rpo_minutes=None)
         self.learn(policy)
         row = self.db.policy_get(policy["policy_id"])
         self.assertEqual(60, row["rpo_minutes"])
-        self.assertEqual({}, row["selector"])
 
     def test_learnt_again(self):
         policy = served()
@@ -80,9 +82,9 @@ class TestLearn(testtools.TestCase):
         # Changed at the source: followed.
         changed = dict(policy, rpo_minutes=5, selector={"tags": ["x"]})
         self.assertEqual(policy["policy_id"],
-                         self.learn(changed, peer="dtn-a2", owner="p8"))
+                         self.learn(changed, owner="p8"))
         row = self.db.policy_get(policy["policy_id"])
-        self.assertEqual((5, {"tags": ["x"]}, "dtn-a2"),
+        self.assertEqual((5, selectors.check({"tags": ["x"]}), SOURCE),
                          (row["rpo_minutes"], row["selector"], row["peer"]))
         self.assertEqual(self.now, row["updated_at"])
         # Its owner and its state as a replica stay.
@@ -156,6 +158,50 @@ class TestLearn(testtools.TestCase):
                                             rpo_minutes=1)))
         self.assertEqual(mine, self.db.policy_get(mine["id"]))
         self.assertIn("has the id of a policy of this cloud", log.output)
+
+    def test_another_peer_never_takes_a_policy_over(self):
+        # A peer that names the id of a policy learnt from another peer
+        # (its replicas, its drills, its failover) is refused: its
+        # replicas are catalogued without a policy.
+        policy = served()
+        self.learn(policy)
+        before = self.db.policy_get(policy["policy_id"])
+        log = self.useFixture(fixtures.FakeLogger())
+        taken = dict(policy, rpo_minutes=1, selector={"tags": ["evil"]})
+        self.assertIsNone(self.learn(taken, peer="dtn-evil", owner="p9"))
+        self.assertEqual(before, self.db.policy_get(policy["policy_id"]))
+        self.assertIn("is the replica policy of peer %s here" % SOURCE,
+                      log.output)
+        # Failed over here, it is no more the other peer's.
+        self.db.policy_update(policy["policy_id"], {"role": "failed-over"})
+        self.assertIsNone(self.learn(taken, peer="dtn-evil"))
+        self.assertEqual(SOURCE, self.db.policy_get(policy["policy_id"])
+                         ["peer"])
+
+    def test_selector_checked_as_the_api_does(self):
+        # A selector the API would refuse is never learnt: a scan, a
+        # failover and its failback read it later.
+        log = self.useFixture(fixtures.FakeLogger())
+        for selector in (None, {}, {"projects": ["p1"]},
+                         {"tags": "gold"}, {"properties": ["a", "b"]},
+                         {"tags": ["gold"], "colour": "red"},
+                         {"visibility": ["everyone"]},
+                         {"name_pattern": 7},
+                         {"tags": ["x\u0000"]}):
+            policy = served(selector=selector)
+            self.assertIsNone(self.learn(policy), selector)
+            self.assertRaises(exception.ProtectionPolicyNotFound,
+                              self.db.policy_get, policy["policy_id"])
+        self.assertIn("its replicas are catalogued without it", log.output)
+        # Nor an RPO out of the API's bounds.
+        self.assertIsNone(self.learn(served(rpo_minutes=1 << 40)))
+        # A learnt policy keeps its selector when a later one is bad.
+        policy = served()
+        self.learn(policy)
+        before = self.db.policy_get(policy["policy_id"])
+        self.assertIsNone(self.learn(dict(
+            policy, selector={"properties": "x"})))
+        self.assertEqual(before, self.db.policy_get(policy["policy_id"]))
 
     def test_without_owner(self):
         # The image's owner was not known: the policy is the admin's.

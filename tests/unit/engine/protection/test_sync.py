@@ -21,6 +21,7 @@ from dtn_migrate.conf import protection as protection_conf
 from dtn_migrate import context
 from dtn_migrate.db import api
 from dtn_migrate.db import migration
+from dtn_migrate.engine.protection import selectors
 from dtn_migrate.engine.protection import sync
 from dtn_migrate.engine import requests
 from dtn_migrate import exception
@@ -519,7 +520,7 @@ class TestProtect(ProtectionTestCase):
         self.db.replica_upsert("outgoing", PEER, image["id"], {
             "replica_image_id": "r", "hash_value": image["os_hash_value"],
             "hash_algo": "sha512", "state": "current", "verified_at": T0,
-            "migration_id": "m" * 32})
+            "migration_id": "m" * 32, "policy_id": policy["id"]})
         self.assertIsNone(self.p.protect(policy, image))
         self.assertEqual([], self.migrations.calls)
         row = self.image_row(policy, image)
@@ -533,7 +534,7 @@ class TestProtect(ProtectionTestCase):
         image = self.glance.add()
         self.db.replica_upsert("outgoing", PEER, image["id"], {
             "replica_image_id": "r", "hash_value": "old",
-            "state": "current"})
+            "state": "current", "policy_id": policy["id"]})
         self.p.protect(policy, image)
         self.assertEqual([image["id"]], self.requested())
 
@@ -570,7 +571,8 @@ class TestProtect(ProtectionTestCase):
         row = self.image_row(policy, image)
         self.assertEqual("replicated", row["state"])
         self.assertIsNone(row["changed_at"])
-        replica = self.db.replica_get("outgoing", PEER, image["id"])
+        replica = self.db.replica_get("outgoing", PEER, image["id"],
+                                      policy_id=policy["id"])
         self.assertEqual(policy["id"], replica["policy_id"])
 
     def test_reused_failed_migration(self):
@@ -601,7 +603,8 @@ class TestFinished(ProtectionTestCase):
         self.assertIsNone(row["changed_at"])
         self.assertEqual(self.now, row["replicated_at"])
         self.assertIsNone(row["error"])
-        replica = self.db.replica_get("outgoing", PEER, self.image["id"])
+        replica = self.db.replica_get("outgoing", PEER, self.image["id"],
+                                      policy_id=self.pol["id"])
         self.assertEqual(record["peer_image"]["image_id"],
                          replica["replica_image_id"])
         self.assertEqual(self.image["os_hash_value"], replica["hash_value"])
@@ -617,8 +620,7 @@ class TestFinished(ProtectionTestCase):
     def test_complete_unverified(self):
         self.migrations.finish(self.mid, peer_image={
             "image_id": "x", "os_hash_value": "other"})
-        self.assertIsNone(self.db.replica_get("outgoing", PEER,
-                                              self.image["id"]))
+        self.assertEqual([], self.db.replica_get_all())
         # The migration says it is complete: the policy image trusts it.
         self.assertEqual("replicated",
                          self.image_row(self.pol, self.image)["state"])
@@ -630,8 +632,7 @@ class TestFinished(ProtectionTestCase):
         self.assertEqual("failed", row["state"])
         self.assertEqual("peer away", row["error"])
         self.assertEqual(T0, row["changed_at"])
-        self.assertIsNone(self.db.replica_get("outgoing", PEER,
-                                              self.image["id"]))
+        self.assertEqual([], self.db.replica_get_all())
 
     def test_cancelled(self):
         self.migrations.finish(self.mid, "cancelled", "cancelled by request")
@@ -666,7 +667,8 @@ class TestFinished(ProtectionTestCase):
             "image_name": "web", "size": 42, "os_hash_value": "h",
             "state": "running", "peer_image": None}
         self.migrations.finish("in", peer_image=None)
-        replica = self.db.replica_get("incoming", "dtn-c", "src")
+        replica = self.db.replica_get("incoming", "dtn-c", "src",
+                                      project_id="p7")
         self.assertEqual(local["id"], replica["replica_image_id"])
         self.assertEqual("p7", replica["project_id"])
         self.assertEqual("h", replica["hash_value"])
@@ -681,7 +683,7 @@ class TestFinished(ProtectionTestCase):
             "image_id": "gone", "source_image_id": "src",
             "os_hash_value": "h", "state": "running"}
         self.migrations.finish("in", "failed", "no space", peer_image=None)
-        self.assertIsNone(self.db.replica_get("incoming", "dtn-c", "src"))
+        self.assertEqual([], self.db.replica_get_all())
         self.migrations.finish("in", peer_image=None)
         replica = self.db.replica_get("incoming", "dtn-c", "src")
         self.assertEqual("gone", replica["replica_image_id"])
@@ -706,6 +708,71 @@ class TestFinished(ProtectionTestCase):
         self.assertEqual(2, len(self.migrations.calls),
                          "the scan did not ask again for an image whose "
                          "migration failed")
+
+
+class TestCatalogOwners(ProtectionTestCase):
+    """A replica belongs to what made it: a policy, or the project of a
+    migration that served none.  Project p2 can read an image p1's
+    policy protects (public, shared): its migration of it is p2's.
+    """
+
+    def test_another_projects_migration_leaves_the_policys_replica(self):
+        policy = self.policy()                      # project p1's
+        image = self.glance.add(visibility="public")
+        record = self.p.protect(policy, image)
+        mine = self.migrations.finish(record["migration_id"])
+        # p2 migrates the same image to the same peer, itself.
+        theirs = self.migrations.request(
+            PEER, images=[image["id"]],
+            context=member("p2", "u2"))["migrations"][0]
+        theirs = self.migrations.finish(theirs["migration_id"])
+        [row] = self.db.replica_get_all(filters={"policy_id": policy["id"]})
+        self.assertEqual(
+            ("p1", mine["peer_image"]["image_id"], mine["migration_id"]),
+            (row["project_id"], row["replica_image_id"],
+             row["migration_id"]))
+        # p2's replica is p2's, and only p2 sees it.
+        [row] = self.db.replica_get_all(project_id="p2")
+        self.assertEqual((None, theirs["peer_image"]["image_id"]),
+                         (row["policy_id"], row["replica_image_id"]))
+        self.assertEqual([mine["peer_image"]["image_id"]], [
+            r["replica_image_id"]
+            for r in self.db.replica_get_all(project_id="p1")])
+        # The policy still holds its own replica: nothing is sent.
+        self.glance.images[image["id"]]["updated_at"] = iso(
+            T0 + datetime.timedelta(minutes=3))
+        self.later(5)
+        self.db.policy_image_delete(policy["id"], image["id"])
+        self.assertIsNone(self.p.protect(policy, image))
+        self.assertEqual("replicated",
+                         self.image_row(policy, image)["state"])
+        self.assertEqual(2, len(self.migrations.calls))
+
+    def test_another_projects_import_leaves_the_policys_replica(self):
+        # The replicas' side: an import of the same source image that
+        # served no policy (another project's migration) lands next to
+        # the policy's replica.  Failover, drills, mirror deletions and
+        # failback read the policy's rows: its replica, never that copy.
+        served = {"policy_id": uuid.uuid4().hex, "name": "gold",
+                  "rpo_minutes": 15, "selector": {"tags": ["gold"]}}
+        rows = {}
+        for mid, protection in (("v", served), ("x", None)):
+            local = self.glance.add(owner="p7")
+            self.migrations.records[mid] = {
+                "migration_id": mid, "direction": "incoming",
+                "peer": "dtn-c", "image_id": local["id"],
+                "source_image_id": "src", "image_name": "web", "size": 42,
+                "os_hash_value": "h", "state": "running",
+                "peer_image": None, "protection": protection}
+            self.migrations.finish(mid, peer_image=None)
+            rows[mid] = local["id"]
+        [row] = self.db.replica_get_all(filters={
+            "direction": "incoming", "policy_id": served["policy_id"]})
+        self.assertEqual((rows["v"], "v"), (row["replica_image_id"],
+                                            row["migration_id"]))
+        self.assertEqual(sorted(rows.values()), sorted(
+            r["replica_image_id"] for r in self.db.replica_get_all(
+                filters={"source_image_id": "src"})))
 
 
 class TestIncoming(ProtectionTestCase):
@@ -735,13 +802,15 @@ class TestIncoming(ProtectionTestCase):
         local = self.incoming(protection=served)
         self.migrations.finish("in", peer_image=None)
         policy = self.db.policy_get(served["policy_id"])
+        # The selector as the API would have stored it (every key).
         self.assertEqual(("gold", "replica", "manual", False, "dtn-c",
-                          "p7", 15, {"tags": ["gold"]}),
+                          "p7", 15, selectors.check({"tags": ["gold"]})),
                          (policy["name"], policy["role"], policy["mode"],
                           policy["enabled"], policy["peer"],
                           policy["project_id"], policy["rpo_minutes"],
                           policy["selector"]))
-        replica = self.db.replica_get("incoming", "dtn-c", "src-in")
+        replica = self.db.replica_get("incoming", "dtn-c", "src-in",
+                                      policy_id=served["policy_id"])
         self.assertEqual(served["policy_id"], replica["policy_id"])
         self.assertEqual(local["id"], replica["replica_image_id"])
         self.assertEqual("p7", replica["project_id"])
@@ -783,14 +852,16 @@ class TestIncoming(ProtectionTestCase):
         self.migrations.finish("in", peer_image=None)
         self.assertEqual([], self.db.policy_get_all())
         self.assertIsNone(self.db.replica_get("incoming", "dtn-c",
-                                              "src-in")["policy_id"])
+                                              "src-in", project_id="p7")
+                          ["policy_id"])
 
     def test_the_id_of_a_local_policy(self):
         mine = self.policy()
         self.incoming(protection=self.served(policy_id=mine["id"]))
         self.migrations.finish("in", peer_image=None)
         self.assertEqual(mine, self.db.policy_get(mine["id"]))
-        replica = self.db.replica_get("incoming", "dtn-c", "src-in")
+        replica = self.db.replica_get("incoming", "dtn-c", "src-in",
+                                      project_id="p7")
         self.assertIsNone(replica["policy_id"])
 
     def test_replica_image_gone(self):
@@ -803,7 +874,8 @@ class TestIncoming(ProtectionTestCase):
         self.assertIsNone(self.db.policy_get(served["policy_id"])
                           ["project_id"])
         self.assertEqual(served["policy_id"], self.db.replica_get(
-            "incoming", "dtn-c", "src-in")["policy_id"])
+            "incoming", "dtn-c", "src-in",
+            policy_id=served["policy_id"])["policy_id"])
 
     def test_replica_policy_cannot_be_changed(self):
         served = self.served()

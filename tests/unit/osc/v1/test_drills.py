@@ -41,10 +41,10 @@ class TestDrillCommands(test_real_api.RealApiTestCase):
 
     def test_start_by_name_without_wait(self):
         status, out = self.run_command(drills.StartDrill,
-                                       ["gold", "--clone", "-f", "json"])
+                                       ["gold", "-f", "json"])
         self.assertEqual(0, status)
         shown = json.loads(out)
-        self.assertEqual(("running", True, self.policy["id"], "gold"),
+        self.assertEqual(("running", False, self.policy["id"], "gold"),
                          (shown["state"], shown["clone"],
                           shown["policy_id"], shown["policy_name"]))
         self.assertNotIn("images", shown)
@@ -54,6 +54,15 @@ class TestDrillCommands(test_real_api.RealApiTestCase):
                                   [self.policy["id"], "-f", "value", "-c",
                                    "state"])
         self.assertEqual("running\n", out)
+
+    def test_clone_is_an_administrators(self):
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                drills.StartDrill, ["gold", "--clone"])
+        self.assertIn("dtn:drill:start:clone", str(exc))
+        self.use_persona("admin")
+        _, out = self.run_command(drills.StartDrill, [
+            self.policy["id"], "--clone", "-f", "value", "-c", "clone"])
+        self.assertEqual("True\n", out)
 
     def _wait_finishing(self, state, images, **values):
         """Make the waiting client's sleep finish the drill."""
