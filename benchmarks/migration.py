@@ -71,8 +71,12 @@ from benchmarks import linkstats
 from benchmarks import report
 from benchmarks import workloads
 from dtn_migrate.conf import engine as engine_opts
+from dtn_migrate import context
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import stream as staging_stream
+
+#: The context of the benchmark's requests to engine A over the bus.
+CTXT = context.get_service_context("dtn-migrate-benchmarks").to_dict()
 
 MiB = 1 << 20
 MODES = ("pipelined", "serial", "glance-download", "stages")
@@ -517,7 +521,7 @@ class Bench:
         a, b = self.clouds.a, self.clouds.b
         seen = len(a.events)
         t0, t0_wall = time.monotonic(), time.time()
-        req = a.bus.engine.migrate({}, b.agent_name,
+        req = a.bus.engine.migrate(CTXT, b.agent_name,
                                    images=[self.source["image_id"]],
                                    options={"mode": mode, "force": True})
         [m] = req["migrations"]
@@ -537,7 +541,7 @@ class Bench:
             if end is None and time.monotonic() - polled > POLL:
                 polled = time.monotonic()
                 try:
-                    got = a.bus.engine.get_migration({}, mid)
+                    got = a.bus.engine.get_migration(CTXT, mid)
                 except messaging.MessagingTimeout:
                     continue
                 if got["state"] in FINAL:
@@ -547,7 +551,7 @@ class Bench:
                     timeline["missed notification"] = True
         if end is None:
             try:
-                a.bus.engine.cancel_migration({}, mid)
+                a.bus.engine.cancel_migration(CTXT, mid)
             except Exception as exc:  # noqa: B902 - reported below
                 self.log("cancel of %s failed: %s" % (mid, exc))
             raise common.BenchError("migration %s not done in %.0f s"
@@ -560,7 +564,7 @@ class Bench:
         stages = {k: {f: v.get(f) for f in ("rate", "done", "state")}
                   for k, v in (rec.get("stages") or {}).items()}
         # The record's stage events, for the exact timeline.
-        events = a.bus.engine.get_migration({}, mid).get("events")
+        events = a.bus.engine.get_migration(CTXT, mid).get("events")
         return [(mode, seconds, {
             "migration_id": rec["migration_id"],
             "transfer_id": rec["transfer_id"],

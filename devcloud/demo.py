@@ -44,9 +44,13 @@ import oslo_messaging as messaging  # noqa: E402
 from devcloud import democlouds  # noqa: E402
 from dtn_migrate.cmd import _progress  # noqa: E402
 import devcloud  # noqa: E402
+from dtn_migrate import context  # noqa: E402
 from dtn_migrate.engine import requests  # noqa: E402
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 from dtn_migrate import utils  # noqa: E402
+
+#: The context of the demo's requests to engine A over the bus.
+CTXT = context.get_service_context("dtn-migrate-demo").to_dict()
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -199,7 +203,7 @@ class Demo:
         def ended():
             self.clouds.services.check()
             try:
-                rec = api.get_migration({}, migration_id)
+                rec = api.get_migration(CTXT, migration_id)
                 seen["misses"] = 0
             except messaging.MessagingTimeout:
                 seen["misses"] += 1
@@ -265,7 +269,7 @@ class Demo:
         API can run); follow the migration; its record.
         """
         api = self.clouds.a.engine_api()
-        req = api.migrate({}, peer, images=[source["id"]])
+        req = api.migrate(CTXT, peer, images=[source["id"]])
         [mig] = req["migrations"]
         migration_id = mig.get("id") or mig.get("migration_id")
         self.say("migration %s: image %s to %s, asked of engine a over "

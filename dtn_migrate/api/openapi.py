@@ -154,7 +154,12 @@ def _protection_paths(max_limit):
                                'peer, and starts replicating what the '
                                'selector picks.  Policy dtn:policy:create; '
                                'selector.projects or project_id also need '
-                               'dtn:policy:create:projects.',
+                               'dtn:policy:create:projects, '
+                               'options.target_project '
+                               'dtn:policy:create:target_project and '
+                               'options.keep_id true '
+                               'dtn:policy:create:keep_id (403 naming the '
+                               'option).',
                 'tags': ['policies'],
                 'requestBody': _body('PolicyCreate', 'The policy.'),
                 'responses': _responses(
@@ -181,9 +186,10 @@ def _protection_paths(max_limit):
                 'summary': 'Change a protection policy.',
                 'description': 'Only the fields given change; a selector '
                                'or options replaces the whole object.  '
-                               'Policy dtn:policy:update (and '
-                               'dtn:policy:create:projects for '
-                               'selector.projects).',
+                               'Policy dtn:policy:update (and, as for '
+                               'a create, dtn:policy:create:projects, '
+                               ':target_project and :keep_id for what '
+                               'they guard).',
                 'tags': ['policies'],
                 'requestBody': _body('PolicyUpdate', 'The changes.'),
                 'responses': _responses(
@@ -195,7 +201,9 @@ def _protection_paths(max_limit):
                 'operationId': 'deletePolicy',
                 'summary': 'Delete a protection policy.',
                 'description': 'The replicas made stay, in both clouds.  '
-                               'Policy dtn:policy:delete.',
+                               'Policy dtn:policy:delete; a policy whose '
+                               'role is not primary also needs '
+                               'dtn:policy:delete:non_primary.',
                 'tags': ['policies'],
                 'parameters': _query(policies.SHOW_QUERY),
                 'responses': _no_content(
@@ -379,7 +387,15 @@ def build(max_limit=1000):
                 'description': 'One migration per image.  The same '
                                'request_id from the same project answers '
                                'with the same records, so a retry is '
-                               'safe.  Policy dtn:migration:create.',
+                               'safe.  Policy dtn:migration:create; '
+                               'options.target_project also needs '
+                               'dtn:migration:create:target_project, '
+                               'options.keep_id true '
+                               'dtn:migration:create:keep_id, and a '
+                               'visibility other than private '
+                               'dtn:migration:create:visibility (403 '
+                               'naming the option).  Without the last, '
+                               'the images are imported private.',
                 'tags': ['migrations'],
                 'requestBody': _body('MigrationCreate',
                                      'The images, the peer, options.'),
@@ -425,7 +441,8 @@ def build(max_limit=1000):
             'operationId': 'listPeers',
             'summary': "The peer DTNs' health, as this cloud's agent "
                        "measures it.",
-            'description': 'Policy dtn:peer:list.',
+            'description': 'Policy dtn:peer:list; address, port and '
+                           'error only with dtn:peer:show:details.',
             'tags': ['peers'],
             'parameters': _query(peers.LIST_QUERY),
             'responses': _responses(200, to_openapi(peers.LIST_RESPONSE),
@@ -436,7 +453,8 @@ def build(max_limit=1000):
             'get': {
                 'operationId': 'showPeer',
                 'summary': "One peer DTN's health.",
-                'description': 'Policy dtn:peer:show.',
+                'description': 'Policy dtn:peer:show; address, port and '
+                               'error only with dtn:peer:show:details.',
                 'tags': ['peers'],
                 'parameters': _query(peers.LIST_QUERY),
                 'responses': _responses(

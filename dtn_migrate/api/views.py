@@ -70,20 +70,29 @@ def migration_detail(row, events):
     return out
 
 
-def peer(health):
+#: What only callers with dtn:peer:show:details see of a peer.
+PEER_DETAILS = ('address', 'port', 'error')
+
+
+def peer(health, details=True):
+    """A peer's health; without ``details``, no address, port nor error
+    (the keys are left out).
+    """
     rtt = _number(health.get('rtt_ms'), float)
     throughput = _number(health.get('last_throughput'), float)
-    return {
+    out = {
         'name': health.get('name'),
-        'address': health.get('address'),
-        'port': _number(health.get('port'), int),
         'reachable': bool(health.get('reachable')),
         'rtt_ms': rtt,
         'last_throughput': throughput,
         'last_transfer_at': time(health.get('last_transfer_at')),
         'checked_at': time(health.get('checked_at')),
-        'error': health.get('error'),
     }
+    if details:
+        out.update(address=health.get('address'),
+                   port=_number(health.get('port'), int),
+                   error=health.get('error'))
+    return out
 
 
 # Protection policies and the replica catalog.

@@ -61,6 +61,7 @@ from dtn_migrate.agent import rpcapi
 from dtn_migrate.cmd import _errors
 from dtn_migrate.cmd import _progress
 from dtn_migrate import config
+from dtn_migrate import context
 from dtn_migrate.db import migration as db_migration
 from dtn_migrate.engine import requests as engine_requests
 from dtn_migrate.engine import rpcapi as engine_rpcapi
@@ -298,6 +299,17 @@ def _engine_errors(func):
     return wrapper
 
 
+#: Who the engine logs as the caller of the bus-only commands.
+SERVICE = "dtn-migrate-manage"
+
+
+def _ctxt():
+    """The context of a bus-only command's request to the engine: an
+    administrator's, naming this tool (an empty one is refused).
+    """
+    return context.get_service_context(SERVICE).to_dict()
+
+
 def _engine_api():
     timeout = CONF.command.rpc_timeout
     return _Bounded(engine_rpcapi.EngineAPI(timeout=timeout, retry=3),
@@ -321,9 +333,9 @@ def _follow(api, records, request_id=None, timeout=None):
                 # Reused migrations belong to an earlier request: asked
                 # alone.
                 listed = {r["migration_id"]: r for r in api.list_migrations(
-                    {}, request_id=request_id)}
+                    _ctxt(), request_id=request_id)}
             for i in pending:
-                record = listed.get(i) or api.get_migration({}, i)
+                record = listed.get(i) or api.get_migration(_ctxt(), i)
                 current[i] = dict(record, reused=True) if i in reused \
                     else record
         progress.draw([current[i] for i in ids])
@@ -385,7 +397,7 @@ class MigrationCommands:
         request_id = c.request_id or uuid.uuid4().hex
         api = _engine_api()
         try:
-            request = api.migrate({}, c.peer, images=c.images or None,
+            request = api.migrate(_ctxt(), c.peer, images=c.images or None,
                                   selector=selector,
                                   options=options or None,
                                   request_id=request_id)
@@ -410,11 +422,13 @@ class MigrationCommands:
         if c.states:
             kwargs["filters"] = {"state": c.states}
         _print(_engine_api().list_migrations(
-            {}, request_id=c.request_id, direction=c.direction, **kwargs))
+            _ctxt(), request_id=c.request_id, direction=c.direction,
+            **kwargs))
 
     @_engine_errors
     def show(self):
-        _print(_engine_api().get_migration({}, CONF.command.migration_id))
+        _print(_engine_api().get_migration(_ctxt(),
+                                           CONF.command.migration_id))
 
     @_engine_errors
     def wait(self):
@@ -423,24 +437,26 @@ class MigrationCommands:
             return _error("give a migration ID or --request-id")
         api = _engine_api()
         if c.request_id:
-            records = api.list_migrations({}, request_id=c.request_id)
+            records = api.list_migrations(_ctxt(), request_id=c.request_id)
             if not records:
                 return _error("request %s has no migrations"
                               % c.request_id)
             again = "migration wait --request-id %s" % c.request_id
             return _wait_and_print(api, records, c.request_id, c.timeout,
                                    again)
-        record = api.get_migration({}, c.migration_id)
+        record = api.get_migration(_ctxt(), c.migration_id)
         return _wait_and_print(api, [record], None, c.timeout,
                                "migration wait %s" % c.migration_id)
 
     @_engine_errors
     def cancel(self):
-        _print(_engine_api().cancel_migration({}, CONF.command.migration_id))
+        _print(_engine_api().cancel_migration(_ctxt(),
+                                              CONF.command.migration_id))
 
     @_engine_errors
     def retry(self):
-        _print(_engine_api().retry_migration({}, CONF.command.migration_id))
+        _print(_engine_api().retry_migration(_ctxt(),
+                                             CONF.command.migration_id))
 
 
 class DbCommands:

@@ -22,7 +22,8 @@ VISIBILITIES = ('public', 'private', 'shared', 'community')
 DEFAULT_VISIBILITIES = ['private', 'shared']
 
 ImportRules = collections.namedtuple(
-    'ImportRules', 'peer import_project allowed_projects allowed_visibilities')
+    'ImportRules', 'peer import_project allowed_projects allowed_visibilities '
+                   'project_map')
 
 peer_opts = [
     cfg.HostAddressOpt('address', help='Address of the peer DTN agent.'),
@@ -48,14 +49,29 @@ import_opts = [
                help='Receiving side: the Glance project (id) that images '
                     'imported from this peer belong to when the peer asks '
                     'for no target project. Empty: the project of this '
-                    'cloud\'s engine ([glance] credentials), as before.'),
+                    'cloud\'s engine ([glance] credentials), as before. '
+                    'Not for the source projects project_map names.'),
     cfg.ListOpt('allowed_projects', default=[],
                 help='Receiving side: the projects (ids) this peer may ask '
                      'for as target_project, besides import_project. '
                      'Empty: only import_project (and, when that is empty '
                      'too, no target project may be asked for at all). A '
                      'request for another project is refused before any '
-                     'image is created.'),
+                     'image is created. Not for the source projects '
+                     'project_map names.'),
+    cfg.DictOpt('project_map', default={},
+                help='Receiving side: the project (id) of this cloud that '
+                     'the images of each project of the peer cloud land '
+                     'in, as <source project id>:<project id here> pairs '
+                     '(the source project is the one that migrates, or '
+                     'owns the protection policy, in the peer cloud). A '
+                     'source project listed here imports only into its '
+                     'project: by default, and as the only target_project '
+                     'it may ask for; import_project and allowed_projects '
+                     'do not apply to it. A source project not listed '
+                     '(or a peer that names none) gets import_project and '
+                     'may ask for allowed_projects. Empty: one project '
+                     'for the whole peer, as before.'),
     cfg.ListOpt('allowed_visibilities', default=DEFAULT_VISIBILITIES,
                 item_type=types.String(choices=VISIBILITIES),
                 help='Receiving side: the visibilities an image imported '
@@ -114,7 +130,7 @@ def section(conf, name):
 def import_rules(conf, name):
     """The import rules of peer ``name`` on ``conf`` (an ImportRules),
     its section registered if it is not yet.  Raises ValueError when a
-    value is invalid (an unknown visibility).
+    value is invalid (an unknown visibility, a malformed project_map).
     """
     group = group_name(name)
     values = section(conf, name)
@@ -122,9 +138,18 @@ def import_rules(conf, name):
         visibilities = list(values.allowed_visibilities or ())
     except cfg.Error as exc:
         raise ValueError('[%s] allowed_visibilities: %s' % (group, exc))
+    try:
+        project_map = dict(values.project_map or {})
+    except cfg.Error as exc:
+        raise ValueError('[%s] project_map: %s' % (group, exc))
+    for source, target in project_map.items():
+        if not source or not target:
+            raise ValueError('[%s] project_map: %r is not a pair of '
+                             'project ids' % (group, '%s:%s' % (source,
+                                                                target)))
     return ImportRules(name, values.import_project or None,
                        [p for p in values.allowed_projects or () if p],
-                       visibilities)
+                       visibilities, project_map)
 
 
 def list_opts():

@@ -14,6 +14,7 @@ def rule(name):
 
 
 MIGRATION_CREATE = rule("dtn:migration:create")
+MIGRATION_KEEP_ID = rule("dtn:migration:create:keep_id")
 MIGRATION_LIST = rule("dtn:migration:list")
 MIGRATION_LIST_ALL = rule("dtn:migration:list:all_projects")
 MIGRATION_SHOW = rule("dtn:migration:show")
@@ -27,6 +28,8 @@ POLICY_LIST_ALL = rule("dtn:policy:list:all_projects")
 POLICY_SHOW = rule("dtn:policy:show")
 POLICY_UPDATE = rule("dtn:policy:update")
 POLICY_DELETE = rule("dtn:policy:delete")
+POLICY_DELETE_NON_PRIMARY = rule("dtn:policy:delete:non_primary")
+POLICY_KEEP_ID = rule("dtn:policy:create:keep_id")
 POLICY_SYNC = rule("dtn:policy:sync")
 DRILL_START = rule("dtn:drill:start")
 DRILL_LIST = rule("dtn:drill:list")

@@ -1,4 +1,18 @@
-"""RPC endpoints of the migration engine (topic dtn_migrate_engine)."""
+"""RPC endpoints of the migration engine (topic dtn_migrate_engine).
+
+The engine trusts its cloud's bus: whoever may publish on the engine's
+topic may call it with any context, an administrator's included (there
+is no token the engine could check).  The bus must therefore be the
+cloud's own, authenticated (its own RabbitMQ vhost and credentials,
+TLS), open to this cloud's dtn-migrate services only.  What the engine
+does check: a user-facing call must carry a context that names its
+caller (:func:`dtn_migrate.context.from_rpc` refuses an empty one), and
+each is logged with its caller (user, project, request id).  The calls
+of this cloud's DTN agent (incoming_transfer, transfer_event,
+peer_request) and ping take no context.
+"""
+
+import functools
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
@@ -14,9 +28,22 @@ LOG = logging.getLogger(__name__)
 
 def _scope(ctx):
     """The project whose migrations ``ctx`` may see: None for an admin
-    (or the engine's own callers, with an empty context).
+    (or a service context of this cloud's own components).
     """
     return None if ctx.is_admin else ctx.project_id
+
+
+def user_facing(method):
+    """An endpoint of the operators' requests: its context, which must
+    name the caller (else Forbidden), is a RequestContext by the time
+    ``method`` runs, and the call is logged with its caller.
+    """
+    @functools.wraps(method)
+    def endpoint(self, ctxt, *args, **kwargs):
+        ctx = context_mod.from_rpc(ctxt)
+        LOG.info("%s by %s", method.__name__, context_mod.caller(ctx))
+        return method(self, ctx, *args, **kwargs)
+    return endpoint
 
 
 class EngineManager:
@@ -42,6 +69,11 @@ class EngineManager:
     * 1.5 - peer_request: a peer cloud's request that this cloud's DTN
       agent received over the DTN link (a mirror deletion, the metadata
       of a failback).
+
+    User-facing calls (``user_facing``) refuse an empty context (it
+    was taken for an administrator's): callers on the bus alone send
+    ``context.get_service_context(<component>)``.  No version change:
+    the arguments are the same.
     """
 
     target = messaging.Target(version='1.5')
@@ -55,7 +87,8 @@ class EngineManager:
         self.failovers = failovers
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def migrate(self, ctxt, peer=None, images=None, selector=None,
+    @user_facing
+    def migrate(self, ctx, peer=None, images=None, selector=None,
                 options=None, request_id=None, **unknown):
         """Migrate images (ids, or those a selector matches) to ``peer``.
 
@@ -63,7 +96,6 @@ class EngineManager:
         for an image already migrating (or migrated, unchanged) to the
         same peer returns that migration instead of a new one.
         """
-        ctx = context_mod.from_rpc(ctxt)
         try:
             if unknown:
                 raise exception.InvalidInput(
@@ -80,17 +112,17 @@ class EngineManager:
             raise
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def get_migration(self, ctxt, migration_id):
-        ctx = context_mod.from_rpc(ctxt)
+    @user_facing
+    def get_migration(self, ctx, migration_id):
         record = self.migrations.get(migration_id, _scope(ctx))
         return records.to_rpc(
             record, self.migrations.events(record["migration_id"]))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def list_migrations(self, ctxt, request_id=None, direction=None,
+    @user_facing
+    def list_migrations(self, ctx, request_id=None, direction=None,
                         filters=None, marker=None, limit=None,
                         sort_keys=None, sort_dirs=None):
-        ctx = context_mod.from_rpc(ctxt)
         if filters is not None and not isinstance(filters, dict):
             raise exception.InvalidInput(reason="filters must be a mapping")
         return [records.to_rpc(r) for r in self.migrations.list(
@@ -98,25 +130,27 @@ class EngineManager:
             sort_dirs, project_id=_scope(ctx))]
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def cancel_migration(self, ctxt, migration_id):
-        ctx = context_mod.from_rpc(ctxt)
+    @user_facing
+    def cancel_migration(self, ctx, migration_id):
         return records.to_rpc(
             self.migrations.cancel(migration_id, _scope(ctx)))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def retry_migration(self, ctxt, migration_id):
-        ctx = context_mod.from_rpc(ctxt)
+    @user_facing
+    def retry_migration(self, ctx, migration_id):
         return records.to_rpc(
             self.migrations.retry(migration_id, _scope(ctx)))
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def list_peers(self, ctxt):
+    @user_facing
+    def list_peers(self, ctx):
         """Health of every peer DTN, as this cloud's DTN agent sees it."""
         res = self.migrations.res
         return res.agent.peer_health(base.CTXT, res.agent_host)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def get_peer(self, ctxt, name):
+    @user_facing
+    def get_peer(self, ctx, name):
         res = self.migrations.res
         found = res.agent.peer_health(base.CTXT, res.agent_host, peer=name)
         for item in found or ():
@@ -160,32 +194,34 @@ class EngineManager:
         return self.protection
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def create_policy(self, ctxt, values=None):
-        return self._protection().create(context_mod.from_rpc(ctxt), values)
+    @user_facing
+    def create_policy(self, ctx, values=None):
+        return self._protection().create(ctx, values)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def update_policy(self, ctxt, policy_id=None, values=None):
-        return self._protection().update(context_mod.from_rpc(ctxt),
-                                         policy_id, values)
+    @user_facing
+    def update_policy(self, ctx, policy_id=None, values=None):
+        return self._protection().update(ctx, policy_id, values)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def delete_policy(self, ctxt, policy_id=None):
-        self._protection().delete(context_mod.from_rpc(ctxt), policy_id)
+    @user_facing
+    def delete_policy(self, ctx, policy_id=None):
+        self._protection().delete(ctx, policy_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def sync_policy(self, ctxt, policy_id=None):
-        return self._protection().sync(context_mod.from_rpc(ctxt),
-                                       policy_id)
+    @user_facing
+    def sync_policy(self, ctx, policy_id=None):
+        return self._protection().sync(ctx, policy_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def failover_policy(self, ctxt, policy_id=None):
-        return self._failover().failover(context_mod.from_rpc(ctxt),
-                                         policy_id)
+    @user_facing
+    def failover_policy(self, ctx, policy_id=None):
+        return self._failover().failover(ctx, policy_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def failback_policy(self, ctxt, policy_id=None):
-        return self._failover().failback(context_mod.from_rpc(ctxt),
-                                         policy_id)
+    @user_facing
+    def failback_policy(self, ctx, policy_id=None):
+        return self._failover().failback(ctx, policy_id)
 
     def _failover(self):
         if self.failovers is None:
@@ -194,12 +230,12 @@ class EngineManager:
         return self.failovers
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def start_drill(self, ctxt, policy_id=None, clone=False):
+    @user_facing
+    def start_drill(self, ctx, policy_id=None, clone=False):
         if self.drills is None:
             raise exception.ConfigError(
                 reason="this engine runs no drills")
-        return self.drills.start(context_mod.from_rpc(ctxt), policy_id,
-                                 clone)
+        return self.drills.start(ctx, policy_id, clone)
 
     # Requests of peer clouds (1.5).
     @messaging.expected_exceptions(exception.DtnMigrateException)

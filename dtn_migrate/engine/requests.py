@@ -49,6 +49,11 @@ def peer(value):
     return _text(value, "peer")
 
 
+def project(value, what="project"):
+    """A project id (printable, at most 64 characters)."""
+    return _text(value, what, 64)
+
+
 def image_ids(images, selector):
     """(list of image ids or None, selector or None); exactly one set."""
     if (images is None) == (selector is None):
@@ -106,7 +111,7 @@ def options(value, default_mode):
         raise _invalid("visibility must be one of %s"
                        % ", ".join(VISIBILITIES))
     if out["target_project"] is not None:
-        _text(out["target_project"], "target_project", 64)
+        project(out["target_project"], "target_project")
     if out["protection"] is not None:
         out["protection"] = protection(out["protection"])
     return out

@@ -115,7 +115,8 @@ class Running:
                     "image_id": meta["image_id"], "peer": meta["peer"],
                     "transfer_id": meta["transfer_id"],
                     "options": meta["options"],
-                    "attempt": meta.get("attempt", 1)}
+                    "attempt": meta.get("attempt", 1),
+                    "project_id": meta.get("project_id")}
         return {"migration_id": meta["migration_id"],
                 "transfer_id": meta["transfer_id"], "peer": meta["peer"],
                 "attempt": meta.get("attempt") or 1}

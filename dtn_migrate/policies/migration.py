@@ -1,4 +1,12 @@
-"""Policies of /v1/migrations."""
+"""Policies of /v1/migrations.
+
+Migrating is a member's business; what the images become on the peer
+is an administrator's: the project they land in (a project of the peer
+cloud), a visibility other than private, and the source's image ids.
+The peer's own rules ([peer:<name>] of its engine) bound all three
+again, but they cannot tell one source project's member from another,
+nor from an administrator.
+"""
 
 from oslo_policy import policy
 
@@ -14,6 +22,30 @@ rules = [
         name=PREFIX % 'create',
         check_str=base.ADMIN_OR_PROJECT_MEMBER,
         description='Migrate images of the project to a peer cloud.',
+        operations=[{'method': 'POST', 'path': COLLECTION}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'create:target_project',
+        check_str=base.ADMIN,
+        description='Ask the peer cloud for the project the images are '
+                    'imported into (options.target_project).',
+        operations=[{'method': 'POST', 'path': COLLECTION}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'create:visibility',
+        check_str=base.ADMIN,
+        description='Give the images a visibility other than private on '
+                    'the peer cloud: ask for one (options.visibility '
+                    'shared, community or public), or keep the source '
+                    "image's.  Without it the images are imported "
+                    'private.',
+        operations=[{'method': 'POST', 'path': COLLECTION}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'create:keep_id',
+        check_str=base.ADMIN,
+        description='Create the images on the peer cloud with the ids '
+                    'they have here (options.keep_id).',
         operations=[{'method': 'POST', 'path': COLLECTION}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(

@@ -1,4 +1,9 @@
-"""Policies of /v1/peers."""
+"""Policies of /v1/peers.
+
+Whether a peer is reachable, and how fast, is for every reader; where
+its DTN listens (address, port) and why a probe failed (the raw error,
+which names addresses and keys' troubles) is for administrators.
+"""
 
 from oslo_policy import policy
 
@@ -19,6 +24,15 @@ rules = [
         check_str=base.ADMIN_OR_PROJECT_READER,
         description='Show the health of one peer DTN.',
         operations=[{'method': 'GET', 'path': '/v1/peers/{name}'}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'show:details',
+        check_str=base.ADMIN,
+        description="See a peer DTN's address and port, and the error of "
+                    "its last probe, in the peers' health.  Without it "
+                    "they are left out of the answer.",
+        operations=[{'method': 'GET', 'path': '/v1/peers'},
+                    {'method': 'GET', 'path': '/v1/peers/{name}'}],
         scope_types=['project']),
 ]
 

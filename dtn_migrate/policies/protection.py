@@ -5,9 +5,12 @@ A protection policy keeps the images it selects replicated to a peer
 cloud; managing one is a member's business, like migrating.  Selecting
 the images of other projects (``selector.projects``) or creating a
 policy for another project (``project_id``) is an administrator's, and
-so are failover and failback: an operator's decisions, taken in the
-cloud that holds the replicas, on policies of whatever project the
-replicas were imported into.
+so is choosing what the replicas become on the peer (their project,
+their ids), as for migrations.  Failover and failback are an
+administrator's too: an operator's decisions, taken in the cloud that
+holds the replicas, on policies of whatever project the replicas were
+imported into; and so is deleting a policy that is not primary (a
+replica, failed-over or failback policy), which a failback needs.
 """
 
 from oslo_policy import policy
@@ -36,6 +39,24 @@ rules = [
         description='Create or change a protection policy whose selector '
                     'names projects (selector.projects), or create one '
                     'owned by another project (project_id).',
+        operations=[{'method': 'POST', 'path': COLLECTION},
+                    {'method': 'PUT', 'path': RESOURCE}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=POLICY % 'create:target_project',
+        check_str=base.ADMIN,
+        description='Create or change a protection policy that asks the '
+                    'peer cloud for the project its replicas are '
+                    'imported into (options.target_project).',
+        operations=[{'method': 'POST', 'path': COLLECTION},
+                    {'method': 'PUT', 'path': RESOURCE}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=POLICY % 'create:keep_id',
+        check_str=base.ADMIN,
+        description='Create or change a protection policy whose replicas '
+                    'get the ids of their source images '
+                    '(options.keep_id).',
         operations=[{'method': 'POST', 'path': COLLECTION},
                     {'method': 'PUT', 'path': RESOURCE}],
         scope_types=['project']),
@@ -72,6 +93,15 @@ rules = [
         name=POLICY % 'delete',
         check_str=base.ADMIN_OR_PROJECT_MEMBER,
         description='Delete a protection policy (its replicas stay).',
+        operations=[{'method': 'DELETE', 'path': RESOURCE}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=POLICY % 'delete:non_primary',
+        check_str=base.ADMIN,
+        description='Delete a protection policy whose role is not '
+                    'primary: a replica policy (learnt from the peer), a '
+                    'failed-over one, or a failback (reverse) policy, '
+                    'which a failback needs.',
         operations=[{'method': 'DELETE', 'path': RESOURCE}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(

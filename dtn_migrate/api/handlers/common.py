@@ -1,10 +1,12 @@
 """Helpers of the handlers."""
 
+import json
 import urllib.parse
 import uuid
 
 from dtn_migrate.api import middleware
 from dtn_migrate import exception
+from dtn_migrate.i18n import _
 from dtn_migrate import policy
 
 
@@ -32,6 +34,26 @@ def authorize(api, ctxt, action, project_id=None):
 def may(api, ctxt, action, project_id):
     return policy.check(ctxt, action, {'project_id': project_id},
                         api.enforcer)
+
+
+def authorize_options(api, ctxt, options, rules, current=None):
+    """403 naming the option, when ``options`` asks for one that the
+    caller's rule does not allow: ``rules`` are (option, rule, asks),
+    ``asks(value)`` true when the value needs the rule.  A value equal
+    to ``current``'s (the options of what is being changed) asks for
+    nothing new.
+    """
+    for key, rule, asks in rules:
+        if key not in options or not asks(options[key]):
+            continue
+        if current is not None and current.get(key) == options[key]:
+            continue
+        if not may(api, ctxt, rule, ctxt.project_id):
+            raise exception.PolicyNotAuthorized(
+                message=_("Policy does not allow options.%(option)s "
+                          "%(value)s (rule %(rule)s).") % {
+                    'option': key, 'value': json.dumps(options[key]),
+                    'rule': rule}, action=rule)
 
 
 def engine_call(method, *args, **kwargs):

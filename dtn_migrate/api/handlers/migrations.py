@@ -20,12 +20,37 @@ _EITHER = _("give either images (a list of image ids) or a selector "
             "(tag and/or properties), not both")
 #: The root-level combinators of the body schema say one thing.
 CREATE_MESSAGES = {'oneOf': _EITHER, 'anyOf': _EITHER, 'not': _EITHER}
+VISIBILITY_RULE = 'dtn:migration:create:visibility'
+#: What a caller asks of the peer only with a rule of its own: (option,
+#: rule, whether a value asks for it).
+OPTION_RULES = (
+    ('target_project', 'dtn:migration:create:target_project',
+     lambda value: value is not None),
+    ('visibility', VISIBILITY_RULE,
+     lambda value: value not in (None, 'private')),
+    ('keep_id', 'dtn:migration:create:keep_id', bool),
+)
+
+
+def _options(api, ctxt, options):
+    """The options the engine gets: 403 for one the caller may not ask
+    for; without the visibility rule, the images are imported private
+    rather than with the source image's visibility (which a member
+    cannot choose, but may read: a public or community image).
+    """
+    options = dict(options or {})
+    common.authorize_options(api, ctxt, options, OPTION_RULES)
+    if options.get('visibility') is None and \
+            not common.may(api, ctxt, VISIBILITY_RULE, ctxt.project_id):
+        options['visibility'] = 'private'
+    return options
 
 
 def create(api, req):
     ctxt = common.context(req)
     common.authorize(api, ctxt, 'dtn:migration:create')
     body = validation.json_body(req, schemas.CREATE, CREATE_MESSAGES)
+    options = _options(api, ctxt, body.get('options'))
     request_id = common.uuid_hex(body['request_id']) \
         if 'request_id' in body else uuid.uuid4().hex
     images = None
@@ -43,7 +68,7 @@ def create(api, req):
         result = common.engine_call(
             api.engine.migrate, ctxt.to_dict(), body['peer'],
             images=images, selector=selector,
-            options=body.get('options'), request_id=request_id)
+            options=options, request_id=request_id)
     except exception.EngineUnavailable as exc:
         raise exception.EngineUnavailable(reason=_(
             "%(reason)s; follow request %(request_id)s with GET "

@@ -21,6 +21,16 @@ from dtn_migrate.i18n import _
 
 #: Allowed only with dtn:policy:create:projects (administrators).
 PROJECTS_RULE = 'dtn:policy:create:projects'
+#: What a policy asks of the peer only with a rule of its own (see
+#: common.authorize_options).
+OPTION_RULES = (
+    ('target_project', 'dtn:policy:create:target_project',
+     lambda value: value is not None),
+    ('keep_id', 'dtn:policy:create:keep_id', bool),
+)
+#: Deleting a policy of another role than primary: a replica,
+#: failed-over or failback policy (whose loss a failback feels).
+DELETE_NON_PRIMARY_RULE = 'dtn:policy:delete:non_primary'
 
 
 def _check_selector(selector):
@@ -43,10 +53,17 @@ def _check_schedule(mode, schedule):
             "body schedule is only for mode scheduled, not %s") % mode)
 
 
-def _check_projects(api, ctxt, body):
+def _check_rules(api, ctxt, body, row=None):
+    """403 for what only administrators ask by default: other projects'
+    images or ownership, the replicas' project or ids on the peer (an
+    option a change of policy ``row`` leaves as it is asks nothing).
+    """
     selector = body.get('selector') or {}
     if selector.get('projects') or 'project_id' in body:
         common.authorize(api, ctxt, PROJECTS_RULE)
+    current = None if row is None else views.policy(row)['options']
+    common.authorize_options(api, ctxt, body.get('options') or {},
+                             OPTION_RULES, current)
 
 
 def create(api, req):
@@ -55,7 +72,7 @@ def create(api, req):
     body = validation.json_body(req, schemas.CREATE)
     _check_selector(body['selector'])
     _check_schedule(body.get('mode', 'continuous'), body.get('schedule'))
-    _check_projects(api, ctxt, body)
+    _check_rules(api, ctxt, body)
     record = common.engine_call(api.engine.create_policy, ctxt.to_dict(),
                                 body)
     return middleware.json_response(201, {'policy': views.policy(record)})
@@ -123,7 +140,7 @@ def update(api, req, policy_id):
         schedule = body['schedule'] if 'schedule' in body \
             else row.get('schedule')
         _check_schedule(mode, schedule)
-    _check_projects(api, ctxt, body)
+    _check_rules(api, ctxt, body, row)
     record = common.engine_call(api.engine.update_policy, ctxt.to_dict(),
                                 row['id'], body)
     return middleware.json_response(200, {'policy': views.policy(record)})
@@ -133,6 +150,9 @@ def delete(api, req, policy_id):
     ctxt = common.context(req)
     validation.query(req, schemas.SHOW_QUERY)
     row = _get(api, ctxt, policy_id, 'dtn:policy:delete')
+    if (row.get('role') or 'primary') != 'primary':
+        common.authorize(api, ctxt, DELETE_NON_PRIMARY_RULE,
+                         row.get('project_id'))
     common.engine_call(api.engine.delete_policy, ctxt.to_dict(), row['id'])
     return webob.Response(status=204)
 

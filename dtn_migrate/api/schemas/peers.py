@@ -7,20 +7,32 @@ LIST_QUERY = common.NO_QUERY
 PEER = {
     'type': 'object',
     'title': 'Peer',
-    'required': ['name', 'address', 'port', 'reachable', 'rtt_ms',
-                 'last_throughput', 'last_transfer_at', 'checked_at',
-                 'error'],
+    'description': 'A peer DTN\'s health.  address, port and error are '
+                   'there only for callers with dtn:peer:show:details '
+                   '(administrators by default).',
+    'required': ['name', 'reachable', 'rtt_ms', 'last_throughput',
+                 'last_transfer_at', 'checked_at'],
     'properties': {
         'name': {'type': 'string'},
-        'address': common.nullable({'type': 'string'}),
-        'port': common.nullable({'type': 'integer'}),
+        'address': common.nullable({
+            'type': 'string',
+            'description': 'Where this cloud\'s DTN sends to the peer '
+                           '(null: the peer only sends here).  Only '
+                           'with dtn:peer:show:details.'}),
+        'port': common.nullable({
+            'type': 'integer',
+            'description': 'The peer DTN\'s transfer port.  Only with '
+                           'dtn:peer:show:details.'}),
         'reachable': {'type': 'boolean'},
         'rtt_ms': common.nullable({'type': 'number', 'minimum': 0}),
         'last_throughput': common.nullable({'type': 'number',
                                             'minimum': 0}),
         'last_transfer_at': common.NULLABLE_TIME,
         'checked_at': common.NULLABLE_TIME,
-        'error': common.nullable({'type': 'string'}),
+        'error': common.nullable({
+            'type': 'string',
+            'description': 'Why the last probe failed (null: it did '
+                           'not).  Only with dtn:peer:show:details.'}),
     },
 }
 

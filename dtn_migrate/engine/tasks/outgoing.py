@@ -52,7 +52,15 @@ class CheckPeer(base.MigrationTask):
         self.res.check_peer(peer)
 
 
-def descriptor_payload(transfer_id, descriptor, options, attempt):
+def descriptor_payload(transfer_id, descriptor, options, attempt,
+                       source_project=None):
+    """What ``image.json`` says to the peer: the image, the options the
+    peer applies, the policy the migration serves and
+    ``source_project``, the project of this cloud that migrates (the
+    migration's; the policy's for a protection policy), whose
+    projects in the peer cloud the peer's rules decide
+    (``[peer:<name>] project_map``).
+    """
     payload = {"version": DESCRIPTOR_VERSION, "transfer_id": transfer_id,
                "attempt": attempt, "image": descriptor,
                "options": {k: options.get(k) for k in (
@@ -61,6 +69,8 @@ def descriptor_payload(transfer_id, descriptor, options, attempt):
     if options.get("protection"):
         # The policy it serves: the peer keeps it with the replica.
         payload["protection"] = options["protection"]
+    if source_project:
+        payload["source_project"] = source_project
     return payload
 
 
@@ -71,9 +81,10 @@ class WriteDescriptor(base.MigrationTask):
 
     default_name = "write-descriptor"
 
-    def execute(self, transfer_id, descriptor, options, attempt):
+    def execute(self, transfer_id, descriptor, options, attempt,
+                project_id=None):
         data = json.dumps(descriptor_payload(transfer_id, descriptor,
-                                             options, attempt),
+                                             options, attempt, project_id),
                           sort_keys=True).encode()
         if len(data) > MAX_DESCRIPTOR:
             raise exception.ImageUnsupported(
@@ -92,7 +103,9 @@ def _earlier_attempt(staged, data):
     same request.  It stays: the transfer that an earlier attempt
     defined may be sent on only with the very file it was defined with,
     and the peer imports for the attempt its source asks the report of
-    (the larger of the two).
+    (the larger of the two).  One an older release wrote, without the
+    source project, stays too (the peer treats it as one that names no
+    source project, as that release's peer did).
     """
     try:
         old, new = json.loads(staged), json.loads(data)
@@ -100,6 +113,8 @@ def _earlier_attempt(staged, data):
         return False
     if not isinstance(old, dict) or not isinstance(old.get("attempt"), int):
         return False
+    if "source_project" not in old:
+        new.pop("source_project", None)
     return old["attempt"] <= new["attempt"] and \
         dict(old, attempt=None) == dict(new, attempt=None)
 

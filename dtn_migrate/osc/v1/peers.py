@@ -14,15 +14,26 @@ FIELDS = tuple(key for key, _ in COLUMNS)
 FORMATTERS = {"last_throughput": common.RateColumn}
 
 
+def _columns(peers):
+    """The columns the API's answer holds: a caller without
+    ``dtn:peer:show:details`` gets no address, port nor error.
+    """
+    present = set().union(*peers) if peers else set(FIELDS)
+    return [(key, heading) for key, heading in COLUMNS if key in present]
+
+
 class ListPeer(command.Lister):
     """List the peer DTNs: reachability, round-trip time and the last
-    measured throughput, as this cloud's DTN agent sees them.
+    measured throughput, as this cloud's DTN agent sees them (and, for
+    administrators, their addresses and the errors of their probes).
     """
 
     def take_action(self, parsed_args):
         peers = common.call(self.app.client_manager.dtn.peers.list)
-        return ([heading for _, heading in COLUMNS],
-                [utils.get_dict_properties(p, FIELDS, formatters=FORMATTERS)
+        columns = _columns(peers)
+        fields = [key for key, _ in columns]
+        return ([heading for _, heading in columns],
+                [utils.get_dict_properties(p, fields, formatters=FORMATTERS)
                  for p in peers])
 
 

@@ -113,11 +113,13 @@ class ApiCloud(migration.Cloud):
 
 
 def start_pair(scope, database_a=None, rate=RATE, api_threads=4,
-               **cloud_kwargs):
+               prepare=None, **cloud_kwargs):
     """Start clouds A and B of SCOPE (a :class:`ClassScope`); A's
     database is DATABASE_A (default SQLite), its agent sends at RATE;
-    CLOUD_KWARGS go to both clouds (see :class:`ApiCloud`).  Returns
-    (a, b).
+    CLOUD_KWARGS go to both clouds (see :class:`ApiCloud`).  PREPARE,
+    when given, is called with (a, b) once both clouds' personas and
+    agents exist, before the engines start (to add engine configuration
+    that names their projects, in ``cloud.extra``).  Returns (a, b).
     """
     brokers = scope.brokers(2)
     ks = {n: scope.keystone(name="ks-%s" % n, region="Region%s"
@@ -136,6 +138,8 @@ def start_pair(scope, database_a=None, rate=RATE, api_threads=4,
     a.make_agent(b)
     b.make_agent(a)
     migration.start_agents((a, b))
+    if prepare is not None:
+        prepare(a, b)
     for c in (a, b):
         c.start_engine()
     for c in (a, b):

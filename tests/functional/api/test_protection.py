@@ -100,6 +100,14 @@ class TestProtection(api.ApiPairTestCase):
             persona, "dtn", "policy", "create", name, "--peer",
             self.b.agent_name, "--tag", tag, *extra)
 
+    def create_kept_id_policy(self, name, tag):
+        """Alice's policy whose replicas keep their ids: kept ids are an
+        administrator's to ask for (dtn:policy:create:keep_id).
+        """
+        policy = self.create_policy(name, tag)
+        return self.openstack_json("admin", "dtn", "policy", "set",
+                                   policy["id"], "--keep-id")
+
     def policy(self, name_or_id, persona="alice"):
         return self.openstack_json(persona, "dtn", "policy", "show",
                                    name_or_id)
@@ -446,7 +454,7 @@ class TestProtection(api.ApiPairTestCase):
 
     def test_failback_resumes_after_kill9_of_the_dr_engine(self):
         tag = self.tag()
-        policy = self.create_policy("k9-%s" % tag, tag, "--keep-id")
+        policy = self.create_kept_id_policy("k9-%s" % tag, tag)
         kept = self.upload(MiB + 11, tags=[tag])
         self.wait_replicated(policy["id"], [kept["id"]])
         self.openstack_json("admin", "dtn", "failover", policy["id"],
@@ -471,7 +479,7 @@ class TestProtection(api.ApiPairTestCase):
 
     def test_failover_and_failback_round_trip(self):
         tag = self.tag()
-        policy = self.create_policy("dr-%s" % tag, tag, "--keep-id")
+        policy = self.create_kept_id_policy("dr-%s" % tag, tag)
         kept = self.upload(MiB + 1, tags=[tag])
         self.wait_replicated(policy["id"], [kept["id"]])
         replica = self.replica(kept["id"])

@@ -20,6 +20,7 @@ import oslo_messaging as messaging
 from dtn_migrate.agent import rpcapi as agent_rpcapi
 from dtn_migrate import conf as dtn_conf
 import devcloud
+from dtn_migrate import context
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
@@ -30,6 +31,9 @@ from tests.functional import devcloud as devcloud_tests
 MiB = 1 << 20
 ENGINE = os.path.join(base.VENV_BIN, "dtn-migrate-engine")
 FINAL = ("complete", "failed", "cancelled")
+#: The context of the tests' requests to an engine over the bus (an
+#: empty one is refused): an administrator's, naming the tests.
+ADMIN = context.get_service_context("dtn-migrate-tests").to_dict()
 #: The PostgreSQL role tools/bootstrap.sh makes for the tests.
 PG_USER = "dtnm"
 PG_PASSWORD = "dtnm"
@@ -408,7 +412,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
 
     # Migrations.
     def migrate(self, images=None, selector=None, **options):
-        return self.a.bus.engine.migrate({}, self.b.agent_name,
+        return self.a.bus.engine.migrate(ADMIN, self.b.agent_name,
                                          images=images, selector=selector,
                                          options=options or None)
 
@@ -418,7 +422,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         while time.monotonic() < deadline:
             try:
                 recs = self.a.bus.engine.list_migrations(
-                    {}, request_id=request_id)
+                    ADMIN, request_id=request_id)
             except messaging.MessagingTimeout:
                 recs = []
             if recs and all(r["state"] in FINAL for r in recs):
@@ -454,7 +458,7 @@ class MigrationTestCase(devcloud_tests.DevcloudTestCase):
         rec = None
         while time.monotonic() < deadline:
             try:
-                rec = self.a.bus.engine.get_migration({}, migration_id)
+                rec = self.a.bus.engine.get_migration(ADMIN, migration_id)
             except messaging.MessagingTimeout:
                 rec = None
             if rec is not None:

@@ -37,6 +37,9 @@ from devcloud import dbserver
 from tests.functional import migration
 from tests.functional.migration import scope as class_scope
 
+#: The context of the tests' requests over the bus.
+ADMIN = migration.ADMIN
+
 MiB = 1 << 20
 FILE = r"/file$"
 ENGINE_CONF = {"engine": {"database_check_interval": 1,
@@ -150,7 +153,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.engine_a(persistence)
         source = self.upload(a, data=os.urandom(32 * MiB), name="rows")
         req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             # 8 s of transfer: the agent pushes its progress every 2 s
             # (progress_event_interval), so several pushes land inside
             # it (at 8 MiB/s, 4 s held one at best, and CI once saw none
@@ -208,22 +211,22 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         a, b = self.a, self.b
         persistence = self.database("mariadb")
         self.engine_a(persistence)
-        peers = a.bus.engine.list_peers({})
+        peers = a.bus.engine.list_peers(ADMIN)
         self.assertEqual([b.agent_name], [p["name"] for p in peers])
-        peer = a.bus.engine.get_peer({}, b.agent_name)
+        peer = a.bus.engine.get_peer(ADMIN, b.agent_name)
         self.assertTrue(peer["reachable"], peer)
         self.assertIsNotNone(peer["rtt_ms"])
-        self.assertRaises(exception.PeerNotFound, a.bus.engine.get_peer, {},
+        self.assertRaises(exception.PeerNotFound, a.bus.engine.get_peer, ADMIN,
                           "nowhere")
         source = self.upload(a, data=os.urandom(8 * MiB), name="retry")
         # Glance B refuses every upload: the import fails for good.
         b.proxy.fail(503, retry_after=0, method="PUT", path=FILE)
         self.addCleanup(b.proxy.clear)
-        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]],
+        req = a.bus.engine.migrate(ADMIN, b.agent_name, images=[source["id"]],
                                    options={"mode": "serial"})
         mid = req["migrations"][0]["id"]
         self.assertRaises(exception.MigrationStateConflict,
-                          a.bus.engine.retry_migration, {}, mid)
+                          a.bus.engine.retry_migration, ADMIN, mid)
         rec = self.wait_migration(mid, timeout=180)
         self.assertEqual("failed", rec["state"])
         row, events = self.row(persistence, mid)
@@ -234,7 +237,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
                          (events[-1]["stage"], events[-1]["event"],
                           events[-1]["message"]))
         b.proxy.clear()
-        rec = a.bus.engine.retry_migration({}, mid)
+        rec = a.bus.engine.retry_migration(ADMIN, mid)
         self.assertEqual((mid, 2, "queued"),
                          (rec["id"], rec["attempt"], rec["state"]))
         rec = self.wait_migration(mid, timeout=180)
@@ -258,17 +261,17 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.engine_a(persistence)
         source = self.upload(a, data=os.urandom(24 * MiB), name="cancelled")
         req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": 4 * MiB}})
         [m] = req["migrations"]
         mid, tid = m["id"], m["transfer_id"]
         self.wait_until(lambda: (self.transfer_status(a, tid).get(
             "bytes_done") or 0) > 4 * MiB, "the transfer to be under way",
             timeout=60, interval=0.2)
-        a.bus.engine.cancel_migration({}, mid)
+        a.bus.engine.cancel_migration(ADMIN, mid)
         rec = self.wait_migration(mid, timeout=120)
         self.assertEqual("cancelled", rec["state"])
-        rec = a.bus.engine.retry_migration({}, mid)
+        rec = a.bus.engine.retry_migration(ADMIN, mid)
         self.assertEqual((mid, 2, tid), (rec["id"], rec["attempt"],
                                          rec["transfer_id"]))
         rec = self.wait_migration(mid, timeout=180)
@@ -284,7 +287,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
     def migrate_small(self, name):
         """A new image migrates to completion."""
         source = self.upload(self.a, data=os.urandom(4 * MiB), name=name)
-        req = self.a.bus.engine.migrate({}, self.b.agent_name,
+        req = self.a.bus.engine.migrate(ADMIN, self.b.agent_name,
                                         images=[source["id"]])
         rec = self.wait_migration(req["migrations"][0]["migration_id"],
                                   timeout=180)
@@ -307,7 +310,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
         self.addCleanup(b.proxy.clear)
         req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": 16 * MiB}})
         [m] = req["migrations"]
         mid, tid = m["migration_id"], m["transfer_id"]
@@ -320,7 +323,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         self.wait_until(lambda: self.transfer_status(a, tid).get("state")
                         == "complete", "the transfer's end")
         self.assertEqual("running",
-                         a.bus.engine.get_migration({}, mid)["state"])
+                         a.bus.engine.get_migration(ADMIN, mid)["state"])
         if strand:
             self.finish_while_down(server, engine, source, mid, tid)
         else:
@@ -349,13 +352,13 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         # Saved for good: engine A, killed, restarts at once on the same
         # database (the server dropped its lock) and finds it complete.
         a.restart_engine(kill=True)
-        rec = a.bus.engine.get_migration({}, mid)
+        rec = a.bus.engine.get_migration(ADMIN, mid)
         self.assertEqual("complete", rec["state"])
         self.assertNotIn("resuming outgoing migration %s" % mid,
                          engine.log_text())
         # New requests work: the same image is migrated already, a new
         # one migrates.
-        again = a.bus.engine.migrate({}, b.agent_name,
+        again = a.bus.engine.migrate(ADMIN, b.agent_name,
                                      images=[source["id"]])
         self.assertEqual([(mid, "complete", True)],
                          [(r["migration_id"], r["state"], r.get("reused"))
@@ -372,7 +375,7 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
         a, b = self.a, self.b
         server.kill()
         b.proxy.clear()
-        self.wait_until(lambda: [r for r in b.bus.engine.list_migrations({})
+        self.wait_until(lambda: [r for r in b.bus.engine.list_migrations(ADMIN)
                                  if r["transfer_id"] == tid and
                                  r["state"] == "complete"],
                         "the import at B", timeout=180)
@@ -383,13 +386,13 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
             "fail", timeout=120, interval=0.5)
         # The record cannot be read meanwhile: the engine says why.
         err = self.assertRaises(exception.PersistenceUnavailable,
-                                a.bus.engine.get_migration, {}, mid)
+                                a.bus.engine.get_migration, ADMIN, mid)
         self.assertIn("persistence database is unavailable", str(err))
         # A request meanwhile is told why it cannot be served: it does
         # not reuse the record that has no worker.
         for _ in range(2):
             err = self.assertRaises(
-                exception.PersistenceUnavailable, a.bus.engine.migrate, {},
+                exception.PersistenceUnavailable, a.bus.engine.migrate, ADMIN,
                 b.agent_name, images=[source["id"]])
             self.assertIn("persistence database is unavailable", str(err))
         server.start()

@@ -21,6 +21,9 @@ from dtn_migrate.transfer import dataset
 from tests.functional import base
 from tests.functional import migration
 
+#: The context of the tests' requests over the bus.
+ADMIN = migration.ADMIN
+
 MiB = 1 << 20
 SIZE = 384 * MiB
 RATE = 48 * MiB           # DTN link rate limit: the transfer lags export
@@ -74,7 +77,7 @@ class TestEngineCrash(migration.MigrationTestCase):
         return status
 
     def assertRunning(self, what):
-        rec = self.a.bus.engine.get_migration({}, self.mid)
+        rec = self.a.bus.engine.get_migration(ADMIN, self.mid)
         self.assertEqual("running", rec["state"],
                          "%s: %s" % (what, rec.get("error")))
         return rec
@@ -93,7 +96,7 @@ class TestEngineCrash(migration.MigrationTestCase):
         a.proxy.fail(503, retry_after=None, method="GET", path=FILE)
         b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
         req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": RATE}})
         self.mid = req["migrations"][0]["migration_id"]
         self.tid = req["migrations"][0]["transfer_id"]
@@ -159,7 +162,7 @@ class TestEngineCrash(migration.MigrationTestCase):
         self.assertPeerImport(source, rec)
 
     def import_at_b(self):
-        return [m for m in self.b.bus.engine.list_migrations({})
+        return [m for m in self.b.bus.engine.list_migrations(ADMIN)
                 if m["transfer_id"] == self.tid]
 
     def kill_peer_engine_during_import(self, kills=2):
@@ -233,7 +236,7 @@ class TestFaults(migration.MigrationTestCase):
         # is still mid-way then, however long the restart took.
         b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
         req = self.a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": 32 * MiB}})
         mid = req["migrations"][0]["migration_id"]
         tid = req["migrations"][0]["transfer_id"]
@@ -243,7 +246,7 @@ class TestFaults(migration.MigrationTestCase):
             return status and \
                 0 < status["bytes_done"] < status["bytes_total"] and status
         sent = self.wait_until(transferring, "the transfer to be under way")
-        rec = self.a.bus.engine.get_migration({}, mid)
+        rec = self.a.bus.engine.get_migration(ADMIN, mid)
         self.assertEqual("running", rec["state"], rec.get("error"))
         base.restart_broker(self, outage=3.0)
         # Still mid-way: running, no upload let through to Glance B, no
@@ -268,13 +271,13 @@ class TestFaults(migration.MigrationTestCase):
         self.wait_until(lambda: "could not remove the staged files of "
                         "transfer %s" % tid in a.engine.log_text(),
                         "the removal to fail", timeout=60)
-        rec = self.a.bus.engine.get_migration({}, mid)
+        rec = self.a.bus.engine.get_migration(ADMIN, mid)
         self.assertEqual(("complete", "pending"),
                          (rec["state"], rec["cleanup"]))
         self.assertIn("%s/image.json" % tid, a.staged_files())
         subprocess.run(["umount", busy], check=True)
         self.wait_until(lambda: self.a.bus.engine.get_migration(
-            {}, mid)["cleanup"] is None, "the sweep", timeout=60)
+            ADMIN, mid)["cleanup"] is None, "the sweep", timeout=60)
         self.assertEqual([], [f for f in a.staged_files()
                               if f.startswith(tid)])
         self.assertIn("left when migration %s ended complete" % mid,
@@ -302,7 +305,7 @@ class TestFaults(migration.MigrationTestCase):
         b.proxy.fail(503, count=2, retry_after=None, method="PUT",
                      path=FILE)
         b.proxy.fail(429, count=2, retry_after=1, method="PUT", path=FILE)
-        req = self.a.bus.engine.migrate({}, b.agent_name,
+        req = self.a.bus.engine.migrate(ADMIN, b.agent_name,
                                         images=[source["id"]])
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
         peer = self.assertMigrated(rec, source)
@@ -344,7 +347,7 @@ class TestFaults(migration.MigrationTestCase):
         # Glance B refuses every upload, with Retry-After: 0 so that the
         # engine's retries (and the import's attempts) run out at once.
         b.proxy.fail(503, retry_after=0, method="PUT", path=FILE)
-        req = a.bus.engine.migrate({}, b.agent_name,
+        req = a.bus.engine.migrate(ADMIN, b.agent_name,
                                    images=[source["id"]], options=options)
         [first] = req["migrations"]
         self.assertEqual(1, first["attempt"])
@@ -354,7 +357,7 @@ class TestFaults(migration.MigrationTestCase):
         refused = b.proxy.count("fail", "PUT")
         self.assertGreater(refused, 1)
         self.assertEqual(0, b.proxy.count("pass", "PUT"))
-        [imp] = b.bus.engine.list_migrations({})
+        [imp] = b.bus.engine.list_migrations(ADMIN)
         self.assertEqual("failed", imp["state"])
         self.assertEqual(first["transfer_id"], imp["transfer_id"])
         # The half-imported image is gone.
@@ -368,7 +371,7 @@ class TestFaults(migration.MigrationTestCase):
         self.assertEqual([(0, "pass")], exports)
 
         b.proxy.clear()
-        req = a.bus.engine.migrate({}, b.agent_name,
+        req = a.bus.engine.migrate(ADMIN, b.agent_name,
                                    images=[source["id"]], options=options)
         [second] = req["migrations"]
         self.assertNotEqual(first["migration_id"], second["migration_id"])
@@ -393,7 +396,7 @@ class TestFaults(migration.MigrationTestCase):
         # B imported the same transfer again, as attempt 2.  Its record
         # completes once its clean-up is done, which may be after A's.
         [imp] = self.wait_until(
-            lambda: [m for m in b.bus.engine.list_migrations({})
+            lambda: [m for m in b.bus.engine.list_migrations(ADMIN)
                      if m["state"] in migration.FINAL],
             "the import at B to end")
         self.assertEqual(("complete", 2), (imp["state"], imp["attempt"]))
@@ -412,7 +415,7 @@ class TestFaults(migration.MigrationTestCase):
         source = self.upload(a, data=os.urandom(size), name="flipped",
                              tags=["flip"])
         a.proxy.flip(20 * MiB, count=1, method="GET", path=FILE)
-        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]])
+        req = a.bus.engine.migrate(ADMIN, b.agent_name, images=[source["id"]])
         [first] = req["migrations"]
         rec = self.wait_migration(first["migration_id"])
         self.assertEqual("failed", rec["state"])
@@ -432,7 +435,7 @@ class TestFaults(migration.MigrationTestCase):
         side = os.path.join(a.staging_dir, tid, "image.data.watermark")
         self.assertEqual((0, True), dataset.read_watermark_file(side)[:2])
 
-        req = a.bus.engine.migrate({}, b.agent_name, images=[source["id"]])
+        req = a.bus.engine.migrate(ADMIN, b.agent_name, images=[source["id"]])
         [second] = req["migrations"]
         self.assertEqual((tid, 2), (second["transfer_id"],
                                     second["attempt"]))
@@ -449,7 +452,7 @@ class TestFaults(migration.MigrationTestCase):
         other = self.upload(a, data=os.urandom(size), name="caught",
                             tags=["flip"])
         a.proxy.flip(20 * MiB, count=1, method="GET", path=FILE)
-        req = a.bus.engine.migrate({}, b.agent_name, images=[other["id"]])
+        req = a.bus.engine.migrate(ADMIN, b.agent_name, images=[other["id"]])
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
         self.assertEqual("failed", rec["state"])
         self.assertIn("the exported data has os_hash_value", rec["error"])
@@ -484,28 +487,30 @@ class TestFaults(migration.MigrationTestCase):
             (exception.InvalidInput, {}, ["images", "selector"]),
         ]
         for exc, kwargs, names in cases:
-            err = self.assertRaises(exc, engine.migrate, {}, b.agent_name,
+            err = self.assertRaises(exc, engine.migrate, ADMIN, b.agent_name,
                                     **kwargs)
             for name in names:
                 self.assertIn(name, str(err), kwargs)
-        err = self.assertRaises(exception.PeerNotFound, engine.migrate, {},
+        err = self.assertRaises(exception.PeerNotFound, engine.migrate, ADMIN,
                                 "nowhere", images=[good["id"]])
         self.assertIn("nowhere", str(err))
         self.assertIn(b.agent_name, str(err))
         # A payload the API does not know at all.
         err = self.assertRaises(
-            exception.InvalidInput, engine.client.call, {}, "migrate",
+            exception.InvalidInput, engine.client.call, ADMIN,
+            "migrate",
             peer=5, images=None, selector=None, options=None,
             request_id=None, evil="x")
         self.assertIn("evil", str(err))
         err = self.assertRaises(
-            exception.InvalidInput, engine.client.call, {}, "migrate",
+            exception.InvalidInput, engine.client.call, ADMIN,
+            "migrate",
             peer={"x": 1}, images=[good["id"]], selector=None,
             options=None, request_id=None)
         self.assertIn("peer", str(err))
         # Nothing was created anywhere, and the engines still serve.
-        self.assertEqual([], engine.list_migrations({}))
-        self.assertEqual([], b.bus.engine.list_migrations({}))
+        self.assertEqual([], engine.list_migrations(ADMIN))
+        self.assertEqual([], b.bus.engine.list_migrations(ADMIN))
         self.assertEqual([], b.bus.agent().list_incoming({}, b.agent_name))
         self.assertEqual([], a.bus.agent().list_transfers({}, a.agent_name))
         self.assertEqual([], a.staged_files())
@@ -527,7 +532,7 @@ class TestFaults(migration.MigrationTestCase):
                         tags=["refused"])
         t0 = time.monotonic()
         req = a.bus.engine.migrate(
-            {}, b.agent_name, selector={"tag": "refused"},
+            ADMIN, b.agent_name, selector={"tag": "refused"},
             options={"mode": "pipelined",
                      "transfer_options": {"no_such_option": 1}})
         recs = self.wait_request(req["request_id"], timeout=45)
@@ -541,4 +546,4 @@ class TestFaults(migration.MigrationTestCase):
             self.assertNotEqual("active", (rec["stages"].get("import") or
                                            {}).get("state"))
         self.assertEqual([], list(b.admin().images.list()))
-        self.assertEqual([], b.bus.engine.list_migrations({}))
+        self.assertEqual([], b.bus.engine.list_migrations(ADMIN))

@@ -8,6 +8,9 @@ import os
 
 from tests.functional import migration
 
+#: The context of the tests' requests over the bus.
+ADMIN = migration.ADMIN
+
 MiB = 1 << 20
 #: keystoneauth1 renews a token with less than 120 s left
 #: (MIN_TOKEN_LIFE_SECONDS): a 125 s token ([token] expiration of the
@@ -47,7 +50,7 @@ class TestKeystoneClouds(migration.MigrationTestCase):
         a.proxy.fail(503, count=HELD, retry_after=RETRY_AFTER,
                      method="GET", path=r"/file$")
         req = a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"transfer_options": {"rate_limit": RATE}})
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
         peer = self.assertMigrated(rec, source)

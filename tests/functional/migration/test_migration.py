@@ -10,6 +10,9 @@ from testtools import content
 import devcloud
 from tests.functional import migration
 
+#: The context of the tests' requests over the bus.
+ADMIN = migration.ADMIN
+
 MiB = 1 << 20
 #: The size test_qcow2_image_over_nfs is about; DTNM_QCOW2_MIB shrinks it
 #: for a quick local run (the test says so in its output).
@@ -71,7 +74,7 @@ class TestMigration(migration.MigrationTestCase):
                 a, data=data, name="small-%02d" % i, tags=["dr-set"],
                 min_ram=64 * (i % 3), x_index=str(i)))
         self.upload(a, data=b"not me", name="other", tags=["keep-here"])
-        req = self.a.bus.engine.migrate({}, b.agent_name,
+        req = self.a.bus.engine.migrate(ADMIN, b.agent_name,
                                         selector={"tag": "dr-set"})
         self.assertEqual(20, len(req["migrations"]))
         recs = self.wait_request(req["request_id"])
@@ -83,7 +86,7 @@ class TestMigration(migration.MigrationTestCase):
         self.assertEqual(["small-%02d" % i for i in range(20)], names)
         # The same request again runs nothing twice: it answers with the
         # 20 migrations that exist.
-        again = self.a.bus.engine.migrate({}, b.agent_name,
+        again = self.a.bus.engine.migrate(ADMIN, b.agent_name,
                                           selector={"tag": "dr-set"})
         self.assertEqual(20, len(again["migrations"]))
         self.assertEqual([True] * 20,
@@ -91,7 +94,7 @@ class TestMigration(migration.MigrationTestCase):
         self.assertEqual(sorted(r["migration_id"] for r in recs),
                          sorted(m["migration_id"]
                                 for m in again["migrations"]))
-        self.assertEqual(20, len(self.a.bus.engine.list_migrations({})))
+        self.assertEqual(20, len(self.a.bus.engine.list_migrations(ADMIN)))
         self.assertEqual(20, len(list(b.admin().images.list())))
 
     def test_serial_keep_id_visibility(self):
@@ -99,7 +102,7 @@ class TestMigration(migration.MigrationTestCase):
         source = self.upload(a, data=os.urandom(24 * MiB), name="serial",
                              tags=["x"], visibility="shared")
         req = self.a.bus.engine.migrate(
-            {}, b.agent_name, images=[source["id"]],
+            ADMIN, b.agent_name, images=[source["id"]],
             options={"mode": "serial", "keep_id": True,
                      "visibility": "private"})
         rec = self.wait_migration(req["migrations"][0]["migration_id"])
@@ -112,7 +115,7 @@ class TestMigration(migration.MigrationTestCase):
         # for a first value (or when nothing came for a while).
         a, b = self.clouds()
         source = self.upload(a, data=os.urandom(24 * MiB), name="pushed")
-        req = self.a.bus.engine.migrate({}, b.agent_name,
+        req = self.a.bus.engine.migrate(ADMIN, b.agent_name,
                                         images=[source["id"]],
                                         options={"mode": "pipelined"})
         rec = self.wait_migration(req["migrations"][0]["migration_id"])

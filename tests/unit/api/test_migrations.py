@@ -19,7 +19,7 @@ class TestCreate(base.ApiTestCase):
         resp = self.request('POST', '/v1/migrations', {
             'peer': 'b', 'images': [base.IMAGE, base.IMAGE2, base.IMAGE],
             'options': {'mode': 'serial', 'visibility': 'private',
-                        'keep_id': True}})
+                        'keep_id': False}})
         self.assertEqual(202, resp.status_int, resp.body)
         body = resp.json
         validation.validate(schemas.CREATE_RESPONSE, body, 'response')
@@ -42,7 +42,7 @@ class TestCreate(base.ApiTestCase):
         self.assertEqual([base.IMAGE, base.IMAGE2], kwargs['images'])
         self.assertIsNone(kwargs['selector'])
         self.assertEqual({'mode': 'serial', 'visibility': 'private',
-                          'keep_id': True}, kwargs['options'])
+                          'keep_id': False}, kwargs['options'])
 
     def test_request_id_makes_a_retry_safe(self):
         request_id = str(uuid.uuid4())

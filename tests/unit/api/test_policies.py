@@ -48,7 +48,8 @@ class TestCreate(base.ApiTestCase):
                     options={'keep_id': True, 'target_project': 'p2',
                              'deletion': 'mirror',
                              'deletion_grace_minutes': 0})
-        resp = self.request('POST', '/v1/policies', body)
+        # keep_id and target_project are an administrator's.
+        resp = self.request('POST', '/v1/policies', body, persona='admin')
         self.assertEqual(201, resp.status_int, resp.body)
         policy = resp.json['policy']
         self.assertEqual('0 2 * * *', policy['schedule'])

@@ -48,7 +48,7 @@ class TestRealApi(RealApiTestCase):
     def test_create_show_cancel_retry(self):
         dtn = self.dtn()
         out = dtn.migrations.create("b", images=[api_base.IMAGE],
-                                    options={"keep_id": True})
+                                    options={"mode": "serial"})
         self.assertEqual(1, len(out["migrations"]))
         mid = out["migrations"][0]["id"]
         again = dtn.migrations.create("b", images=[api_base.IMAGE],
@@ -127,5 +127,9 @@ class TestRealApi(RealApiTestCase):
         dtn = self.dtn("reader")
         self.assertEqual(["b", "c"], [p["name"] for p in dtn.peers.list()])
         peer = dtn.peers.get("c")
-        self.assertEqual((False, "connection refused"),
-                         (peer["reachable"], peer["error"]))
+        # A reader learns whether it is reachable, not where nor why.
+        self.assertEqual(False, peer["reachable"])
+        self.assertFalse({"address", "port", "error"} & set(peer))
+        peer = self.dtn("admin").peers.get("c")
+        self.assertEqual((False, "connection refused", 7000),
+                         (peer["reachable"], peer["error"], peer["port"]))

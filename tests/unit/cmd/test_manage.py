@@ -225,6 +225,24 @@ class TestSubprocess(testtools.TestCase):
 # The migration commands, against an EngineAPI double.
 
 RID = "5f0c8f5e6a3b4f1c9d2e7a8b1c0d3e4f"
+
+
+class _ServiceContext:
+    """Equal to the context dtn-migrate-manage sends the engine: an
+    administrator's naming the tool, with a request id (the engine
+    refuses an empty one).
+    """
+
+    def __eq__(self, other):
+        return isinstance(other, dict) and other.get("is_admin") is True \
+            and other.get("user_name") == "dtn-migrate-manage" and \
+            bool(other.get("request_id")) and not other.get("project_id")
+
+    def __repr__(self):
+        return "<the service context of dtn-migrate-manage>"
+
+
+SERVICE = _ServiceContext()
 ENGINE_API = engine_rpcapi.EngineAPI
 GiB = 1 << 30
 
@@ -345,6 +363,7 @@ class TestMigrateArguments(MigrationTestCase):
         self.assertEqual("m1", json.loads(out)["migrations"][0][
             "migration_id"])
         (ctxt, peer), kwargs = self.api.migrate.call_args
+        self.assertEqual(SERVICE, ctxt)
         self.assertEqual("west", peer)
         return kwargs
 
@@ -430,7 +449,7 @@ class TestMigrateFollow(MigrationTestCase):
         self.assertEqual(["complete", "complete"],
                          [m["state"] for m in final])
         self.assertEqual(["m1", "m2"], [m["migration_id"] for m in final])
-        self.api.list_migrations.assert_called_with({}, request_id=RID)
+        self.api.list_migrations.assert_called_with(SERVICE, request_id=RID)
         self.assertFalse(self.api.get_migration.called)
         lines = err.splitlines()
         self.assertEqual(6, len(lines), err)
@@ -465,7 +484,7 @@ class TestMigrateFollow(MigrationTestCase):
         self.assertEqual([True, True], [m.get("reused") for m in
                                         (request["migrations"][0],
                                          final[0])])
-        self.api.get_migration.assert_called_with({}, "m0")
+        self.api.get_migration.assert_called_with(SERVICE, "m0")
         self.assertEqual(["complete", "complete"],
                          [m["state"] for m in final])
 
@@ -582,7 +601,7 @@ class TestMigrationCommands(MigrationTestCase):
             "5f0c8f5e-6a3b-4f1c-9d2e-7a8b1c0d3e4f")
         self.assertEqual(0, rc)
         self.api.list_migrations.assert_called_once_with(
-            {}, request_id=RID, direction="incoming")
+            SERVICE, request_id=RID, direction="incoming")
         self.assertEqual("m1", json.loads(out)[0]["migration_id"])
         rc, _, _ = self.run_main("migration", "list", "--direction", "up")
         self.assertEqual(2, rc)
@@ -592,7 +611,7 @@ class TestMigrationCommands(MigrationTestCase):
                                    "--state", "cancelled")
         self.assertEqual(0, rc)
         self.api.list_migrations.assert_called_once_with(
-            {}, request_id=None, direction=None,
+            SERVICE, request_id=None, direction=None,
             filters={"state": ["failed", "cancelled"]})
         rc, _, err = self.run_main("migration", "list", "--state", "lost")
         self.assertEqual(2, rc)
@@ -602,7 +621,7 @@ class TestMigrationCommands(MigrationTestCase):
         rc, out, _ = self.run_main("migration", "retry", "m1")
         self.assertEqual((0, "queued", 2), (rc, json.loads(out)["state"],
                                             json.loads(out)["attempt"]))
-        self.api.retry_migration.assert_called_once_with({}, "m1")
+        self.api.retry_migration.assert_called_once_with(SERVICE, "m1")
         self.api.retry_migration.side_effect = remote(
             exception.MigrationStateConflict(migration_id="m1",
                                              state="complete",
@@ -615,10 +634,10 @@ class TestMigrationCommands(MigrationTestCase):
     def test_show_and_cancel(self):
         rc, out, _ = self.run_main("migration", "show", "m1")
         self.assertEqual((0, "queued"), (rc, json.loads(out)["state"]))
-        self.api.get_migration.assert_called_once_with({}, "m1")
+        self.api.get_migration.assert_called_once_with(SERVICE, "m1")
         rc, out, _ = self.run_main("migration", "cancel", "m1")
         self.assertEqual((0, "cancelled"), (rc, json.loads(out)["state"]))
-        self.api.cancel_migration.assert_called_once_with({}, "m1")
+        self.api.cancel_migration.assert_called_once_with(SERVICE, "m1")
         rc, _, err = self.run_main("migration", "show", "m9")
         self.assertEqual((2, "error: Migration m9 could not be found.\n"),
                          (rc, err))
@@ -647,7 +666,7 @@ class TestMigrationCommands(MigrationTestCase):
         self.assertEqual(1, rc)
         self.assertEqual(["complete", "failed"],
                          [m["state"] for m in json.loads(out)])
-        self.api.list_migrations.assert_called_with({}, request_id=RID)
+        self.api.list_migrations.assert_called_with(SERVICE, request_id=RID)
         rc, _, err = self.run_main("migration", "wait", "--request-id",
                                    "0" * 32)
         self.assertEqual(2, rc)

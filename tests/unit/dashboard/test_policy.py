@@ -18,6 +18,9 @@ POLICIES = reverse("horizon:project:dtn_policies:index")
 CHECK = "openstack_auth.policy.check"
 READER = [{"id": "3", "name": "reader"}]
 MEMBER = [{"id": "2", "name": "member"}, {"id": "3", "name": "reader"}]
+ADMIN = [{"id": "1", "name": "admin"}] + MEMBER
+MIGRATE = reverse("horizon:project:dtn_migrations:migrate")
+CREATE_POLICY = reverse("horizon:project:dtn_policies:create")
 
 
 class DefaultPolicyFileTest(base.TestCase):
@@ -59,6 +62,21 @@ class DefaultPolicyFileTest(base.TestCase):
 
 class _PolicyCase(base.TestCase):
     user_roles = MEMBER
+
+    def forms(self):
+        """The "Migrate" and "Create Policy" forms, as the user gets
+        them.
+        """
+        with mock.patch.object(api, "peer_list",
+                               return_value=base.peers()), \
+                mock.patch("openstack_dashboard.api.glance."
+                           "image_list_detailed",
+                           return_value=([], False, False)):
+            pages = [self.client.get(url) for url in (MIGRATE,
+                                                      CREATE_POLICY)]
+        for page in pages:
+            self.assertContains(page, 'id="id_peer"')
+        return pages
 
     def setUp(self):
         auth_policy.reset()
@@ -153,6 +171,18 @@ class MemberTest(_PolicyCase):
         self.assertContains(res, 'id="policies__row_p-ok__action_delete"')
         self.assertContains(res, 'id="policies__row_p-rep__action_drill"')
 
+    @mock.patch.object(api, "policy_list")
+    def test_member_may_not_delete_a_replica_policy(self, plist):
+        # Its loss is a failback's: dtn:policy:delete:non_primary.
+        plist.return_value = base.policies()
+        res = self.client.get(POLICIES)
+        self.assertContains(res, 'id="policies__row_p-ok__action_delete"')
+        self.assertNotContains(res, "policies__row_p-rep__action_delete")
+
+    def test_member_forms_do_not_offer_kept_ids(self):
+        for page in self.forms():
+            self.assertNotContains(page, 'id="id_keep_id"')
+
     def test_member_has_no_admin_policies_panel(self):
         res = self.client.get(reverse("horizon:admin:dtn_policies:index"))
         self.assertNotEqual(200, res.status_code)
@@ -165,6 +195,21 @@ class MemberTest(_PolicyCase):
     def test_member_has_no_admin_panel(self):
         res = self.client.get(reverse("horizon:admin:dtn_migrations:index"))
         self.assertNotEqual(200, res.status_code)
+
+
+@override_settings(POLICY_CHECK_FUNCTION=CHECK)
+class AdminTest(_PolicyCase):
+    user_roles = ADMIN
+
+    @mock.patch.object(api, "policy_list")
+    def test_admin_may_delete_a_replica_policy(self, plist):
+        plist.return_value = base.policies()
+        res = self.client.get(POLICIES)
+        self.assertContains(res, 'id="policies__row_p-rep__action_delete"')
+
+    def test_admin_forms_offer_kept_ids(self):
+        for page in self.forms():
+            self.assertContains(page, 'id="id_keep_id"')
 
 
 @override_settings(POLICY_CHECK_FUNCTION=CHECK)

@@ -14,6 +14,8 @@ from dtn_migrate import exception
 from dtn_migrate import rpc
 
 PID = "a" * 32
+#: What dtn-migrate-manage and the engine's own callers send.
+ADMIN = context.get_service_context("tests").to_dict()
 
 
 def member():
@@ -88,28 +90,45 @@ class TestEndpoints(testtools.TestCase):
                       exception.InvalidInput(reason="clone")):
             self.drills.start.side_effect = error
             exc = self.assertRaises(messaging.ExpectedException,
-                                    self.manager.start_drill, {},
+                                    self.manager.start_drill, ADMIN,
                                     policy_id=PID)
             self.assertIs(error, exc.exc_info[1])
-        # An empty context is the engine's own.
+        # A service context is an administrator's.
         self.assertTrue(self.drills.start.call_args.args[0].is_admin)
 
     def test_without_drills(self):
         bare = manager.EngineManager("controller", mock.Mock(),
                                      self.protection)
         exc = self.assertRaises(messaging.ExpectedException,
-                                bare.start_drill, {}, policy_id=PID)
+                                bare.start_drill, ADMIN, policy_id=PID)
         self.assertIsInstance(exc.exc_info[1], exception.ConfigError)
         self.assertIn("no drills", str(exc.exc_info[1]))
 
-    def test_empty_context_is_the_engines_own(self):
-        self.manager.create_policy({}, values={})
-        self.assertTrue(self.ctx_of("create").is_admin)
+    def test_an_empty_context_is_refused(self):
+        # It was taken for the engine's own (an administrator's); now a
+        # caller names itself (a service context) or comes from the API.
+        for call, kwargs in (
+                (self.manager.create_policy, {"values": {}}),
+                (self.manager.update_policy, {"policy_id": PID}),
+                (self.manager.delete_policy, {"policy_id": PID}),
+                (self.manager.sync_policy, {"policy_id": PID}),
+                (self.manager.failover_policy, {"policy_id": PID}),
+                (self.manager.failback_policy, {"policy_id": PID}),
+                (self.manager.start_drill, {"policy_id": PID})):
+            for ctxt in ({}, None, {"is_admin": False, "user": "u"}):
+                exc = self.assertRaises(messaging.ExpectedException, call,
+                                        ctxt, **kwargs)
+                self.assertIsInstance(exc.exc_info[1], exception.Forbidden)
+        self.assertFalse(self.protection.method_calls)
+        self.assertFalse(self.drills.method_calls)
+        self.manager.create_policy(ADMIN, values={})
+        ctx = self.ctx_of("create")
+        self.assertEqual((True, "tests"), (ctx.is_admin, ctx.user_name))
 
     def test_missing_arguments(self):
-        self.manager.create_policy({})
+        self.manager.create_policy(ADMIN)
         self.assertIsNone(self.protection.create.call_args.args[1])
-        self.manager.update_policy({})
+        self.manager.update_policy(ADMIN)
         self.assertEqual((None, None),
                          self.protection.update.call_args.args[1:])
 
@@ -119,7 +138,7 @@ class TestEndpoints(testtools.TestCase):
                                                state="disabled",
                                                action="sync")
         exc = self.assertRaises(messaging.ExpectedException,
-                                self.manager.sync_policy, {},
+                                self.manager.sync_policy, ADMIN,
                                 policy_id=PID)
         self.assertIsInstance(exc.exc_info[1],
                               exception.ProtectionPolicyConflict)
@@ -131,8 +150,8 @@ class TestEndpoints(testtools.TestCase):
                                                    "values": {}}),
                              (bare.delete_policy, {"policy_id": PID}),
                              (bare.sync_policy, {"policy_id": PID})):
-            exc = self.assertRaises(messaging.ExpectedException, call, {},
-                                    **kwargs)
+            exc = self.assertRaises(messaging.ExpectedException, call,
+                                    ADMIN, **kwargs)
             self.assertIsInstance(exc.exc_info[1], exception.ConfigError)
             self.assertIn("no protection policies", str(exc.exc_info[1]))
 
@@ -164,8 +183,8 @@ class TestFailoverEndpoints(testtools.TestCase):
         self.assertEqual(("p1", PID), (ctx.project_id, policy_id))
         self.assertFalse(self.failovers.failover.called)
 
-    def test_empty_context_and_missing_argument(self):
-        self.manager.failover_policy({})
+    def test_service_context_and_missing_argument(self):
+        self.manager.failover_policy(ADMIN)
         ctx, policy_id = self.failovers.failover.call_args.args
         self.assertTrue(ctx.is_admin)
         self.assertIsNone(policy_id)
@@ -177,8 +196,8 @@ class TestFailoverEndpoints(testtools.TestCase):
                 policy_id=PID, state="a primary policy",
                 action="fail over")
             getattr(self.failovers, method).side_effect = error
-            exc = self.assertRaises(messaging.ExpectedException, call, {},
-                                    policy_id=PID)
+            exc = self.assertRaises(messaging.ExpectedException, call,
+                                    ADMIN, policy_id=PID)
             self.assertIs(error, exc.exc_info[1])
 
     def test_without_failovers(self):
@@ -187,7 +206,7 @@ class TestFailoverEndpoints(testtools.TestCase):
                                            mock.Mock(), mock.Mock())):
             for call in (bare.failover_policy, bare.failback_policy):
                 exc = self.assertRaises(messaging.ExpectedException, call,
-                                        {}, policy_id=PID)
+                                        ADMIN, policy_id=PID)
                 self.assertIsInstance(exc.exc_info[1],
                                       exception.ConfigError)
                 self.assertIn("no protection policies",
@@ -250,11 +269,18 @@ class TestOverRPC(testtools.TestCase):
         self.assertEqual("p1",
                          self.protection.delete.call_args.args[0].project_id)
 
+    def test_an_empty_context_is_refused(self):
+        exc = self.assertRaises(exception.Forbidden,
+                                self.api.delete_policy, {}, PID)
+        self.assertEqual(403, exc.code)
+        self.assertIn("names no caller", str(exc))
+        self.assertFalse(self.protection.delete.called)
+
     def test_expected_errors(self):
         self.protection.delete.side_effect = \
             exception.ProtectionPolicyNotFound(policy_id=PID)
         exc = self.assertRaises(exception.ProtectionPolicyNotFound,
-                                self.api.delete_policy, {}, PID)
+                                self.api.delete_policy, ADMIN, PID)
         self.assertIn(PID, str(exc))
 
     def test_start_drill(self):
@@ -275,7 +301,7 @@ class TestOverRPC(testtools.TestCase):
                                                state="without replicas",
                                                action="drill")
         exc = self.assertRaises(exception.ProtectionPolicyConflict,
-                                self.api.start_drill, {}, PID)
+                                self.api.start_drill, ADMIN, PID)
         self.assertEqual(409, exc.code)
 
     def test_failover_and_failback(self):
@@ -304,12 +330,12 @@ class TestOverRPC(testtools.TestCase):
                 policy_id=PID, state="a primary policy",
                 action="fail over")
         exc = self.assertRaises(exception.ProtectionPolicyConflict,
-                                self.api.failover_policy, {}, PID)
+                                self.api.failover_policy, ADMIN, PID)
         self.assertEqual(409, exc.code)
         self.failovers.failback.side_effect = \
             exception.ProtectionPolicyNotFound(policy_id=PID)
         exc = self.assertRaises(exception.ProtectionPolicyNotFound,
-                                self.api.failback_policy, {}, PID)
+                                self.api.failback_policy, ADMIN, PID)
         self.assertIn(PID, str(exc))
 
 

@@ -3,9 +3,11 @@ fake transport.
 """
 
 import datetime
+import logging
 import time
 from unittest import mock
 
+import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
 from oslo_messaging import conffixture
@@ -21,6 +23,8 @@ from dtn_migrate import rpc
 TID = "2" * 32
 RID = "3" * 32
 MID = "4" * 32
+#: What dtn-migrate-manage and the engine's own callers send.
+ADMIN = context.get_service_context("tests").to_dict()
 
 
 class TestEngineRPC(testtools.TestCase):
@@ -51,18 +55,53 @@ class TestEngineRPC(testtools.TestCase):
 
     def test_migrate_call_and_cast(self):
         self.assertEqual({"request_id": RID},
-                         self.api.migrate({}, "b", images=["img"]))
+                         self.api.migrate(ADMIN, "b", images=["img"]))
         call = self.migrations.request.call_args
         self.assertEqual(("b", ["img"], None, None, None), call.args)
-        # An empty context: the engine's own, an admin's.
-        self.assertTrue(call.kwargs["context"].is_admin)
+        # A service context: an administrator's, naming its component.
+        self.assertEqual((True, "tests"), (call.kwargs["context"].is_admin,
+                                           call.kwargs["context"].user_name))
         self.migrations.request.reset_mock()
         self.assertIsNone(self.api.migrate_cast(
-            {}, "b", selector={"tag": "dr"}, options={"mode": "serial"},
+            ADMIN, "b", selector={"tag": "dr"}, options={"mode": "serial"},
             request_id=RID))
         call = self.wait_for(self.migrations.request)
         self.assertEqual(("b", None, {"tag": "dr"}, {"mode": "serial"},
                           RID), call.args)
+
+    def test_an_empty_context_is_refused(self):
+        # It was taken for an administrator's: anything on the bus that
+        # sent none saw every project's migrations.
+        calls = (lambda c: self.api.migrate(c, "b", images=["img"]),
+                 lambda c: self.api.get_migration(c, MID),
+                 lambda c: self.api.list_migrations(c),
+                 lambda c: self.api.cancel_migration(c, MID),
+                 lambda c: self.api.retry_migration(c, MID),
+                 lambda c: self.api.list_peers(c),
+                 lambda c: self.api.get_peer(c, "b"))
+        # Nor does a user's context without a project scope anything.
+        for ctxt in ({}, {"is_admin": False, "user": "u1"}):
+            for call in calls:
+                err = self.assertRaises(exception.Forbidden, call, ctxt)
+                self.assertEqual(403, err.code)
+        self.assertEqual([], self.migrations.mock_calls)
+        self.assertFalse(self.migrations.res.agent.peer_health.called)
+
+    def test_the_caller_is_logged(self):
+        logged = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.engine.manager", level=logging.INFO))
+        ctxt = context.RequestContext(user_id="u1", project_id="p1",
+                                      roles=["member"],
+                                      request_id="req-1").to_dict()
+        self.migrations.get.return_value = self.record()
+        self.migrations.events.return_value = []
+        self.migrations.list.return_value = []
+        self.api.get_migration(ctxt, MID)
+        self.api.list_migrations(ADMIN)
+        self.assertIn("get_migration by user u1 project p1 request req-1",
+                      logged.output)
+        self.assertIn("list_migrations by user tests project - request "
+                      "%s (admin)" % ADMIN["request_id"], logged.output)
 
     def test_context_reaches_the_request(self):
         ctxt = context.RequestContext(user_id="u1", project_id="p1",
@@ -88,7 +127,7 @@ class TestEngineRPC(testtools.TestCase):
             "stage": "export", "event": "started", "message": None,
             "bytes": 0,
             "created_at": datetime.datetime(2026, 11, 24, 10, 0, 1)}]
-        row = self.api.get_migration({}, MID)
+        row = self.api.get_migration(ADMIN, MID)
         self.assertEqual("2026-11-24T10:00:00.000005", row["created_at"])
         self.assertEqual({"export": 10, "transfer": 0, "import": 0},
                          row["bytes"])
@@ -129,7 +168,7 @@ class TestEngineRPC(testtools.TestCase):
                                              state="complete",
                                              action="retry")
         err = self.assertRaises(exception.MigrationStateConflict,
-                                self.api.retry_migration, {}, MID)
+                                self.api.retry_migration, ADMIN, MID)
         self.assertEqual(409, err.code)
 
     def test_peers_from_the_agent(self):
@@ -138,21 +177,21 @@ class TestEngineRPC(testtools.TestCase):
         agent = self.migrations.res.agent
         self.migrations.res.agent_host = "dtn-a"
         agent.peer_health.return_value = health
-        self.assertEqual(health, self.api.list_peers({}))
+        self.assertEqual(health, self.api.list_peers(ADMIN))
         agent.peer_health.assert_called_once_with({}, "dtn-a")
         agent.peer_health.reset_mock()
         agent.peer_health.return_value = health[1:]
-        self.assertEqual(health[1], self.api.get_peer({}, "c"))
+        self.assertEqual(health[1], self.api.get_peer(ADMIN, "c"))
         agent.peer_health.assert_called_once_with({}, "dtn-a", peer="c")
         agent.peer_health.side_effect = exception.PeerNotFound(
             peer="zz", known="b, c")
-        self.assertRaises(exception.PeerNotFound, self.api.get_peer, {},
+        self.assertRaises(exception.PeerNotFound, self.api.get_peer, ADMIN,
                           "zz")
 
     def test_errors_reach_the_caller(self):
         self.migrations.request.side_effect = exception.PeerNotFound(
             peer="zz", known="b")
-        self.assertRaises(exception.PeerNotFound, self.api.migrate, {},
+        self.assertRaises(exception.PeerNotFound, self.api.migrate, ADMIN,
                           "zz", images=["img"])
 
     def test_incoming_transfer_with_and_without_attempt(self):

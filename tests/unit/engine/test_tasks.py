@@ -326,6 +326,38 @@ class TestDescriptorPayload(testtools.TestCase):
         self.assertEqual(served, incoming._validate(
             json.loads(json.dumps(payload)), TID)["protection"])
 
+    def test_the_source_project(self):
+        payload = outgoing.descriptor_payload(TID, self.DESC, self.OPTIONS,
+                                              1, "p-src")
+        self.assertEqual("p-src", payload["source_project"])
+        self.assertEqual("p-src", incoming._validate(
+            json.loads(json.dumps(payload)), TID)["source_project"])
+        # A migration of no project (the bus-only tools') names none.
+        self.assertNotIn("source_project", outgoing.descriptor_payload(
+            TID, self.DESC, self.OPTIONS, 1, None))
+
+    def test_written_with_the_migrations_project(self):
+        root = tempfile.mkdtemp(prefix="dtnm-tasks-")
+        self.addCleanup(shutil.rmtree, root, True)
+        task = outgoing.WriteDescriptor(make_res(
+            backend=localfs.LocalBackend(root)))
+        self.assertIn("project_id", task.optional)
+        task.execute(TID, dict(self.DESC), {"mode": "serial"}, 1,
+                     project_id="p-src")
+        path = os.path.join(root, TID, "image.json")
+        with open(path) as f:
+            self.assertEqual("p-src", json.load(f)["source_project"])
+        # The descriptor an older release staged for an earlier attempt
+        # stays (its transfer was defined with that very file).
+        old = outgoing.descriptor_payload(TID, dict(self.DESC),
+                                          {"mode": "serial"}, 1)
+        with open(path, "w") as f:
+            json.dump(old, f, sort_keys=True)
+        task.execute(TID, dict(self.DESC), {"mode": "serial"}, 2,
+                     project_id="p-src")
+        with open(path) as f:
+            self.assertEqual(old, json.load(f))
+
     def test_written(self):
         root = tempfile.mkdtemp(prefix="dtnm-tasks-")
         self.addCleanup(shutil.rmtree, root, True)

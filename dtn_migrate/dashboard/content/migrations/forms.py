@@ -6,8 +6,10 @@ from horizon import exceptions
 from horizon import forms
 from horizon import messages
 from openstack_dashboard.api import glance
+from openstack_dashboard import policy as horizon_policy
 
 from dtn_migrate.dashboard import api
+from dtn_migrate.dashboard import policy
 
 MODE_CHOICES = (
     ("pipelined", _("Pipelined (export, transfer and import overlap)")),
@@ -46,6 +48,14 @@ def peer_choices(request):
              else _("%s (unreachable)") % p.name) for p in peers]
 
 
+def offer_keep_id(form, request, rule):
+    """Offer "Keep the image ID" only to who may ask for it (an
+    administrator, by default).
+    """
+    if not horizon_policy.check(rule, request):
+        del form.fields["keep_id"]
+
+
 class MigrateForm(forms.SelfHandlingForm):
     """Images by id or by tag, a peer, and the migration's options."""
 
@@ -72,6 +82,7 @@ class MigrateForm(forms.SelfHandlingForm):
         if not peers:
             peers = [("", _("No peer available"))]
         self.fields["peer"].choices = peers
+        offer_keep_id(self, request, policy.MIGRATION_KEEP_ID)
 
     def clean(self):
         data = super().clean()
@@ -84,8 +95,9 @@ class MigrateForm(forms.SelfHandlingForm):
         return data
 
     def handle(self, request, data):
-        options = {"keep_id": bool(data.get("keep_id")),
-                   "mode": data.get("mode") or "pipelined"}
+        options = {"mode": data.get("mode") or "pipelined"}
+        if "keep_id" in self.fields:
+            options["keep_id"] = bool(data.get("keep_id"))
         try:
             started = api.migration_create(
                 request, data["peer"], images=data.get("images") or None,

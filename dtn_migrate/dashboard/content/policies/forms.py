@@ -8,6 +8,7 @@ from horizon import messages
 
 from dtn_migrate.dashboard.content.migrations import forms as mig_forms
 from dtn_migrate.dashboard import api
+from dtn_migrate.dashboard import policy
 
 MODE_CHOICES = (
     ("continuous", _("Continuous (on every image change)")),
@@ -86,6 +87,7 @@ class CreatePolicyForm(forms.SelfHandlingForm):
         if not peers:
             peers = [("", _("No peer available"))]
         self.fields["peer"].choices = peers
+        mig_forms.offer_keep_id(self, request, policy.POLICY_KEEP_ID)
 
     def clean(self):
         data = super().clean()
@@ -117,7 +119,9 @@ class CreatePolicyForm(forms.SelfHandlingForm):
         fields = {"name": data["name"], "peer": data["peer"],
                   "mode": data["mode"], "rpo_minutes": data["rpo_minutes"],
                   "selector": selector,
-                  "options": {"keep_id": bool(data.get("keep_id"))}}
+                  "options": {}}
+        if "keep_id" in self.fields:
+            fields["options"]["keep_id"] = bool(data.get("keep_id"))
         if data.get("description"):
             fields["description"] = data["description"]
         if data.get("schedule"):

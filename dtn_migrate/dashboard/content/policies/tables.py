@@ -12,6 +12,7 @@ from django.utils.translation import ngettext_lazy
 from horizon import exceptions
 from horizon import messages
 from horizon import tables
+from openstack_dashboard import policy as horizon_policy
 
 from dtn_migrate.dashboard import api
 from dtn_migrate.dashboard import policy
@@ -167,6 +168,16 @@ class StartDrill(_PolicyAction):
 class DeletePolicy(_PolicyAction, tables.DeleteAction):
     policy_rules = policy.POLICY_DELETE
     help_text = _("The replicas already made stay on the peer.")
+
+    def allowed(self, request, datum=None):
+        # A replica policy's loss is a failback's: an administrator's.
+        if datum is not None and \
+                (getattr(datum, "role", None) or "primary") != "primary" \
+                and not horizon_policy.check(
+                    policy.POLICY_DELETE_NON_PRIMARY, request,
+                    self.get_policy_target(request, datum)):
+            return False
+        return super().allowed(request, datum)
 
     @staticmethod
     def action_present(count):

@@ -6,6 +6,7 @@ them before any image is created.
 import json
 import logging
 import os
+import re
 import tempfile
 from unittest import mock
 
@@ -51,19 +52,46 @@ class RulesTestCase(testtools.TestCase):
         super().setUp()
         self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
 
-    def target(self, rules=None, source="shared", **options):
+    def conf_from(self, text):
+        """A configuration parsed from a file holding ``text``."""
+        with tempfile.NamedTemporaryFile("w", suffix=".conf",
+                                         delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.unlink, f.name)
+        return make_conf(config_file=f.name)
+
+    def target(self, rules=None, source="shared", project=None,
+               **options):
         """The target of an import of a ``source`` image (its
-        visibility) asking for ``options``.
+        visibility) by source project ``project``, asking for
+        ``options``.
         """
         conf = make_conf(west=rules or {})
+        extra = {"source_project": project} if project else {}
         return incoming.import_target(conf, "west", {"visibility": source},
-                                      options, TID)
+                                      options, TID, **extra)
 
-    def refused(self, rules=None, source="shared", **options):
+    def refused(self, rules=None, source="shared", project=None,
+                **options):
+        """The refusal's text, which reaches the source's members: it
+        names what was refused, and none of what is allowed (other
+        projects' ids); this cloud's log names both.
+        """
         exc = self.assertRaises(exception.ImportNotAllowed, self.target,
-                                rules, source, **options)
+                                rules, source, project, **options)
         self.assertEqual(403, exc.code)
         self.assertIn("Peer west may not import", str(exc))
+        asked = {options.get("target_project"), options.get("visibility"),
+                 source, project}
+        rules = rules or {}
+        allowed = set(rules.get("allowed_projects") or ()) | \
+            set(rules.get("project_map") or {}).union(
+                (rules.get("project_map") or {}).values()) | \
+            {rules.get("import_project")} | \
+            set(rules.get("allowed_visibilities",
+                          peer_conf.DEFAULT_VISIBILITIES))
+        for value in allowed - asked - {None}:
+            self.assertNotRegex(str(exc), r"\b%s\b" % re.escape(value))
         # Logged on the receiving side, with the transfer.
         self.assertIn("import of transfer %s refused: %s" % (TID, exc),
                       self.log.output)
@@ -89,8 +117,10 @@ class TestDefaults(RulesTestCase):
         for vis in ("public", "community"):
             msg = self.refused(visibility=vis)
             self.assertIn("with visibility %s (asked for)" % vis, msg)
-            self.assertIn("[peer:west] allowed_visibilities is private, "
-                          "shared", msg)
+            self.assertIn("[peer:west] allowed_visibilities does not "
+                          "list it", msg)
+            # Only the log says what is allowed.
+            self.assertIn("allowed: private, shared", self.log.output)
 
     def test_a_public_source_image_is_refused(self):
         msg = self.refused(source="public")
@@ -103,8 +133,8 @@ class TestDefaults(RulesTestCase):
     def test_no_target_project_may_be_asked_for(self):
         msg = self.refused(target_project="p1")
         self.assertIn("into project p1", msg)
-        self.assertIn("[peer:west] allows the target projects none "
-                      "(import_project and allowed_projects)", msg)
+        self.assertIn("[peer:west] does not allow it for no source "
+                      "project", msg)
 
 
 class TestProjects(RulesTestCase):
@@ -114,7 +144,9 @@ class TestProjects(RulesTestCase):
         self.assertEqual("imp", self.target(rules,
                                             target_project="imp")["owner"])
         msg = self.refused(rules, target_project="other")
-        self.assertIn("allows the target projects imp ", msg)
+        self.assertIn("into project other", msg)
+        self.assertIn("(no source project; allowed: imp)",
+                      self.log.output)
 
     def test_allowed_projects(self):
         rules = {"allowed_projects": ["p1", "p2"]}
@@ -123,15 +155,75 @@ class TestProjects(RulesTestCase):
                                            target_project="p2")["owner"])
         msg = self.refused(rules, target_project="p3")
         self.assertIn("into project p3", msg)
-        self.assertIn("allows the target projects p1, p2 ", msg)
+        self.assertIn("allowed: p1, p2)", self.log.output)
 
     def test_both(self):
         rules = {"import_project": "imp", "allowed_projects": ["p1"]}
         self.assertEqual("imp", self.target(rules)["owner"])
         self.assertEqual("p1", self.target(rules,
                                            target_project="p1")["owner"])
-        self.assertIn("imp, p1 ",
+        self.assertIn("into project p2",
                       self.refused(rules, target_project="p2"))
+        self.assertIn("allowed: imp, p1)", self.log.output)
+
+
+class TestProjectMap(RulesTestCase):
+    """[peer:west] project_map: each source project of the peer cloud
+    imports into its own project here, and into no other.
+    """
+
+    RULES = {"project_map": {"src1": "t1", "src2": "t2"},
+             "import_project": "imp", "allowed_projects": ["t1", "t2"]}
+
+    def test_a_mapped_project_lands_in_its_own(self):
+        self.assertEqual({"owner": "t1", "visibility": "shared"},
+                         self.target(self.RULES, project="src1"))
+        self.assertEqual("t2", self.target(self.RULES,
+                                           project="src2")["owner"])
+        # Asking for its own project is asking for the default.
+        self.assertEqual("t1", self.target(self.RULES, project="src1",
+                                           target_project="t1")["owner"])
+
+    def test_a_mapped_project_may_not_ask_for_another(self):
+        # Not even one that allowed_projects lists for the peer: that is
+        # for the source projects the map does not name.
+        for asked in ("t2", "imp", "elsewhere"):
+            msg = self.refused(self.RULES, project="src1",
+                               target_project=asked)
+            self.assertIn("into project %s: [peer:west] does not allow "
+                          "it for source project src1" % asked, msg)
+        self.assertIn("(source project src1; allowed: t1)",
+                      self.log.output)
+
+    def test_other_source_projects_keep_the_peers_rules(self):
+        for project in ("src3", None):
+            self.assertEqual("imp", self.target(self.RULES,
+                                                project=project)["owner"])
+            self.assertEqual("t2", self.target(
+                self.RULES, project=project, target_project="t2")["owner"])
+            self.refused(self.RULES, project=project,
+                         target_project="elsewhere")
+
+    def test_without_a_map_one_project_per_peer(self):
+        self.assertEqual("imp", self.target({"import_project": "imp"},
+                                            project="src1")["owner"])
+        self.assertIsNone(self.target(project="src1")["owner"])
+
+    def test_read_from_the_file(self):
+        conf = self.conf_from(
+            "[peer:west]\nproject_map = src1:t1, src2:t2\n")
+        self.assertEqual({"src1": "t1", "src2": "t2"},
+                         peer_conf.import_rules(conf, "west").project_map)
+        self.assertEqual("t2", incoming.import_target(
+            conf, "west", {"visibility": "private"}, {}, TID,
+            "src2")["owner"])
+
+    def test_a_pair_without_a_project_is_a_config_error(self):
+        conf = self.conf_from("[peer:west]\nproject_map = src1:\n")
+        exc = self.assertRaises(exception.ConfigError,
+                                incoming.import_target, conf, "west",
+                                {"visibility": "private"}, {}, TID, "src1")
+        self.assertIn("[peer:west] project_map", str(exc))
 
 
 class TestVisibilities(RulesTestCase):
@@ -141,7 +233,7 @@ class TestVisibilities(RulesTestCase):
             rules, source="public")["visibility"])
         self.assertEqual("public", self.target(
             rules, visibility="public")["visibility"])
-        self.assertIn("allowed_visibilities is private, public",
+        self.assertIn("with visibility shared (the source image's)",
                       self.refused(rules, source="shared"))
 
     def test_private_only(self):
@@ -160,7 +252,7 @@ class TestVisibilities(RulesTestCase):
         rules = {"allowed_visibilities": []}
         self.assertIn("allowed_visibilities is empty",
                       self.refused(rules, source=None))
-        self.assertIn("allowed_visibilities is none",
+        self.assertIn("allowed_visibilities does not list it",
                       self.refused(rules, source="private"))
 
     def test_the_choices_are_glance_visibilities(self):
@@ -168,11 +260,8 @@ class TestVisibilities(RulesTestCase):
                          sorted(peer_conf.VISIBILITIES))
 
     def test_an_invalid_value_in_the_file_is_a_config_error(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".conf",
-                                         delete=False) as f:
-            f.write("[peer:west]\nallowed_visibilities = private,world\n")
-        self.addCleanup(os.unlink, f.name)
-        conf = make_conf(config_file=f.name)
+        conf = self.conf_from(
+            "[peer:west]\nallowed_visibilities = private,world\n")
         exc = self.assertRaises(exception.ConfigError,
                                 incoming.import_target, conf, "west",
                                 {"visibility": "private"}, {}, TID)
@@ -181,12 +270,8 @@ class TestVisibilities(RulesTestCase):
     def test_rules_are_read_from_the_file_for_any_peer(self):
         # The engine registers a peer's section when it first imports
         # from it: no [agent] peers list is needed.
-        with tempfile.NamedTemporaryFile("w", suffix=".conf",
-                                         delete=False) as f:
-            f.write("[peer:east]\nimport_project = imp\n"
-                    "allowed_visibilities = public\n")
-        self.addCleanup(os.unlink, f.name)
-        conf = make_conf(config_file=f.name)
+        conf = self.conf_from("[peer:east]\nimport_project = imp\n"
+                              "allowed_visibilities = public\n")
         self.assertEqual({"owner": "imp", "visibility": "public"},
                          incoming.import_target(conf, "east",
                                                 {"visibility": "public"},
@@ -244,6 +329,35 @@ class TestTasks(RulesTestCase):
         self.assertEqual(("p1", "shared", TID),
                          (image["owner"], image["visibility"],
                           image[incoming.MARKER]))
+
+    def test_read_descriptor_maps_the_source_project(self):
+        # The source says which of its projects migrates; the rules say
+        # where that project's images land.
+        rules = {"project_map": {"demo": "t-demo", "other": "t-other"},
+                 "allowed_projects": ["t-demo", "t-other"]}
+        payload = outgoing.descriptor_payload(
+            TID, descriptor()["image"], {"verify": True}, 1, "demo")
+        task = incoming.ReadDescriptor(self.res(payload, **rules))
+        got = task.execute(MID, TID, 1, "west")
+        self.assertEqual("demo", got["source_project"])
+        self.assertEqual("t-demo", got["target"]["owner"])
+        # demo asking for other's project is refused, nothing created.
+        payload = outgoing.descriptor_payload(
+            TID, descriptor()["image"],
+            {"verify": True, "target_project": "t-other"}, 1, "demo")
+        task = incoming.ReadDescriptor(self.res(payload, **rules))
+        exc = self.assertRaises(exception.ImportNotAllowed, task.execute,
+                                MID, TID, 1, "west")
+        self.assertNotIn("t-demo", str(exc))
+        self.assertEqual({}, self.images.images)
+
+    def test_read_descriptor_refuses_a_bad_source_project(self):
+        for bad in ("", "x" * 65, 5, ["demo"], "a\nb"):
+            payload = dict(descriptor(), source_project=bad)
+            task = incoming.ReadDescriptor(self.res(payload))
+            exc = self.assertRaises(exception.InvalidInput, task.execute,
+                                    MID, TID, 1, "west")
+            self.assertIn("source_project", str(exc))
 
     def test_read_descriptor_refuses_before_any_image(self):
         for payload in (descriptor(target_project="p9"),

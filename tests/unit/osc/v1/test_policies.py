@@ -29,6 +29,13 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
         return json.loads(out)
 
     def test_create_show_list(self):
+        # The replicas' ids and project are an administrator's to ask.
+        exc = self.assertRaises(
+            exceptions.CommandError, self.create, "gold", "--peer", "b",
+            "--tag", "gold", "--target-project", "p2")
+        self.assertIn("options.target_project", str(exc))
+        self.assertIn("(HTTP 403)", str(exc))
+        self.use_persona("admin")
         created = self.create(
             "gold", "--peer", "b", "--tag", "gold", "--tag", "db",
             "--property", "os=linux", "--visibility", "private",
@@ -78,8 +85,15 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
         self.assertIn("schedule is required", str(exc))
 
     def test_set(self):
-        self.create("gold", "--peer", "b", "--tag", "gold",
-                    "--property", "os=linux", "--keep-id")
+        created = self.create("gold", "--peer", "b", "--tag", "gold",
+                              "--property", "os=linux")
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                policies.SetPolicy, ["gold", "--keep-id"])
+        self.assertIn("options.keep_id true", str(exc))
+        # The member's policy, kept ids set by an administrator.
+        self.use_persona("admin")
+        self.run_command(policies.SetPolicy, [created["id"], "--keep-id"])
+        self.use_persona("member")
         _, out = self.run_command(policies.SetPolicy, [
             "gold", "--tag", "new", "--no-property", "--disable",
             "--deletion", "mirror", "--name", "silver", "-f", "json"])

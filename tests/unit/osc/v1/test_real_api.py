@@ -84,3 +84,24 @@ class TestCommandsOnRealApi(test_real_api.RealApiTestCase):
                                   ["-f", "value", "-c", "Name",
                                    "-c", "Reachable"])
         self.assertEqual(["b True", "c False"], out.splitlines())
+
+    def test_peers_for_each_persona(self):
+        # A reader sees reachability and RTT; the address, port and the
+        # probe's error are an administrator's (dtn:peer:show:details).
+        for persona, columns in (
+                ("reader", ["Name", "Reachable", "RTT (ms)",
+                            "Last Throughput", "Last Transfer At",
+                            "Checked At"]),
+                ("admin", [heading for _, heading in peers.COLUMNS])):
+            self.use_persona(persona)
+            _, out = self.run_command(peers.ListPeer, ["-f", "json"])
+            rows = json.loads(out)
+            self.assertEqual(columns, list(rows[0]), persona)
+            _, out = self.run_command(peers.ListPeer, [])
+            self.assertIn("| c ", out)
+            self.assertEqual(persona == "admin",
+                             "connection refused" in out)
+            _, out = self.run_command(peers.ShowPeer, ["c", "-f", "json"])
+            shown = json.loads(out)
+            self.assertFalse(shown["reachable"])
+            self.assertEqual(persona == "admin", "address" in shown)
