@@ -42,10 +42,11 @@ backend.init_backend(backend.BackendType.THREADING)
 import oslo_messaging as messaging  # noqa: E402
 
 from devcloud import democlouds  # noqa: E402
-from dtn_migrate.cmd import _progress  # noqa: E402
+from dtn_migrate.client import progress as client_progress  # noqa: E402
 import devcloud  # noqa: E402
+from dtn_migrate.common import units  # noqa: E402
 from dtn_migrate import context  # noqa: E402
-from dtn_migrate.engine import requests  # noqa: E402
+from dtn_migrate.common import states
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
 from dtn_migrate import utils  # noqa: E402
 
@@ -71,7 +72,7 @@ def _sha512(path):
 
 
 def _human(n):
-    return transfer_cli.human(n).replace(".0 ", " ")
+    return units.human(n).replace(".0 ", " ")
 
 
 def _data_dir(size):
@@ -197,7 +198,7 @@ class Demo:
 
     def follow(self, api, migration_id, timeout):
         """Poll the migration until it ends, drawing the progress."""
-        progress = _progress.Progress(sys.stdout, label=False)
+        progress = client_progress.Progress(sys.stdout, label=False)
         seen = {"misses": 0, "state": None}
 
         def ended():
@@ -213,7 +214,7 @@ class Demo:
                 return None
             progress.draw([rec])
             seen["state"] = rec["state"]
-            return rec if rec["state"] in requests.FINAL_STATES else None
+            return rec if rec["state"] in states.FINAL_STATES else None
 
         rec = utils.wait_for(ended, timeout, 0.25)
         if not rec:

@@ -12,6 +12,7 @@ import time
 from oslo_log import log as logging
 
 from dtn_migrate import exception
+from dtn_migrate.common import states
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import report as report_mod
 
@@ -21,9 +22,6 @@ LOG = logging.getLogger(__name__)
 FIRST_ANSWER = 15.0
 #: A channel nobody asked for this long is closed.
 IDLE = 300.0
-#: Final report states: the channel closes once it has one (the engine
-#: stops asking then).
-FINAL = ("active", "failed")
 
 
 def _unreachable(peer, exc):
@@ -75,7 +73,8 @@ class _Channel:
             self.owner.changed(self)
         try:
             final = raw is not None and decode(
-                self.peer, self.tid, raw).get("state") in FINAL
+                self.peer, self.tid,
+                raw).get("state") in states.IMPORT_FINAL_STATES
         except exception.PeerUnreachable:
             final = False
         if final or time.monotonic() - self.asked > self.owner.idle:

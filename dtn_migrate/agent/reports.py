@@ -29,13 +29,13 @@ from oslo_log import log as logging
 from dtn_migrate.agent import ids
 from dtn_migrate.agent import requests
 from dtn_migrate import exception
+from dtn_migrate.common import states
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import report as report_mod
 
 LOG = logging.getLogger(__name__)
 
-FINAL_STATES = ("active", "failed")
 # Final reports kept encoded in memory, most recently used.
 CACHED_REPORTS = 64
 _FILE = re.compile(r"^([0-9a-f]{32})\.(json|report)$")
@@ -129,7 +129,8 @@ class IncomingStore:
     def _upgrade(self, tid, rec):
         """Move the report out of a record of an earlier release."""
         report = rec.pop("report")
-        if isinstance(report, dict) and report.get("state") in FINAL_STATES:
+        if isinstance(report, dict) and \
+                report.get("state") in states.IMPORT_FINAL_STATES:
             try:
                 self._save_final(tid, rec, report, encode_report(report))
                 return
@@ -217,7 +218,7 @@ class IncomingStore:
                 rec = {"transfer_id": tid, "peer": peer, "first_seen": now,
                        "last_seen": now, "sessions": 0}
                 self._save(rec)
-            if stored.state in FINAL_STATES:
+            if stored.state in states.IMPORT_FINAL_STATES:
                 self._progress.pop(tid, None)
                 rec["report_time"] = now
                 self._save_final(tid, rec, report, raw)
@@ -273,7 +274,7 @@ class IncomingStore:
 
     def _expired(self, rec, now):
         if self.retention is None or \
-                rec.get("report_state") not in FINAL_STATES or \
+                rec.get("report_state") not in states.IMPORT_FINAL_STATES or \
                 rec["transfer_id"] in self._progress:
             return False
         seen = max(rec.get("report_time") or 0, rec.get("last_seen") or 0)
@@ -309,7 +310,7 @@ class IncomingStore:
         progress = self._progress.get(tid)
         if progress is not None:
             return progress[0]
-        if rec.get("report_state") not in FINAL_STATES:
+        if rec.get("report_state") not in states.IMPORT_FINAL_STATES:
             return None
         stored = self._final.get(tid)
         if stored is not None:

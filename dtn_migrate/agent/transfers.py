@@ -18,6 +18,7 @@ from oslo_log import log as logging
 
 from dtn_migrate.agent import ids
 from dtn_migrate import exception
+from dtn_migrate.common import states
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
@@ -25,8 +26,6 @@ from dtn_migrate.transfer import source
 
 LOG = logging.getLogger(__name__)
 
-ACTIVE_STATES = ("queued", "running")
-FINAL_STATES = ("complete", "failed", "cancelled")
 # Per-transfer overrides of [transfer] a request may carry.
 OPTIONS = {"object_size": int, "streams": int, "io_threads": int,
            "rate_limit": int, "verify_sha512": bool, "logger": str,
@@ -110,7 +109,7 @@ class OutgoingTransfers:
             thread = self.threads.get(transfer_id)
         if transfer is not None:
             status = transfer.status()
-            if status["state"] not in FINAL_STATES:
+            if status["state"] not in states.FINAL_STATES:
                 return status
             # Report a final state only once it is on disk.
             if thread is not None:
@@ -146,7 +145,7 @@ class OutgoingTransfers:
             status = self._load_status(transfer_id)
             if status is None:
                 raise exception.TransferNotFound(transfer_id=transfer_id)
-            if status.get("state") in ACTIVE_STATES:
+            if status.get("state") in states.ACTIVE_STATES:
                 status["state"] = "cancelled"
                 self._save_status(transfer_id, status)
         return self.get(transfer_id)
@@ -172,7 +171,7 @@ class OutgoingTransfers:
         resumed = []
         for entry in sorted(os.listdir(self.state_dir)):
             status = self._load_status(entry)
-            if status and status.get("state") in ACTIVE_STATES and \
+            if status and status.get("state") in states.ACTIVE_STATES and \
                     entry not in self.threads:
                 manifest = self._load_manifest(entry)
                 if manifest is not None:

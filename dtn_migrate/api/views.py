@@ -6,8 +6,8 @@ import datetime
 import json
 
 from dtn_migrate.api.validation import parse_time
+from dtn_migrate.common import states
 
-STAGES = ('export', 'transfer', 'import')
 _FIELDS = ('id', 'request_id', 'image_id', 'image_name', 'peer',
            'direction', 'state', 'stage', 'mode', 'attempt', 'size',
            'progress', 'rate', 'eta', 'error', 'peer_image_id',
@@ -49,9 +49,10 @@ def migration(row):
         out['progress'] = min(out['progress'], 1.0)
     nested = row.get('bytes')
     if not isinstance(nested, dict):
-        nested = {stage: row.get('bytes_%s' % stage) for stage in STAGES}
+        nested = {stage: row.get('bytes_%s' % stage)
+                  for stage in states.STAGES}
     out['bytes'] = {stage: max(_number(nested.get(stage), int) or 0, 0)
-                    for stage in STAGES}
+                    for stage in states.STAGES}
     for key in _TIMES:
         out[key] = time(row.get(key))
     return out
@@ -97,8 +98,6 @@ def peer(health, details=True):
 
 # Protection policies and the replica catalog.
 
-IMAGE_STATES = ('pending', 'syncing', 'replicated', 'failed', 'deleting',
-                'removed')
 SELECTOR_DEFAULTS = (('tags', list), ('properties', dict),
                      ('visibility', list), ('name_pattern', lambda: None),
                      ('projects', list))
@@ -149,7 +148,7 @@ def policy(row, counts=None):
     }
     counts = _mapping(row.get('images') if counts is None else counts)
     out['images'] = {state: max(_number(counts.get(state), int) or 0, 0)
-                     for state in IMAGE_STATES}
+                     for state in states.POLICY_IMAGE_STATES}
     for key in ('last_sync_at', 'created_at', 'updated_at'):
         out[key] = time(row.get(key))
     return out

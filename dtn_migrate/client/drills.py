@@ -13,10 +13,6 @@ from dtn_migrate.client import exceptions
 from dtn_migrate.client import policies
 from dtn_migrate.client import polling
 
-STATES = ("running", "passed", "failed", "error")
-FINAL_STATES = ("passed", "failed", "error")
-IMAGE_STATUSES = ("intact", "missing", "corrupt", "invalid")
-
 
 def _quote(value):
     return urllib.parse.quote(str(value), safe="")

@@ -9,13 +9,8 @@ import tenacity
 
 from dtn_migrate.client import exceptions
 from dtn_migrate.client import polling
+from dtn_migrate.common import states
 
-STATES = ("queued", "running", "complete", "failed", "cancelled")
-FINAL_STATES = ("complete", "failed", "cancelled")
-DIRECTIONS = ("outgoing", "incoming")
-STAGES = ("export", "transfer", "import")
-VISIBILITIES = ("public", "private", "shared", "community")
-MODES = ("pipelined", "serial")
 SORT_KEYS = ("created_at", "updated_at", "state", "image_name", "peer",
              "progress", "id")
 SORT_DIRS = ("asc", "desc")
@@ -48,7 +43,7 @@ def _next_marker(body):
 
 
 def is_final(migration):
-    return bool(migration) and migration.get("state") in FINAL_STATES
+    return bool(migration) and migration.get("state") in states.FINAL_STATES
 
 
 class MigrationManager:

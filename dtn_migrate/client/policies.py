@@ -8,13 +8,6 @@ import urllib.parse
 from dtn_migrate.client import exceptions
 from dtn_migrate.client import migrations
 
-MODES = ("continuous", "scheduled", "manual")
-RPO_STATES = ("ok", "at-risk", "breached")
-IMAGE_STATES = ("pending", "syncing", "replicated", "failed", "deleting",
-                "removed")
-VISIBILITIES = migrations.VISIBILITIES
-DELETIONS = ("keep", "mirror")
-ROLES = ("primary", "replica", "failed-over", "failback")
 SORT_KEYS = ("created_at", "updated_at", "name", "rpo_seconds", "id")
 #: The fields of a policy a client may set.
 FIELDS = ("name", "description", "peer", "mode", "schedule",

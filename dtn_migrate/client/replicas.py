@@ -2,9 +2,6 @@
 
 from dtn_migrate.client import policies
 
-DIRECTIONS = ("outgoing", "incoming")
-STATES = ("current", "deleted")
-
 
 class ReplicaManager:
 

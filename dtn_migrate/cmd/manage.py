@@ -59,11 +59,11 @@ import oslo_messaging as messaging
 
 from dtn_migrate.agent import rpcapi
 from dtn_migrate.cmd import _errors
-from dtn_migrate.cmd import _progress
+from dtn_migrate.client import progress as client_progress
 from dtn_migrate import config
 from dtn_migrate import context
+from dtn_migrate.common import states
 from dtn_migrate.db import migration as db_migration
-from dtn_migrate.engine import requests as engine_requests
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
@@ -259,8 +259,8 @@ def _message(exc):
     """One line for ``exc`` (a remote exception's str() ends with the
     engine's traceback; its ``message`` does not).
     """
-    return _progress.first_line(getattr(exc, "message", None) or exc) or \
-        type(exc).__name__
+    return client_progress.first_line(
+        getattr(exc, "message", None) or exc) or type(exc).__name__
 
 
 def _error(text):
@@ -290,7 +290,7 @@ def _engine_errors(func):
         except messaging.RemoteError as exc:
             return _error("the migration engine failed: %s: %s"
                           % (exc.exc_type,
-                             _progress.first_line(exc.value)))
+                             client_progress.first_line(exc.value)))
         except messaging.MessagingException as exc:
             return _error("message bus: %s" % _message(exc))
         except KeyboardInterrupt:
@@ -323,7 +323,7 @@ def _follow(api, records, request_id=None, timeout=None):
     ids = [r["migration_id"] for r in records]
     reused = {r["migration_id"] for r in records if r.get("reused")}
     current = {r["migration_id"]: r for r in records}
-    progress = _progress.Progress(sys.stderr)
+    progress = client_progress.Progress(sys.stderr)
     pending = []
 
     def settled():
@@ -340,7 +340,7 @@ def _follow(api, records, request_id=None, timeout=None):
                     else record
         progress.draw([current[i] for i in ids])
         pending[:] = [i for i in ids if current[i].get("state")
-                      not in engine_requests.FINAL_STATES]
+                      not in states.FINAL_STATES]
         return not pending
 
     done = utils.wait_for(settled, timeout, POLL_INTERVAL,
@@ -365,7 +365,7 @@ def _wait_and_print(api, records, request_id, timeout, again):
     _print(final if request_id else final[0])
     if timed_out:
         left = [r for r in final
-                if r.get("state") not in engine_requests.FINAL_STATES]
+                if r.get("state") not in states.FINAL_STATES]
         print("timeout: %d of %d migrations unfinished after %g s; they "
               "go on (dtn-migrate-manage %s)"
               % (len(left), len(final), timeout, again), file=sys.stderr)
@@ -641,7 +641,7 @@ def add_migration_parsers(subparsers):
     g.add_argument("--keep-id", dest="keep_id", action="store_true",
                    default=None,
                    help="give the peer's image the same id")
-    g.add_argument("--visibility", choices=engine_requests.VISIBILITIES,
+    g.add_argument("--visibility", choices=states.VISIBILITIES,
                    help="visibility of the peer's image (default: the "
                         "source image's)")
     g.add_argument("--target-project", dest="target_project",
@@ -651,7 +651,7 @@ def add_migration_parsers(subparsers):
                    default=None,
                    help="do not compare the peer's image metadata with "
                         "the source's (the hash is always checked)")
-    g.add_argument("--mode", choices=engine_requests.MODES,
+    g.add_argument("--mode", choices=states.MODES,
                    help="pipelined: export, transfer and import overlap; "
                         "serial: one after the other ([engine] mode)")
     g.add_argument("--force", action="store_true", default=None,
@@ -676,8 +676,8 @@ def add_migration_parsers(subparsers):
                    metavar="UUID")
     p.add_argument("--direction", choices=["outgoing", "incoming"])
     p.add_argument("--state", dest="states", action="append",
-                   choices=engine_requests.ACTIVE_STATES +
-                   engine_requests.FINAL_STATES,
+                   choices=states.ACTIVE_STATES +
+                   states.FINAL_STATES,
                    help="only migrations in this state (repeatable)")
     for name, help_ in (("show", "a migration, with its events"),
                         ("cancel", "cancel a migration"),

@@ -13,9 +13,9 @@ import collections
 from oslo_config import cfg
 from oslo_config import types
 
+from dtn_migrate.common import states
+
 SAMPLE_GROUP = 'peer:<name>'
-#: Glance image visibilities (the same as engine.requests.VISIBILITIES).
-VISIBILITIES = ('public', 'private', 'shared', 'community')
 #: Visibilities a peer may ask for unless configured otherwise: those
 #: that show an image to nobody but its owner's project (a 'shared'
 #: image arrives without members).
@@ -73,7 +73,7 @@ import_opts = [
                      'may ask for allowed_projects. Empty: one project '
                      'for the whole peer, as before.'),
     cfg.ListOpt('allowed_visibilities', default=DEFAULT_VISIBILITIES,
-                item_type=types.String(choices=VISIBILITIES),
+                item_type=types.String(choices=states.VISIBILITIES),
                 help='Receiving side: the visibilities an image imported '
                      'from this peer may get, asked for explicitly or '
                      'taken from the source image. Anything else (by '

@@ -5,14 +5,14 @@ import datetime
 from django.utils import dateparse
 from horizon.utils import filters
 
-from dtn_migrate.transfer import cli as transfer_cli
+from dtn_migrate.common import units
 
 
 def human_bytes(value):
     """``1.5 MiB`` for 1572864; ``-`` for None."""
     if value is None:
         return "-"
-    return transfer_cli.human(value)
+    return units.human(value)
 
 
 def human_rate(value):

@@ -23,6 +23,7 @@ import uuid
 from oslo_log import log as logging
 
 from dtn_migrate import context as context_mod
+from dtn_migrate.common import states
 from dtn_migrate.engine import outcomes
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
@@ -37,10 +38,7 @@ LOG = logging.getLogger(__name__)
 
 OUTGOING = records.OUTGOING
 INCOMING = records.INCOMING
-ACTIVE_STATES = requests.ACTIVE_STATES
-FINAL_STATES = requests.FINAL_STATES
 _INCOMING_NS = uuid.UUID("8f0d3b8e-2f36-4c55-9d52-6d7c1b7f3a11")
-STAGES = requests.STAGES
 
 
 #: Seconds a retry waits for the worker of the migration's last attempt
@@ -151,20 +149,20 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         """(record, transfer id whose staged files nothing will resume)."""
         same = prior is not None and \
             prior.get("os_hash_value") == image["os_hash_value"]
-        if prior is not None and (prior["state"] in ACTIVE_STATES or (
+        if prior is not None and (prior["state"] in states.ACTIVE_STATES or (
                 prior["state"] == "complete" and same and
                 not opts["force"])):
             LOG.info("image %s to %s: migration %s exists (%s)",
                      image["id"], peer, prior["migration_id"],
                      prior["state"])
-            if prior["state"] in ACTIVE_STATES and \
+            if prior["state"] in states.ACTIVE_STATES and \
                     prior["migration_id"] not in self.pending:
                 # Left without a worker: it gets one.
                 self._submit(prior["migration_id"], OUTGOING)
             return dict(self._record(prior), reused=True), None
         migration_id = uuid.uuid4().hex
         transfer_id, attempt, replaced = migration_id, 1, None
-        if prior is not None and prior["state"] in ("failed", "cancelled"):
+        if prior is not None and prior["state"] in states.UNSUCCESSFUL_STATES:
             resumable = same and \
                 _comparable(prior["options"]) == _comparable(opts)
             removing = prior.get("cleanup") == records.CLEANUP_PENDING and \
@@ -248,7 +246,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 state, current = meta["state"], meta.get("attempt") or 1
                 if state == "complete":
                     return self._record(meta)
-                if state in ("failed", "cancelled"):
+                if state in states.UNSUCCESSFUL_STATES:
                     if not attempt or attempt <= current:
                         return self._record(meta)
                     records.saved(self.store.new_run, migration_id,
@@ -321,7 +319,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         record = self.get(migration_id, project_id)
         migration_id = record["migration_id"]
         if record["direction"] != OUTGOING or \
-                record["state"] not in ("failed", "cancelled"):
+                record["state"] not in states.UNSUCCESSFUL_STATES:
             raise exception.MigrationStateConflict(
                 migration_id=migration_id,
                 state="%s %s" % (record["state"], record["direction"]),
@@ -363,7 +361,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
     def cancel(self, migration_id, project_id=None):
         record = self.get(migration_id, project_id)
         migration_id = record["migration_id"]
-        if record["state"] in FINAL_STATES:
+        if record["state"] in states.FINAL_STATES:
             return record
         with self.lock:
             running = migration_id in self.running
@@ -375,7 +373,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             # stranded by a database error.
             loaded = records.saved(self.store.load, migration_id, lazy=True)
             if loaded is not None and \
-                    loaded[2]["state"] not in FINAL_STATES:
+                    loaded[2]["state"] not in states.FINAL_STATES:
                 records.saved(self._finish, loaded[2], "cancelled",
                               "cancelled before it started")
         LOG.info("migration %s: cancel requested", migration_id)
@@ -387,7 +385,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         """
         rec = dict(meta)
         live = self.res.live.get(rec["migration_id"])
-        if live is not None and rec.get("state") in ACTIVE_STATES:
+        if live is not None and rec.get("state") in states.ACTIVE_STATES:
             stages = dict(rec.get("stages") or {})
             stages.update(live.snapshot())
             rec["stages"] = stages

@@ -11,9 +11,9 @@ has no live worker: it settles a stranded one first.
 
 from oslo_log import log as logging
 
+from dtn_migrate.common import states
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
-from dtn_migrate.engine import requests
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 
@@ -119,7 +119,7 @@ class Outcomes:
         """
         try:
             left = self.store.records({"cleanup": records.CLEANUP_PENDING,
-                                       "state": list(requests.FINAL_STATES)},
+                                       "state": list(states.FINAL_STATES)},
                                       sort_keys=["created_at"],
                                       sort_dirs=["asc"])
         except persistence.DATABASE_ERRORS as exc:
@@ -136,7 +136,7 @@ class Outcomes:
                 meta = records.saved(self.store.record, migration_id)
                 if meta is not None and \
                         meta.get("cleanup") == records.CLEANUP_PENDING and \
-                        meta["state"] in requests.FINAL_STATES:
+                        meta["state"] in states.FINAL_STATES:
                     removed += self.remove_staged(
                         meta, "left when migration %s ended %s"
                         % (migration_id, meta["state"]))

@@ -33,11 +33,11 @@ from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends
 from taskflow.persistence import models
 
+from dtn_migrate.common import states
 from dtn_migrate.db import api as db_api
 from dtn_migrate.db import migration as db_migration
 from dtn_migrate.db import models as db_models
-from dtn_migrate.engine import requests
-from dtn_migrate.engine import stages as stages_mod
+from dtn_migrate.common import stages as stages_mod
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -49,8 +49,6 @@ _TASKFLOW_KEYS = ("injected", "progress", "progress_details")
 #: SQLAlchemy's own.
 DATABASE_ERRORS = (exception.DatabaseUnavailable, tf_exc.StorageFailure,
                    sa_exc.SQLAlchemyError)
-#: Stage states after which a stage is done.
-DONE_STAGE_STATES = stages_mod.DONE_STATES
 #: State of a migration -> its event.
 _STATE_EVENTS = {"queued": "queued", "running": "started",
                  "complete": "finished", "failed": "failed",
@@ -93,10 +91,10 @@ def derive(record):
     stages = record.get("stages") or {}
     size = record.get("size") or (stages.get("import") or {}).get("size")
     state = record.get("state")
-    names = requests.STAGES if record.get("direction") == "outgoing" \
+    names = states.STAGES if record.get("direction") == "outgoing" \
         else ("import",)
     out = {"bytes_%s" % s: (stages.get(s) or {}).get("done")
-           for s in requests.STAGES}
+           for s in states.STAGES}
     if state == "complete":
         out.update(progress=1.0, stage=None, rate=None, eta=0.0)
         return out
@@ -112,7 +110,7 @@ def derive(record):
         if s in stages and not stages_mod.done(stages[s], size):
             current = s
             break
-    if state in requests.FINAL_STATES:
+    if state in states.FINAL_STATES:
         out.update(stage=current if state == "failed" else None,
                    rate=None, eta=None)
         return out
@@ -132,7 +130,7 @@ def _rates(old, new, seconds):
         before = (old.get(name) or {}).get("done")
         if st.get("rate") is None and before is not None and \
                 st.get("done") is not None and st["done"] > before and \
-                st.get("state") not in DONE_STAGE_STATES:
+                st.get("state") not in states.STAGE_DONE_STATES:
             st["rate"] = (st["done"] - before) / seconds
 
 
@@ -186,11 +184,11 @@ def _events(old, new):
                 # The receiving cloud's import rules refused it.
                 last.append((None, "refused", message, None))
             # An outcome comes after its stages' last events.
-            (last if state in requests.FINAL_STATES else out).append(
+            (last if state in states.FINAL_STATES else out).append(
                 (new.get("stage") if state == "failed" else None,
                  _STATE_EVENTS[state], message, None))
     before = (old or {}).get("stages") or {}
-    for name in requests.STAGES:
+    for name in states.STAGES:
         st = (new.get("stages") or {}).get(name)
         if st is None:
             continue
@@ -200,10 +198,10 @@ def _events(old, new):
             out.append((name, "started", None, done))
             prev = {}
         if st.get("state") != prev.get("state"):
-            if st.get("state") in DONE_STAGE_STATES and \
-                    prev.get("state") not in DONE_STAGE_STATES:
+            if st.get("state") in states.STAGE_DONE_STATES and \
+                    prev.get("state") not in states.STAGE_DONE_STATES:
                 out.append((name, "finished", None, done))
-            elif st.get("state") in ("failed", "cancelled"):
+            elif st.get("state") in states.UNSUCCESSFUL_STATES:
                 out.append((name, st["state"], None, done))
     return out + last
 
@@ -347,7 +345,7 @@ class Store:
                     _rates(seen[1], new["stages"], now - seen[0])
                 self._measured[migration_id] = (
                     now, copy.deepcopy(new["stages"]))
-            if new.get("state") in requests.FINAL_STATES:
+            if new.get("state") in states.FINAL_STATES:
                 self._measured.pop(migration_id, None)
             row = to_row(new)
             changed = {k: v for k, v in row.items()

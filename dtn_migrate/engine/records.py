@@ -7,8 +7,8 @@ import datetime
 
 from oslo_utils import timeutils
 
+from dtn_migrate.common import states
 from dtn_migrate.engine import persistence
-from dtn_migrate.engine import requests
 from dtn_migrate import exception
 
 OUTGOING = "outgoing"
@@ -41,7 +41,7 @@ def to_rpc(record, events=None):
     """
     out = {k: iso(v) for k, v in record.items()}
     out["bytes"] = {s: record.get("bytes_%s" % s) or 0
-                    for s in requests.STAGES}
+                    for s in states.STAGES}
     if events is not None:
         out["events"] = [{k: iso(v) for k, v in e.items()}
                          for e in events]

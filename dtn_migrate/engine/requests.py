@@ -7,15 +7,10 @@ created: a malformed payload gets InvalidInput naming the problem.
 import uuid
 
 from dtn_migrate import exception
+from dtn_migrate.common import states
 from dtn_migrate.transfer import report as report_mod
 
 MAX_IMAGES = 1000
-VISIBILITIES = ("public", "private", "shared", "community")
-MODES = ("pipelined", "serial")
-#: Migration states, and the stages an outgoing migration reports.
-ACTIVE_STATES = ("queued", "running")
-FINAL_STATES = ("complete", "failed", "cancelled")
-STAGES = ("export", "transfer", "import")
 #: Option -> (type, default); ``mode`` defaults to ``[engine] mode``.
 OPTIONS = {
     "keep_id": (bool, False),
@@ -104,12 +99,12 @@ def options(value, default_mode):
             raise _invalid("option %s must be %s" % (key, kind.__name__))
         out[key] = v
     out["mode"] = out["mode"] or default_mode
-    if out["mode"] not in MODES:
-        raise _invalid("mode must be one of %s" % ", ".join(MODES))
+    if out["mode"] not in states.MODES:
+        raise _invalid("mode must be one of %s" % ", ".join(states.MODES))
     if out["visibility"] is not None and \
-            out["visibility"] not in VISIBILITIES:
+            out["visibility"] not in states.VISIBILITIES:
         raise _invalid("visibility must be one of %s"
-                       % ", ".join(VISIBILITIES))
+                       % ", ".join(states.VISIBILITIES))
     if out["target_project"] is not None:
         project(out["target_project"], "target_project")
     if out["protection"] is not None:

@@ -20,11 +20,11 @@ import taskflow.engines
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 
+from dtn_migrate.common import states
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine.flows import outgoing as outgoing_flow
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
-from dtn_migrate.engine import requests
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 from dtn_migrate import utils
@@ -92,9 +92,9 @@ class Running:
         """Queue the flows a previous run of the engine left running."""
         resumed = []
         for meta in self.store.records(
-                {"state": list(requests.ACTIVE_STATES)},
+                {"state": list(states.ACTIVE_STATES)},
                 sort_keys=["created_at"], sort_dirs=["asc"]):
-            if meta.get("state") in requests.ACTIVE_STATES:
+            if meta.get("state") in states.ACTIVE_STATES:
                 with self.lock:
                     if meta["migration_id"] in self.pending:
                         continue
@@ -172,7 +172,7 @@ class Running:
             LOG.warning("migration %s is not in the database", migration_id)
             return
         book, detail, meta = loaded
-        if meta["state"] not in requests.ACTIVE_STATES:
+        if meta["state"] not in states.ACTIVE_STATES:
             return
         live = self.res.live_for(migration_id)
         if live.cancel.is_set():

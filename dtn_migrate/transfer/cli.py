@@ -22,26 +22,20 @@ import threading
 import time
 import uuid
 
+from dtn_migrate.common import units
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
 
 def size(text):
     """'4M' -> 4194304 (binary units, optional trailing 'iB' or 'B')."""
-    t = text.strip().upper().replace("IB", "").rstrip("B")
-    unit = t[-1:] if t[-1:] in _UNITS and not t[-1:].isdigit() else ""
     try:
-        value = int(float(t[:len(t) - len(unit)]) * _UNITS[unit])
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError("not a size: %r" % text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("negative size: %r" % text)
-    return value
+        return units.size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
 
 
 def host_port(text):
@@ -51,22 +45,15 @@ def host_port(text):
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def human(n):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return "%.1f %s" % (n, unit) if unit != "B" else "%d B" % n
-        n /= 1024.0
-
-
 def progress_line(s, width=30):
     frac = s["bytes_done"] / s["bytes_total"] if s["bytes_total"] else 1.0
     filled = int(frac * width)
     eta = s.get("eta")
-    eta_text = "--:--" if eta is None else "%02d:%02d" % divmod(int(eta), 60)
-    return "[%s%s] %5.1f%% %s/%s %s/s ETA %s" % (
+    eta_text = "--:--" if eta is None else units.duration(eta)
+    return "[%s%s] %5.1f%% %s/%s %s ETA %s" % (
         "#" * filled, "." * (width - filled), 100 * frac,
-        human(s["bytes_done"]), human(s["bytes_total"]), human(s["rate"]),
-        eta_text)
+        units.human(s["bytes_done"]), units.human(s["bytes_total"]),
+        units.rate(s["rate"]), eta_text)
 
 
 def _tuning(parser):

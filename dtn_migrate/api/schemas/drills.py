@@ -9,9 +9,10 @@ the time it took to make them all usable: the RTO measured.
 import copy
 
 from dtn_migrate.api.schemas import common
+from dtn_migrate.common import states
 
-STATES = ['running', 'passed', 'failed', 'error']
-IMAGE_STATUSES = ['intact', 'missing', 'corrupt', 'invalid']
+STATES = list(states.DRILL_STATES)
+IMAGE_STATUSES = list(states.DRILL_IMAGE_STATUSES)
 CHECKS = ['present', 'size', 'hash', 'qemu_img', 'clone']
 
 START = {

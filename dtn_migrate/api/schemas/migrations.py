@@ -3,12 +3,14 @@
 import copy
 
 from dtn_migrate.api.schemas import common
+from dtn_migrate.common import states
 
-STATES = ['queued', 'running', 'complete', 'failed', 'cancelled']
-STAGES = ['export', 'transfer', 'import']
-DIRECTIONS = ['outgoing', 'incoming']
-VISIBILITIES = ['public', 'private', 'shared', 'community']
-MODES = ['pipelined', 'serial']
+# JSON Schema enums (arrays) of the shared vocabulary.
+STATES = list(states.STATES)
+STAGES = list(states.STAGES)
+DIRECTIONS = list(states.DIRECTIONS)
+VISIBILITIES = list(states.VISIBILITIES)
+MODES = list(states.MODES)
 SORT_KEYS = ['created_at', 'updated_at', 'state', 'image_name', 'peer',
              'progress', 'id']
 MAX_IMAGES = 1000

@@ -11,20 +11,15 @@ import copy
 
 from dtn_migrate.api.schemas import common
 from dtn_migrate.api.schemas import migrations
+from dtn_migrate.common import states
 
-MODES = ['continuous', 'scheduled', 'manual']
-RPO_STATES = ['ok', 'at-risk', 'breached']
-IMAGE_STATES = ['pending', 'syncing', 'replicated', 'failed', 'deleting',
-                'removed']
-#: primary: this cloud holds the images, the peer the replicas;
-#: replica: the policy this cloud learnt from the peer whose replicas it
-#: holds; failed-over: such a policy after a failover (this cloud is
-#: primary for its images); failback: the reverse policy a failover
-#: prepares, which sends back what changed since.
-ROLES = ['primary', 'replica', 'failed-over', 'failback']
+MODES = list(states.POLICY_MODES)
+RPO_STATES = list(states.RPO_STATES)
+IMAGE_STATES = list(states.POLICY_IMAGE_STATES)
+ROLES = list(states.POLICY_ROLES)
 ACTIONS = ['sync', 'failover', 'failback']
 VISIBILITIES = migrations.VISIBILITIES
-DELETIONS = ['keep', 'mirror']
+DELETIONS = list(states.DELETIONS)
 SORT_KEYS = ['created_at', 'updated_at', 'name', 'rpo_seconds', 'id']
 #: A year: the largest RPO and deletion grace, in minutes.
 MAX_MINUTES = 525600

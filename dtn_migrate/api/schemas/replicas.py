@@ -4,9 +4,10 @@ replica's, ``incoming``).
 """
 
 from dtn_migrate.api.schemas import common
+from dtn_migrate.common import states
 
-DIRECTIONS = ['outgoing', 'incoming']
-STATES = ['current', 'deleted']
+DIRECTIONS = list(states.DIRECTIONS)
+STATES = list(states.REPLICA_STATES)
 
 _LIST_QUERY = {
     'type': 'object',

@@ -25,10 +25,10 @@ Both are idempotent: an interrupted run is simply run again.
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from dtn_migrate.common import states
 from dtn_migrate.engine.protection import catalog
 from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import replicas
-from dtn_migrate.engine.protection import rpo
 from dtn_migrate.engine import records
 from dtn_migrate import exception
 
@@ -165,7 +165,7 @@ class Failover:
         started = self.protection.scan_policy(
             reverse, since=records.parse_iso(failover.get("at")))
         waiting = self.db.policy_images_get(
-            policy_id=reverse["id"], states=list(rpo.UNREPLICATED))
+            policy_id=reverse["id"], states=list(states.UNREPLICATED_STATES))
         # The peer's images that only changed metadata here.
         errors = self.protection.metadata.send(policy)
         if errors:

@@ -2,12 +2,7 @@
 does not hold verified yet, graded against the policy's target.
 """
 
-OK = "ok"
-AT_RISK = "at-risk"
-BREACHED = "breached"
-STATES = (OK, AT_RISK, BREACHED)
-#: Policy image states whose change is not yet replicated and verified.
-UNREPLICATED = ("pending", "syncing", "failed")
+from dtn_migrate.common import states
 
 
 def age(rows, now):
@@ -15,7 +10,8 @@ def age(rows, now):
     images), 0.0 when the peer holds everything.
     """
     times = [r["changed_at"] for r in rows
-             if r.get("state") in UNREPLICATED and r.get("changed_at")]
+             if r.get("state") in states.UNREPLICATED_STATES and
+             r.get("changed_at")]
     if not times:
         return 0.0
     return max(0.0, (now - min(times)).total_seconds())
@@ -30,8 +26,8 @@ def grade(seconds, target_minutes, at_risk_fraction, peer_reachable=True):
     """
     target = target_minutes * 60.0
     if seconds >= target:
-        return BREACHED
+        return states.RPO_BREACHED
     if seconds > 0 and (seconds >= target * at_risk_fraction or
                         not peer_reachable):
-        return AT_RISK
-    return OK
+        return states.RPO_AT_RISK
+    return states.RPO_OK

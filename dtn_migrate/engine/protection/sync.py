@@ -27,6 +27,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from dtn_migrate import context as context_mod
+from dtn_migrate.common import states
 from dtn_migrate.engine.protection import catalog
 from dtn_migrate.engine.protection import deletions as deletions_mod
 from dtn_migrate.engine.protection import metadata_sync
@@ -414,7 +415,7 @@ class Protection:
         LOG.info("protection policy %s: image %s to %s by migration %s "
                  "(%s)", policy["id"], image_id, policy["peer"],
                  record["migration_id"], record["state"])
-        if record["state"] in ("complete", "failed", "cancelled"):
+        if record["state"] in states.FINAL_STATES:
             # A finished migration of the same data was reused.
             self.migration_finished(record)
         return record
@@ -429,8 +430,7 @@ class Protection:
             record = self.migrations.get(row["migration_id"])
         except exception.MigrationNotFound:
             record = None
-        if record is not None and record["state"] not in (
-                "complete", "failed", "cancelled"):
+        if record is not None and record["state"] not in states.FINAL_STATES:
             return row              # still running
         if record is None:
             self.db.policy_image_upsert(row["policy_id"], row["image_id"],
@@ -513,8 +513,9 @@ class Protection:
         reachable = self._reachable()
         fraction = self.conf.protection.at_risk_fraction
         for policy in self.db.policy_get_all(filters={"enabled": True}):
-            rows = self.db.policy_images_get(policy_id=policy["id"],
-                                             states=list(rpo.UNREPLICATED))
+            rows = self.db.policy_images_get(
+                policy_id=policy["id"],
+                states=list(states.UNREPLICATED_STATES))
             seconds = rpo.age(rows, now)
             state = rpo.grade(seconds, policy["rpo_minutes"], fraction,
                               reachable.get(policy["peer"], True))
@@ -573,7 +574,7 @@ class Protection:
                 for h in health or ()}
 
     def _rpo_changed(self, policy, previous, rows):
-        log = LOG.warning if policy["rpo_state"] == rpo.BREACHED \
+        log = LOG.warning if policy["rpo_state"] == states.RPO_BREACHED \
             else LOG.info
         log("protection policy %s (%s): RPO %s -> %s (%.0f s, target "
             "%d min)", policy["id"], policy["name"], previous,
@@ -582,9 +583,9 @@ class Protection:
         payload = {"previous_state": previous,
                    "pending_images": sorted(r["image_id"] for r in rows)}
         self._notify("rpo_changed", policy, **payload)
-        if policy["rpo_state"] == rpo.BREACHED:
+        if policy["rpo_state"] == states.RPO_BREACHED:
             self._notify("rpo_breached", policy, priority="warn", **payload)
-        elif previous == rpo.BREACHED:
+        elif previous == states.RPO_BREACHED:
             self._notify("rpo_recovered", policy, **payload)
 
     def _notify(self, event, policy, priority="info", **extra):

@@ -11,6 +11,7 @@ import time
 
 from oslo_log import log as logging
 
+from dtn_migrate.common import states
 from dtn_migrate.engine import events
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
@@ -206,14 +207,12 @@ def _failed_stage(migration_id, stages, names, stage):
     """Raise StageFailed if one of the stages ``names`` failed."""
     for name in names:
         info = stages.get(name) or {}
-        if info.get("state") in ("failed", "cancelled") or \
+        if info.get("state") in states.UNSUCCESSFUL_STATES or \
                 info.get("failed"):
             raise base.StageFailed(migration_id=migration_id, stage=stage,
                                    reason="%s failed" % name)
 
 
-#: States in which an outgoing transfer (or a stage of this side) ended.
-FINAL_TRANSFER = ("complete", "failed", "cancelled")
 #: Seconds a failed peer import waits for a running export or transfer
 #: to end, whose failure would explain it (see
 #: AwaitPeerImport._transfer_may_explain).
@@ -252,7 +251,7 @@ class TransferImage(base.MigrationTask):
                             [{"path": desc, "name": desc}, spec],
                             options=options.get("transfer_options") or None,
                             transfer_id=transfer_id)
-        if status.get("state") in ("failed", "cancelled"):
+        if status.get("state") in states.UNSUCCESSFUL_STATES:
             status = self._call(migration_id, "resuming the transfer",
                                 agent.resume_transfer, base.CTXT, host,
                                 transfer_id)
@@ -274,7 +273,7 @@ class TransferImage(base.MigrationTask):
                        rate=status.get("rate"), eta=status.get("eta"))
             if state == "complete":
                 return True, None
-            if state in ("failed", "cancelled"):
+            if state in states.UNSUCCESSFUL_STATES:
                 if state == "failed" and _sink_mismatch(status, data) and \
                         not export_hashed(self.conf, options):
                     self._check_staged(migration_id, data, descriptor)
@@ -292,7 +291,7 @@ class TransferImage(base.MigrationTask):
             answered.clear()
             latest[0] = self.res.watched(
                 events.TRANSFER, transfer_id, asked) or latest[0]
-            if latest[0].get("state") in FINAL_TRANSFER and not answered:
+            if latest[0].get("state") in states.FINAL_STATES and not answered:
                 # Pushed before this run resumed the transfer, perhaps:
                 # an end is taken from the agent itself.
                 latest[0] = asked()
@@ -456,7 +455,7 @@ class AwaitPeerImport(base.MigrationTask):
         that fails meanwhile ends this stage as StageFailed.
         """
         stages = self.live(migration_id).snapshot()
-        if all((stages.get(name) or {}).get("state") in FINAL_TRANSFER
+        if all((stages.get(name) or {}).get("state") in states.FINAL_STATES
                for name in ("export", "transfer")):
             return False
         now = time.monotonic()

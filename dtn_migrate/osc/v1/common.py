@@ -11,13 +11,13 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from dtn_migrate.client import exceptions as client_exc
-from dtn_migrate.client import migrations as client_migrations
-from dtn_migrate.cmd import _progress
-from dtn_migrate.transfer import cli as transfer_cli
+from dtn_migrate.client import progress as client_progress
+from dtn_migrate.common import states
+from dtn_migrate.common import units
 
 
 def human_bytes(value):
-    return "" if value is None else transfer_cli.human(value)
+    return "" if value is None else units.human(value)
 
 
 class BytesColumn(columns.FormattableColumn):
@@ -34,8 +34,7 @@ class RateColumn(columns.FormattableColumn):
     """Bytes per second: ``310.0 MiB/s``; the number in json/yaml."""
 
     def human_readable(self):
-        return "" if self._value is None else \
-            "%s/s" % transfer_cli.human(self._value)
+        return "" if self._value is None else units.rate(self._value)
 
     def machine_readable(self):
         return self._value
@@ -57,7 +56,7 @@ class SecondsColumn(columns.FormattableColumn):
 
     def human_readable(self):
         return "" if self._value is None else \
-            _progress.duration(self._value)
+            client_progress.duration(self._value)
 
     def machine_readable(self):
         return self._value
@@ -71,7 +70,7 @@ class StageBytesColumn(columns.FormattableColumn):
     def human_readable(self):
         value = self._value or {}
         return ", ".join("%s=%s" % (stage, human_bytes(value.get(stage)))
-                         for stage in client_migrations.STAGES
+                         for stage in states.STAGES
                          if stage in value)
 
     def machine_readable(self):
@@ -89,7 +88,7 @@ class EventsColumn(columns.FormattableColumn):
             if event.get("bytes") is not None:
                 parts.append(human_bytes(event["bytes"]))
             if event.get("message"):
-                parts.append(_progress.first_line(event["message"]))
+                parts.append(client_progress.first_line(event["message"]))
             lines.append(" ".join(parts))
         return "\n".join(lines)
 
@@ -177,12 +176,12 @@ def progress_record(migration):
     REST Migration object.
     """
     stage = migration.get("stage")
-    current = client_migrations.STAGES.index(stage) \
-        if stage in client_migrations.STAGES else None
+    current = states.STAGES.index(stage) \
+        if stage in states.STAGES else None
     counts = migration.get("bytes") or {}
-    final = migration.get("state") in client_migrations.FINAL_STATES
+    final = migration.get("state") in states.FINAL_STATES
     stages = {}
-    for index, name in enumerate(client_migrations.STAGES):
+    for index, name in enumerate(states.STAGES):
         done = counts.get(name) or 0
         begun = done or (current is not None and index <= current) or \
             migration.get("state") == "complete"
@@ -204,7 +203,7 @@ def progress_record(migration):
             "stages": stages}
 
 
-class _Progress(_progress.Progress):
+class _Progress(client_progress.Progress):
     """dtn-migrate-manage's progress lines, plus the bytes the current
     stage has moved, e.g. ``... ETA 00:12 (transfer 1.0 GiB of 3.0
     GiB)``.
@@ -214,7 +213,7 @@ class _Progress(_progress.Progress):
         text = super().line(record)
         stage = record.get("current_stage")
         if stage and record.get("state") not in \
-                client_migrations.FINAL_STATES:
+                states.FINAL_STATES:
             done = (record["stages"].get(stage) or {}).get("done") or 0
             text += " (%s %s" % (stage, human_bytes(done))
             if record.get("size"):
@@ -288,7 +287,7 @@ class Waiter:
             for rec in records:
                 mid = rec["migration_id"]
                 if now - self.shown.get(mid, now) >= self.period and \
-                        rec["state"] not in client_migrations.FINAL_STATES:
+                        rec["state"] not in states.FINAL_STATES:
                     # Its line is due again, changed or not.
                     self.progress.printed.pop(mid, None)
             before = dict(self.progress.printed)
@@ -329,6 +328,6 @@ def failures(migrations):
     return exceptions.CommandError("\n".join(
         "Migration %s of image %s %s: %s" % (
             m.get("id"), m.get("image_name") or m.get("image_id"),
-            m.get("state"), _progress.first_line(m.get("error"))
+            m.get("state"), client_progress.first_line(m.get("error"))
             or "no error recorded")
         for m in bad))

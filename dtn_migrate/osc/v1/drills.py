@@ -8,8 +8,8 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from dtn_migrate.client import drills as client_drills
-from dtn_migrate.cmd import _progress
+from dtn_migrate.client import progress
+from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import migrations as osc_migrations
 
@@ -39,7 +39,7 @@ class ReportImagesColumn(columns.FormattableColumn):
                 or "-", image.get("replica_image_id") or "-",
                 image.get("status") or "-")
             if image.get("error"):
-                line += " (%s)" % _progress.first_line(image["error"])
+                line += " (%s)" % progress.first_line(image["error"])
             lines.append(line)
         return "\n".join(lines)
 
@@ -77,7 +77,7 @@ def failure(drill):
         drill.get("id"), drill.get("policy_name") or drill.get("policy_id"),
         drill.get("state"))
     if drill.get("error"):
-        text += ": %s" % _progress.first_line(drill["error"])
+        text += ": %s" % progress.first_line(drill["error"])
     elif drill.get("images_bad"):
         text += ": %s of %s replica(s) bad" % (drill["images_bad"],
                                                drill.get("images_total"))
@@ -147,9 +147,9 @@ class ListDrill(command.Lister):
                                  "or ID)")
         parser.add_argument(
             "--state", metavar="<state>", action="append",
-            choices=client_drills.STATES,
+            choices=states.DRILL_STATES,
             help="Only drills in this state (%s; repeat for several)"
-                 % ", ".join(client_drills.STATES))
+                 % ", ".join(states.DRILL_STATES))
         parser.add_argument("--all-projects", action="store_true",
                             help="Drills of every project (admin only)")
         return parser

@@ -9,6 +9,7 @@ from osc_lib import exceptions
 from osc_lib import utils
 
 from dtn_migrate.client import migrations as client_migrations
+from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
 
 LOG = logging.getLogger(__name__)
@@ -127,16 +128,16 @@ class Migrate(_WaitingLister):
             help="Give each image the same ID in the peer cloud")
         parser.add_argument(
             "--visibility", metavar="<visibility>",
-            choices=client_migrations.VISIBILITIES,
+            choices=states.VISIBILITIES,
             help="Visibility of the imported images (%s; default: the "
                  "source image's); the peer decides which it allows" %
-                 ", ".join(client_migrations.VISIBILITIES))
+                 ", ".join(states.VISIBILITIES))
         parser.add_argument(
             "--target-project", metavar="<project-id>",
             help="Project of the peer cloud to import into (an ID there; "
                  "the peer decides which it allows)")
         parser.add_argument(
-            "--mode", metavar="<mode>", choices=client_migrations.MODES,
+            "--mode", metavar="<mode>", choices=states.MODES,
             help="pipelined (export, transfer and import overlap) or "
                  "serial (default: the engine's [engine] mode)")
         parser.add_argument(
@@ -226,9 +227,9 @@ class ListMigration(command.Lister):
         parser = super().get_parser(prog_name)
         parser.add_argument(
             "--state", metavar="<state>", action="append",
-            choices=client_migrations.STATES,
+            choices=states.STATES,
             help="Only migrations in this state (%s; repeat for several)"
-                 % ", ".join(client_migrations.STATES))
+                 % ", ".join(states.STATES))
         parser.add_argument(
             "--image", metavar="<image>",
             help="Only migrations of this image (name or ID)")
@@ -237,7 +238,7 @@ class ListMigration(command.Lister):
             help="Only migrations to or from this peer")
         parser.add_argument(
             "--direction", metavar="<direction>",
-            choices=client_migrations.DIRECTIONS,
+            choices=states.DIRECTIONS,
             help="outgoing (to a peer) or incoming (from one)")
         parser.add_argument(
             "--request-id", metavar="<request-id>",

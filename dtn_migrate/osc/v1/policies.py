@@ -14,7 +14,7 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from dtn_migrate.client import policies as client_policies
+from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import migrations as osc_migrations
 from dtn_migrate import utils as dtn_utils
@@ -33,7 +33,7 @@ SHOW_FIELDS = ("id", "name", "description", "project_id", "user_id",
                "peer", "mode", "schedule", "enabled", "role", "selector",
                "options", "rpo_target_minutes", "rpo_state",
                "rpo_seconds", "rpo_checked_at") + tuple(
-    "images_" + s for s in client_policies.IMAGE_STATES) + (
+    "images_" + s for s in states.POLICY_IMAGE_STATES) + (
     "last_sync_at", "last_error", "created_at", "updated_at")
 IMAGE_COLUMNS = (("image_id", "Image ID"), ("image_name", "Image Name"),
                  ("state", "State"), ("size", "Size"),
@@ -72,7 +72,7 @@ def flatten(policy):
     out["rpo_seconds"] = rpo.get("seconds")
     out["rpo_checked_at"] = rpo.get("checked_at")
     counts = policy.get("images") or {}
-    for state in client_policies.IMAGE_STATES:
+    for state in states.POLICY_IMAGE_STATES:
         out["images_" + state] = counts.get(state, 0)
     return out
 
@@ -129,9 +129,9 @@ def _add_fields(parser, create):
                            "; replaces the policy's properties"))
     parser.add_argument(
         "--visibility", metavar="<visibility>", action="append",
-        choices=client_policies.VISIBILITIES,
+        choices=states.VISIBILITIES,
         help="Protect the images of this visibility (%s; repeat: any "
-             "of them)" % ", ".join(client_policies.VISIBILITIES))
+             "of them)" % ", ".join(states.VISIBILITIES))
     parser.add_argument(
         "--name-pattern", metavar="<glob>",
         help="Protect the images whose name matches this shell-style "
@@ -142,7 +142,7 @@ def _add_fields(parser, create):
         help="Protect the images of this project (repeat: any of them; "
              "admin only; default: the policy's own project)")
     parser.add_argument(
-        "--mode", metavar="<mode>", choices=client_policies.MODES,
+        "--mode", metavar="<mode>", choices=states.POLICY_MODES,
         help="continuous (on every change; the default), scheduled "
              "(with --schedule) or manual (only on 'policy sync')")
     parser.add_argument(
@@ -161,7 +161,7 @@ def _add_fields(parser, create):
         help="Project of the peer cloud to import into (an ID there)")
     parser.add_argument(
         "--deletion", metavar="<deletion>",
-        choices=client_policies.DELETIONS,
+        choices=states.DELETIONS,
         help="keep (the default: replicas outlive their source) or "
              "mirror (delete a replica after its source)")
     parser.add_argument(
@@ -405,9 +405,9 @@ class ListPolicyImage(command.Lister):
                             help="Policy (name or ID)")
         parser.add_argument(
             "--state", metavar="<state>", action="append",
-            choices=client_policies.IMAGE_STATES,
+            choices=states.POLICY_IMAGE_STATES,
             help="Only images in this state (%s; repeat for several)"
-                 % ", ".join(client_policies.IMAGE_STATES))
+                 % ", ".join(states.POLICY_IMAGE_STATES))
         return parser
 
     def take_action(self, parsed_args):

@@ -3,7 +3,7 @@
 from osc_lib.command import command
 from osc_lib import utils
 
-from dtn_migrate.client import replicas as client_replicas
+from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import policies
 
@@ -26,7 +26,7 @@ class ListReplica(command.Lister):
         parser.add_argument("--peer", metavar="<peer>",
                             help="Only replicas to or from this peer")
         parser.add_argument("--direction", metavar="<direction>",
-                            choices=client_replicas.DIRECTIONS,
+                            choices=states.DIRECTIONS,
                             help="outgoing or incoming")
         parser.add_argument("--policy", metavar="<policy>",
                             help="Only the replicas of this policy "

@@ -13,6 +13,7 @@ import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import transfers
+from dtn_migrate.common import states
 from dtn_migrate.conf import agent as agent_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import config as engine
@@ -73,7 +74,7 @@ class TestOutgoing(testtools.TestCase):
             f.write(os.urandom(size))
         return path
 
-    def wait(self, tid, states=transfers.FINAL_STATES, timeout=30):
+    def wait(self, tid, states=states.FINAL_STATES, timeout=30):
         def reached():
             status = self.out.get(tid)
             return status if status["state"] in states else None
@@ -120,7 +121,7 @@ class TestOutgoing(testtools.TestCase):
         self.write("b.img", 1000)
         tid = again.start("east", ["b.img"])["transfer_id"]
         test_utils.wait_until(
-            lambda: again.get(tid)["state"] in transfers.FINAL_STATES, 30)
+            lambda: again.get(tid)["state"] in states.FINAL_STATES, 30)
         self.assertLess(when, again.last_completed("east")[0])
 
     def test_throughput_of_a_status(self):

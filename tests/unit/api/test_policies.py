@@ -8,6 +8,7 @@ import uuid
 from dtn_migrate.api.schemas import policies as schemas
 from dtn_migrate.api.schemas import replicas as replica_schemas
 from dtn_migrate.api import validation
+from dtn_migrate.common import states
 from tests.unit.api import base
 
 BODY = {'name': 'gold', 'peer': 'b', 'selector': {'tags': ['gold']}}
@@ -31,7 +32,7 @@ class TestCreate(base.ApiTestCase):
         self.assertEqual({'target_minutes': 60, 'state': None,
                           'seconds': None, 'checked_at': None},
                          policy['rpo'])
-        self.assertEqual(dict.fromkeys(schemas.IMAGE_STATES, 0),
+        self.assertEqual(dict.fromkeys(states.POLICY_IMAGE_STATES, 0),
                          policy['images'])
         [(name, ctxt, kwargs)] = self.engine.calls
         self.assertEqual('create_policy', name)

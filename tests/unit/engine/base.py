@@ -10,6 +10,7 @@ import time
 from oslo_config import cfg
 import testtools
 
+from dtn_migrate.common import states
 from dtn_migrate.conf import engine as engine_conf
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.engine import migrations
@@ -63,7 +64,7 @@ class EngineTestCase(testtools.TestCase):
         while time.monotonic() < deadline:
             for engine in (self.a, self.b):
                 for rec in engine.list():
-                    if rec["state"] in migrations.ACTIVE_STATES:
+                    if rec["state"] in states.ACTIVE_STATES:
                         engine.cancel(rec["migration_id"])
             if all(engine.wait_idle(0.5) for engine in (self.a, self.b)):
                 return

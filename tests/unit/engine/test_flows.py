@@ -10,6 +10,7 @@ import time
 
 import testtools
 
+from dtn_migrate.common import states
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
@@ -95,7 +96,7 @@ class TestSiblingsStop(testtools.TestCase):
 
     def stop_all(self):
         for rec in self.engine_a.list():
-            if rec["state"] in migrations.ACTIVE_STATES:
+            if rec["state"] in states.ACTIVE_STATES:
                 self.engine_a.cancel(rec["migration_id"])
         self.engine_a.wait_idle(STALL)
 

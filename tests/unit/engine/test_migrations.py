@@ -21,9 +21,9 @@ from taskflow import exceptions as tf_exc
 import testtools
 
 from dtn_migrate import context
+from dtn_migrate.common import states
 from dtn_migrate.db import models as db_models
 from dtn_migrate.engine.flows import incoming as incoming_flow
-from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming as incoming_tasks
@@ -290,7 +290,7 @@ class TestMigrations(base.EngineTestCase):
                              self.b.incoming(tid, "a", attempt)["state"])
         # A later one: imported again.
         rec = self.b.incoming(tid, "a", 2)
-        self.assertIn(rec["state"], migrations.ACTIVE_STATES)
+        self.assertIn(rec["state"], states.ACTIVE_STATES)
         self.assertEqual(2, rec["attempt"])
         self.assertRaises(exception.InvalidInput, self.b.incoming, tid,
                           "a", 0)

@@ -7,8 +7,8 @@ import threading
 import time
 from unittest import mock
 
+from dtn_migrate.common import states
 from dtn_migrate.engine.flows import incoming as incoming_flow
-from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate import exception
@@ -214,7 +214,7 @@ class TestDatabaseOutage(base.EngineTestCase):
     def finish_unsaved(self, image):
         """Migrate ``image`` with the saving of its outcome failing."""
         self.outage(self.a, lambda c: c.get("state") in
-                    migrations.FINAL_STATES)
+                    states.FINAL_STATES)
         self.down.add(self.a)
         [m] = self.run_request([image["id"]])
         # The flow ended but its outcome could not be saved: no worker.
@@ -254,7 +254,7 @@ class TestDatabaseOutage(base.EngineTestCase):
         images = [self.image(size=200000 + i) for i in range(5)]
         for engine in (self.a, self.b):
             self.outage(engine, lambda c: c.get("state") in
-                        migrations.FINAL_STATES)
+                        states.FINAL_STATES)
         self.down.update((self.a, self.b))
         done = self.run_request([i["id"] for i in images])
         self.assertEqual(["running"] * 5, [m["state"] for m in done])

@@ -3,9 +3,8 @@
 from django.utils.translation import gettext_lazy as _
 from horizon import tables
 
+from dtn_migrate.common import states
 from dtn_migrate.dashboard import utils
-
-STAGES = ("export", "transfer", "import")
 
 
 class Stage(object):
@@ -45,7 +44,7 @@ def timeline(migration):
     nbytes = migration.get("bytes") or {}
     latest = _latest_attempt(migration.get("events"))
     rows = []
-    for name in STAGES:
+    for name in states.STAGES:
         stage = Stage(name, nbytes=nbytes.get(name))
         for event in latest:
             if event.get("stage") != name:

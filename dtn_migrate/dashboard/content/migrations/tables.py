@@ -7,6 +7,7 @@ from django.utils.translation import ngettext_lazy
 from horizon import exceptions
 from horizon import tables
 
+from dtn_migrate.common import states
 from dtn_migrate.dashboard import api
 from dtn_migrate.dashboard import policy
 from dtn_migrate.dashboard import utils
@@ -78,7 +79,7 @@ class CancelMigration(_MigrationAction):
     action_type = "danger"
     icon = "stop"
     policy_rules = policy.MIGRATION_CANCEL
-    allowed_states = ("queued", "running")
+    allowed_states = states.ACTIVE_STATES
     help_text = _("The migration stops where it is; it may be retried.")
     api_call = "migration_cancel"
     failure = _("Unable to cancel migration %(id)s.")
@@ -97,7 +98,7 @@ class RetryMigration(_MigrationAction):
     name = "retry"
     icon = "repeat"
     policy_rules = policy.MIGRATION_RETRY
-    allowed_states = ("failed", "cancelled")
+    allowed_states = states.UNSUCCESSFUL_STATES
     help_text = _("A new attempt of the migration starts.")
     api_call = "migration_retry"
     failure = _("Unable to retry migration %(id)s.")

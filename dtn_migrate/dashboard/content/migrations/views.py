@@ -10,6 +10,7 @@ from horizon import forms
 from horizon import tables
 from horizon.utils import memoized
 
+from dtn_migrate.common import states
 from dtn_migrate.dashboard.content.migrations import forms as mig_forms
 from dtn_migrate.dashboard.content.migrations import stages
 from dtn_migrate.dashboard.content.migrations import tables as mig_tables
@@ -118,7 +119,7 @@ class DetailView(tables.MultiTableView):
         context["verified"] = utils.verified(migration)
         context["progress"] = mig_tables.progress_cell(migration)
         context["url"] = self.index_url()
-        context["live"] = migration.get("state") in ("queued", "running")
+        context["live"] = migration.get("state") in states.ACTIVE_STATES
         context["poll_interval"] = settings.HORIZON_CONFIG.get(
             "ajax_poll_interval", 2500)
         table = self.actions_table_class()(self.request)

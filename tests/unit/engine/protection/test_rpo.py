@@ -4,6 +4,7 @@ import datetime
 
 import testtools
 
+from dtn_migrate.common import states
 from dtn_migrate.engine.protection import rpo
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0)
@@ -38,29 +39,30 @@ class TestAge(testtools.TestCase):
 class TestGrade(testtools.TestCase):
     def test_grades(self):
         # Target 60 min, at risk from half of it.
-        self.assertEqual(rpo.OK, rpo.grade(0, 60, 0.5))
-        self.assertEqual(rpo.OK, rpo.grade(1799.9, 60, 0.5))
-        self.assertEqual(rpo.AT_RISK, rpo.grade(1800, 60, 0.5))
-        self.assertEqual(rpo.AT_RISK, rpo.grade(3599, 60, 0.5))
-        self.assertEqual(rpo.BREACHED, rpo.grade(3600, 60, 0.5))
-        self.assertEqual(rpo.BREACHED, rpo.grade(10 ** 6, 60, 0.5))
+        self.assertEqual(states.RPO_OK, rpo.grade(0, 60, 0.5))
+        self.assertEqual(states.RPO_OK, rpo.grade(1799.9, 60, 0.5))
+        self.assertEqual(states.RPO_AT_RISK, rpo.grade(1800, 60, 0.5))
+        self.assertEqual(states.RPO_AT_RISK, rpo.grade(3599, 60, 0.5))
+        self.assertEqual(states.RPO_BREACHED, rpo.grade(3600, 60, 0.5))
+        self.assertEqual(states.RPO_BREACHED, rpo.grade(10 ** 6, 60, 0.5))
 
     def test_fraction_bounds(self):
-        self.assertEqual(rpo.AT_RISK, rpo.grade(1, 60, 0.0))
-        self.assertEqual(rpo.OK, rpo.grade(0, 60, 0.0))
-        self.assertEqual(rpo.OK, rpo.grade(3599, 60, 1.0))
-        self.assertEqual(rpo.BREACHED, rpo.grade(3600, 60, 1.0))
+        self.assertEqual(states.RPO_AT_RISK, rpo.grade(1, 60, 0.0))
+        self.assertEqual(states.RPO_OK, rpo.grade(0, 60, 0.0))
+        self.assertEqual(states.RPO_OK, rpo.grade(3599, 60, 1.0))
+        self.assertEqual(states.RPO_BREACHED, rpo.grade(3600, 60, 1.0))
 
     def test_peer_unreachable(self):
         # A waiting change cannot get better on its own: at risk.
-        self.assertEqual(rpo.AT_RISK, rpo.grade(1, 60, 0.5,
-                                                peer_reachable=False))
+        self.assertEqual(states.RPO_AT_RISK,
+                         rpo.grade(1, 60, 0.5, peer_reachable=False))
         # Nothing waits: ok all the same.
-        self.assertEqual(rpo.OK, rpo.grade(0, 60, 0.5,
-                                           peer_reachable=False))
-        self.assertEqual(rpo.BREACHED, rpo.grade(3600, 60, 0.5,
-                                                 peer_reachable=False))
+        self.assertEqual(states.RPO_OK,
+                         rpo.grade(0, 60, 0.5, peer_reachable=False))
+        self.assertEqual(states.RPO_BREACHED,
+                         rpo.grade(3600, 60, 0.5, peer_reachable=False))
 
     def test_states(self):
-        self.assertEqual(("ok", "at-risk", "breached"), rpo.STATES)
-        self.assertEqual(("pending", "syncing", "failed"), rpo.UNREPLICATED)
+        self.assertEqual(("ok", "at-risk", "breached"), states.RPO_STATES)
+        self.assertEqual(("pending", "syncing", "failed"),
+                         states.UNREPLICATED_STATES)

@@ -15,8 +15,8 @@ from oslo_config import cfg
 import testtools
 
 from dtn_migrate import conf as dtn_conf
+from dtn_migrate.common import states
 from dtn_migrate.conf import peer as peer_conf
-from dtn_migrate.engine import requests
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
@@ -256,8 +256,8 @@ class TestVisibilities(RulesTestCase):
                       self.refused(rules, source="private"))
 
     def test_the_choices_are_glance_visibilities(self):
-        self.assertEqual(sorted(requests.VISIBILITIES),
-                         sorted(peer_conf.VISIBILITIES))
+        self.assertEqual(sorted(states.VISIBILITIES),
+                         sorted(states.VISIBILITIES))
 
     def test_an_invalid_value_in_the_file_is_a_config_error(self):
         conf = self.conf_from(

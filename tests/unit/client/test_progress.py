@@ -5,13 +5,13 @@ from unittest import mock
 
 import testtools
 
-from dtn_migrate.cmd import _progress
+from dtn_migrate.client import progress as client_progress
 from tests.unit.cmd import test_manage
 
 GiB = test_manage.GiB
 MiB = test_manage.MiB
 rec = test_manage.rec
-line = _progress.migration_line
+line = client_progress.migration_line
 
 
 class TestMigrationLine(testtools.TestCase):
@@ -37,10 +37,10 @@ class TestMigrationLine(testtools.TestCase):
         stages = {"export": {"done": 0, "size": 100, "rate": 1,
                              "eta": 4000},
                   "transfer": {"done": 50, "size": 100, "rate": 10}}
-        self.assertEqual(4000, _progress.eta(stages, None))
+        self.assertEqual(4000, client_progress.eta(stages, None))
         self.assertTrue(line(rec("m1", "running", stages=stages)).endswith(
             " export 0% 1 B/s transfer 50% 10 B/s ETA 1:06:40"))
-        self.assertIsNone(_progress.eta({}, 100))
+        self.assertIsNone(client_progress.eta({}, 100))
 
     def test_eta_of_the_row_when_stages_have_no_rate(self):
         record = dict(rec("m1", "running", 0.5, {
@@ -95,14 +95,14 @@ class TestMigrationLine(testtools.TestCase):
 
     def test_duration(self):
         self.assertEqual(["00:00", "01:05", "59:59", "1:00:00"],
-                         [_progress.duration(s) for s in (0, 65.9, 3599,
-                                                          3600)])
+                         [client_progress.duration(s)
+                          for s in (0, 65.9, 3599, 3600)])
 
 
 class TestProgress(testtools.TestCase):
     def test_log_stream(self):
         out = io.StringIO()
-        progress = _progress.Progress(out)
+        progress = client_progress.Progress(out)
         for p in (0.0, 0.05, 0.12, 0.15, 0.08):
             progress.draw([rec("m1", "running", p), rec("m2", "queued")])
         progress.draw([rec("m1", "complete", 1.0), rec("m2", "queued")])
@@ -116,7 +116,7 @@ class TestProgress(testtools.TestCase):
 
     def test_log_stream_without_label(self):
         out = io.StringIO()
-        progress = _progress.Progress(out, label=False)
+        progress = client_progress.Progress(out, label=False)
         for state, p in (("queued", 0), ("running", 0.3),
                          ("running", 0.35), ("complete", 1.0)):
             progress.draw([rec("m1", state, p)])
@@ -128,10 +128,10 @@ class TestProgress(testtools.TestCase):
     def test_terminal(self):
         out = io.StringIO()
         out.isatty = lambda: True
-        progress = _progress.Progress(out)
+        progress = client_progress.Progress(out)
         records = [rec("m%d" % i, "complete", 1.0) for i in range(4)] + \
             [rec("m4", "queued"), rec("m9", "running", 0.5)]
-        with mock.patch.object(_progress.shutil, "get_terminal_size",
+        with mock.patch.object(client_progress.shutil, "get_terminal_size",
                                return_value=(40, 5)):
             progress.draw(records[-1:])
             progress.draw(records)

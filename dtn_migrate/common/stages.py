@@ -2,14 +2,10 @@
 
 Shared by the engine, which derives a row's columns from the stages
 (:mod:`dtn_migrate.engine.persistence`), and the progress lines of the
-command-line tools, which must stay light (no database imports).
+client side, which must stay light (no database imports).
 """
 
-from dtn_migrate.engine import requests
-
-#: Stage states that mean the stage is done, whatever its byte count
-#: (the peer's last import report, "active", carries none).
-DONE_STATES = ("complete", "active", "uploaded")
+from dtn_migrate.common import states
 
 
 def done(st, size):
@@ -17,13 +13,13 @@ def done(st, size):
     bytes is done.
     """
     st = st or {}
-    if st.get("state") in DONE_STATES:
+    if st.get("state") in states.STAGE_DONE_STATES:
         return True
     total = st.get("size") or size
     return bool(total) and (st.get("done") or 0) >= total
 
 
-def eta(stages, size, names=requests.STAGES):
+def eta(stages, size, names=states.STAGES):
     """Seconds left of the unfinished stage due last (a stage's own
     ``eta``, else its bytes left at its rate), or None.
     """

@@ -1,28 +1,22 @@
-"""Progress lines of migrations, for dtn-migrate-manage and the demo."""
+"""Progress lines of migrations: ``openstack dtn ... --wait``,
+dtn-migrate-manage and the demo.
+"""
 
 import shutil
 
-from dtn_migrate.engine import requests
-from dtn_migrate.engine import stages as stages_mod
-from dtn_migrate.transfer import cli as transfer_cli
+from dtn_migrate.common import stages as stages_mod
+from dtn_migrate.common import states
+from dtn_migrate.common import units
 
-#: Stage states that mean the stage is done, whatever its byte count.
-DONE_STAGE_STATES = stages_mod.DONE_STATES
 #: Seconds left of the unfinished stage due last, or None.
 eta = stages_mod.eta
+#: ``MM:SS`` (``H:MM:SS`` from an hour up).
+duration = units.duration
 
 
 def first_line(text):
     lines = str(text or "").strip().splitlines()
     return lines[0] if lines else ""
-
-
-def duration(seconds):
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return "%d:%02d:%02d" % (hours, minutes, secs)
-    return "%02d:%02d" % (minutes, secs)
 
 
 def migration_line(record, seen=None, width=20, label=True):
@@ -40,7 +34,7 @@ def migration_line(record, seen=None, width=20, label=True):
         return seen[key]
 
     state = record.get("state") or "?"
-    final = state in requests.FINAL_STATES
+    final = state in states.FINAL_STATES
     complete = state == "complete"
     total = pct("total", 100.0 if complete
                 else 100.0 * float(record.get("progress") or 0))
@@ -54,14 +48,14 @@ def migration_line(record, seen=None, width=20, label=True):
     parts.append("[%s%s] %5.1f%%" % ("#" * filled, "." * (width - filled),
                                      total))
     if size:
-        parts.append("of %s" % transfer_cli.human(size))
+        parts.append("of %s" % units.human(size))
     stages = record.get("stages") or {}
-    for name in requests.STAGES:
+    for name in states.STAGES:
         st = stages.get(name)
         if st is None:
             continue
         stage_size = st.get("size") or size
-        if complete or st.get("state") in DONE_STAGE_STATES:
+        if complete or st.get("state") in states.STAGE_DONE_STATES:
             done = pct(name, 100.0)
         elif stage_size:
             done = pct(name, 100.0 * (st.get("done") or 0) / stage_size)
@@ -69,7 +63,7 @@ def migration_line(record, seen=None, width=20, label=True):
             done = seen.get(name, 0.0)
         text = "%s %d%%" % (name, done)
         if done < 100 and st.get("rate") and not final:
-            text += " %s/s" % transfer_cli.human(st["rate"])
+            text += " %s" % units.rate(st["rate"])
         parts.append(text)
     if final:
         if record.get("error"):
@@ -135,7 +129,7 @@ class Progress:
         shown = list(records)
         if len(shown) > rows - 2:
             shown = sorted(
-                shown, key=lambda r: r.get("state") in requests.FINAL_STATES)
+                shown, key=lambda r: r.get("state") in states.FINAL_STATES)
             shown = shown[:max(1, rows - 3)]
         lines = [self.line(r) for r in shown]
         if len(shown) < len(records):

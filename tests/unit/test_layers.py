@@ -1,0 +1,120 @@
+"""The arrows of the package point one way.
+
+* ``client/``, ``osc/`` and ``dashboard/`` (what runs on an operator's
+  machine or in Horizon) import nothing of the engine, the agent, the
+  transfer and staging libraries, the API server, the database or the
+  console entry points: only each other, ``common`` and the service's
+  own small modules (i18n; the dashboard's copy of the policy defaults
+  is generated from ``policies``).
+* ``transfer/`` and ``staging/`` are libraries: nothing of OpenStack,
+  and of dtn-migrate only themselves, ``common`` and (staging, which
+  copies with the transfer library's buffers and checksums) ``transfer``.
+* ``common/`` imports nothing but the standard library.
+
+Read from the source (ast), every import of a module, those inside
+functions included.
+"""
+
+import ast
+import pathlib
+import sys
+
+import testtools
+
+import dtn_migrate
+
+PACKAGE = pathlib.Path(dtn_migrate.__file__).parent
+CLIENT_SIDE = ("client", "osc", "dashboard")
+SERVER_SIDE = ("engine", "agent", "transfer", "staging", "api", "cmd", "db",
+               "image")
+#: Each library, and the parts of dtn-migrate it may use.
+LIBRARIES = {"transfer": ("transfer", "common"),
+             "staging": ("staging", "transfer", "common")}
+#: Distributions of OpenStack (and what only its services use).
+OPENSTACK = ("oslo_", "keystoneauth1", "keystonemiddleware", "glanceclient",
+             "taskflow", "tooz", "osc_lib", "openstack", "horizon",
+             "django", "stevedore", "webob", "routes", "futurist",
+             "eventlet")
+
+
+def imports(path):
+    """The absolute names ``path`` imports (``from a.b import c``: both
+    ``a.b`` and ``a.b.c``, since c may be a module).
+    """
+    tree = ast.parse(path.read_text(), str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module)
+            found.update("%s.%s" % (node.module, alias.name)
+                         for alias in node.names)
+    return found
+
+
+def modules(*subpackages):
+    for sub in subpackages:
+        for path in sorted((PACKAGE / sub).rglob("*.py")):
+            yield path.relative_to(PACKAGE).as_posix(), path
+
+
+def _within(name, packages):
+    return any(name == "dtn_migrate.%s" % p or
+               name.startswith("dtn_migrate.%s." % p) for p in packages)
+
+
+def client_side_breaches(found):
+    return sorted(n for n in found if _within(n, SERVER_SIDE))
+
+
+def library_breaches(allowed, found):
+    return sorted(
+        n for n in found
+        if n.startswith(OPENSTACK) or
+        (n.startswith("dtn_migrate") and n != "dtn_migrate" and
+         not _within(n, allowed)))
+
+
+def common_breaches(found):
+    return sorted(n for n in found
+                  if n.split(".")[0] not in sys.stdlib_module_names and
+                  not _within(n, ("common",)) and n != "dtn_migrate")
+
+
+class TestLayers(testtools.TestCase):
+    def test_the_client_side_imports_no_server_side(self):
+        found = {rel: client_side_breaches(imports(path))
+                 for rel, path in modules(*CLIENT_SIDE)}
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
+    def test_the_libraries_import_nothing_of_openstack(self):
+        found = {}
+        for own, allowed in LIBRARIES.items():
+            for rel, path in modules(own):
+                names = library_breaches(allowed, imports(path))
+                if names:
+                    found[rel] = names
+        self.assertEqual({}, found)
+
+    def test_common_imports_only_the_standard_library(self):
+        found = {rel: common_breaches(imports(path))
+                 for rel, path in modules("common")}
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
+    def test_the_checks_find_what_they_forbid(self):
+        self.assertEqual(["dtn_migrate.engine.requests"],
+                         client_side_breaches({
+                             "dtn_migrate.engine.requests",
+                             "dtn_migrate.common.states",
+                             "dtn_migrate.client"}))
+        self.assertEqual(["dtn_migrate.agent", "oslo_log"],
+                         library_breaches(LIBRARIES["transfer"], {
+                             "oslo_log", "dtn_migrate.agent",
+                             "dtn_migrate.transfer.protocol",
+                             "dtn_migrate.common.units", "os"}))
+        self.assertEqual(["dtn_migrate.engine", "yaml"],
+                         common_breaches({"yaml", "dtn_migrate.engine",
+                                          "os", "dtn_migrate.common"}))
