@@ -69,17 +69,6 @@ class HostPortTest(testtools.TestCase):
                               text)
 
 
-class HumanTest(testtools.TestCase):
-
-    def test_units(self):
-        self.assertEqual("0 B", cli.human(0))
-        self.assertEqual("1023 B", cli.human(1023))
-        self.assertEqual("1.0 KiB", cli.human(1024))
-        self.assertEqual("1.5 MiB", cli.human(1.5 * MiB))
-        self.assertEqual("3.0 GiB", cli.human(3 * GiB))
-        self.assertEqual("2048.0 TiB", cli.human(2048 * TiB))
-
-
 class ProgressLineTest(testtools.TestCase):
 
     def snap(self, **kw):
