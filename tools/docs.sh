@@ -5,7 +5,9 @@
 # site packages): doc/requirements.txt, requirements.txt (the
 # configuration, policy and CLI references import the project) and the
 # project itself.  Idempotent and quiet: a stamp file records what was
-# installed.  Run by tools/test.
+# installed, and for which work tree (the project is installed editable:
+# a virtualenv made for another clone would import that clone's code).
+# Run by tools/test.
 # Environment: DTN_DOCS_VENV (default ~/.cache/dtn-migrate/venv-docs,
 # outside the work tree so that flake8 and git never walk it).
 # Argument: the output directory (default build/docs/html, outside doc/:
@@ -22,13 +24,13 @@ pip_q() {
 }
 
 stamp="$DOCS/.dtn-docs-deps"
-want=$(cat "$TOP/doc/requirements.txt" "$TOP/requirements.txt" \
-       "$TOP/setup.cfg" | sha256sum | cut -d' ' -f1)
+want=$( { echo "$TOP"; cat "$TOP/doc/requirements.txt" \
+  "$TOP/requirements.txt" "$TOP/setup.cfg"; } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "docs: installing doc/requirements.txt into $DOCS"
   [ -x "$DOCS/bin/python" ] || /usr/bin/python3 -m venv "$DOCS"
   echo "*" > "$DOCS/.gitignore"
-  pip_q "$DOCS/bin/pip" install -q -U pip >/dev/null
+  pip_q "$DOCS/bin/pip" install -q -U pip >/dev/null 2>&1
   pip_q "$DOCS/bin/pip" install -q -r "$TOP/doc/requirements.txt" \
     -r "$TOP/requirements.txt"
   # The entry points the references read (oslo.config.opts,
