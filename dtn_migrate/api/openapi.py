@@ -16,7 +16,8 @@ from dtn_migrate.api.schemas import common
 from dtn_migrate.api.schemas import drills
 from dtn_migrate.api.schemas import migrations
 from dtn_migrate.api.schemas import peers
-from dtn_migrate.api.schemas import policies
+from dtn_migrate.api.schemas import protection_policies as \
+    policy_schemas
 from dtn_migrate.api.schemas import replicas
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -142,9 +143,9 @@ def _protection_paths(max_limit):
                                'all_projects, '
                                'dtn:policy:list:all_projects.',
                 'tags': ['policies'],
-                'parameters': _query(policies.list_query(max_limit)),
+                'parameters': _query(policy_schemas.list_query(max_limit)),
                 'responses': _responses(
-                    200, to_openapi(policies.LIST_RESPONSE),
+                    200, to_openapi(policy_schemas.LIST_RESPONSE),
                     'A page of policies.', (400, 401, 403, 503)),
             },
             'post': {
@@ -163,7 +164,7 @@ def _protection_paths(max_limit):
                 'tags': ['policies'],
                 'requestBody': _body('PolicyCreate', 'The policy.'),
                 'responses': _responses(
-                    201, to_openapi(policies.SHOW_RESPONSE),
+                    201, to_openapi(policy_schemas.SHOW_RESPONSE),
                     'The policy.',
                     (400, 401, 403, 404, 409, 413, 415, 503)),
             },
@@ -176,9 +177,9 @@ def _protection_paths(max_limit):
                            'RPO state and image counts.',
                 'description': 'Policy dtn:policy:show.',
                 'tags': ['policies'],
-                'parameters': _query(policies.SHOW_QUERY),
+                'parameters': _query(policy_schemas.SHOW_QUERY),
                 'responses': _responses(
-                    200, to_openapi(policies.SHOW_RESPONSE),
+                    200, to_openapi(policy_schemas.SHOW_RESPONSE),
                     'The policy.', (400, 401, 403, 404, 503)),
             },
             'put': {
@@ -193,7 +194,7 @@ def _protection_paths(max_limit):
                 'tags': ['policies'],
                 'requestBody': _body('PolicyUpdate', 'The changes.'),
                 'responses': _responses(
-                    200, to_openapi(policies.SHOW_RESPONSE),
+                    200, to_openapi(policy_schemas.SHOW_RESPONSE),
                     'The policy, changed.',
                     (400, 401, 403, 404, 409, 413, 415, 503)),
             },
@@ -205,7 +206,7 @@ def _protection_paths(max_limit):
                                'role is not primary also needs '
                                'dtn:policy:delete:non_primary.',
                 'tags': ['policies'],
-                'parameters': _query(policies.SHOW_QUERY),
+                'parameters': _query(policy_schemas.SHOW_QUERY),
                 'responses': _no_content(
                     'Deleted.', (400, 401, 403, 404, 409, 503)),
             },
@@ -239,7 +240,7 @@ def _protection_paths(max_limit):
                 'tags': ['policies'],
                 'requestBody': _body('PolicyAction', 'The action.'),
                 'responses': _responses(
-                    202, to_openapi(policies.ACTION_RESPONSE),
+                    202, to_openapi(policy_schemas.ACTION_RESPONSE),
                     "The action's result: PolicySyncResult, "
                     "PolicyFailoverResult or PolicyFailbackResult.",
                     (400, 401, 403, 404, 409, 413, 415, 503)),
@@ -253,9 +254,9 @@ def _protection_paths(max_limit):
                            'their replication state.',
                 'description': 'Policy dtn:policy:show.',
                 'tags': ['policies'],
-                'parameters': _query(policies.images_query(max_limit)),
+                'parameters': _query(policy_schemas.images_query(max_limit)),
                 'responses': _responses(
-                    200, to_openapi(policies.IMAGES_RESPONSE),
+                    200, to_openapi(policy_schemas.IMAGES_RESPONSE),
                     'A page of images.', (400, 401, 403, 404, 503)),
             },
         },
@@ -506,11 +507,11 @@ def build(max_limit=1000):
                     migrations.MIGRATION_WITH_EVENTS),
                 'MigrationEvent': to_openapi(migrations.EVENT),
                 'Peer': to_openapi(peers.PEER),
-                'PolicyCreate': to_openapi(policies.CREATE),
-                'PolicyUpdate': to_openapi(policies.UPDATE),
-                'PolicyAction': to_openapi(policies.ACTION),
-                'Policy': to_openapi(policies.POLICY),
-                'PolicyImage': to_openapi(policies.POLICY_IMAGE),
+                'PolicyCreate': to_openapi(policy_schemas.CREATE),
+                'PolicyUpdate': to_openapi(policy_schemas.UPDATE),
+                'PolicyAction': to_openapi(policy_schemas.ACTION),
+                'Policy': to_openapi(policy_schemas.POLICY),
+                'PolicyImage': to_openapi(policy_schemas.POLICY_IMAGE),
                 'Replica': to_openapi(replicas.REPLICA),
                 'DrillStart': to_openapi(drills.START),
                 'Drill': to_openapi(drills.DRILL),

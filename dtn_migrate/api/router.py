@@ -10,7 +10,7 @@ from dtn_migrate.api import fault
 from dtn_migrate.api.handlers import drills
 from dtn_migrate.api.handlers import migrations
 from dtn_migrate.api.handlers import peers
-from dtn_migrate.api.handlers import policies
+from dtn_migrate.api.handlers import protection_policies
 from dtn_migrate.api.handlers import replicas
 from dtn_migrate.api.handlers import root
 from dtn_migrate.i18n import _
@@ -26,12 +26,13 @@ ROUTES = (
     ('/v1/migrations/{migration_id}/action', {'POST': migrations.action}),
     ('/v1/peers', {'GET': peers.index}),
     ('/v1/peers/{name}', {'GET': peers.show}),
-    ('/v1/policies', {'GET': policies.index, 'POST': policies.create}),
-    ('/v1/policies/{policy_id}', {'GET': policies.show,
-                                  'PUT': policies.update,
-                                  'DELETE': policies.delete}),
-    ('/v1/policies/{policy_id}/action', {'POST': policies.action}),
-    ('/v1/policies/{policy_id}/images', {'GET': policies.images}),
+    ('/v1/policies', {'GET': protection_policies.index,
+     'POST': protection_policies.create}),
+    ('/v1/policies/{policy_id}', {'GET': protection_policies.show,
+                                  'PUT': protection_policies.update,
+                                  'DELETE': protection_policies.delete}),
+    ('/v1/policies/{policy_id}/action', {'POST': protection_policies.action}),
+    ('/v1/policies/{policy_id}/images', {'GET': protection_policies.images}),
     ('/v1/replicas', {'GET': replicas.index}),
     ('/v1/drills', {'GET': drills.index, 'POST': drills.create}),
     ('/v1/drills/{drill_id}', {'GET': drills.show}),

@@ -28,7 +28,7 @@ from dtn_migrate.client import drills
 from dtn_migrate.client import exceptions
 from dtn_migrate.client import migrations
 from dtn_migrate.client import peers
-from dtn_migrate.client import policies
+from dtn_migrate.client import protection_policies
 from dtn_migrate.client import replicas
 
 SERVICE_TYPE = "dtn-migration"
@@ -64,7 +64,7 @@ class Client:
         self._base = None
         self.migrations = migrations.MigrationManager(self)
         self.peers = peers.PeerManager(self)
-        self.policies = policies.PolicyManager(self)
+        self.policies = protection_policies.PolicyManager(self)
         self.replicas = replicas.ReplicaManager(self)
         self.drills = drills.DrillManager(self)
 

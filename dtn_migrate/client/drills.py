@@ -7,15 +7,10 @@ to make them usable (the RTO measured); it runs in the background, so
 """
 
 import time
-import urllib.parse
 
 from dtn_migrate.client import exceptions
-from dtn_migrate.client import policies
+from dtn_migrate.client import listing
 from dtn_migrate.client import polling
-
-
-def _quote(value):
-    return urllib.parse.quote(str(value), safe="")
 
 
 def is_final(drill):
@@ -41,15 +36,15 @@ class DrillManager:
     def list(self, policy_id=None, state=None, marker=None, limit=None,
              all_projects=False):
         """Drills, newest first (every page), without their reports."""
-        params = policies._params(
+        params = listing.params(
             policy_id=policy_id, state=state, marker=marker,
             all_projects=True if all_projects else None)
-        return policies.list_all(self.client, "/drills", "drills", params,
-                                 limit)
+        return listing.list_all(self.client, "/drills", "drills", params,
+                                limit)
 
     def get(self, drill_id):
         """A drill, with its report (the check of every replica)."""
-        return self.client.get("/drills/%s" % _quote(drill_id))["drill"]
+        return self.client.get("/drills/%s" % listing.quote(drill_id))["drill"]
 
     def wait(self, drill_id, timeout=None, interval=2, outage=120.0,
              sleep=time.sleep):

@@ -2,24 +2,18 @@
 
 import datetime
 import time
-import urllib.parse
 import uuid
 
 import tenacity
 
 from dtn_migrate.client import exceptions
+from dtn_migrate.client import listing
 from dtn_migrate.client import polling
 from dtn_migrate.common import states
 
 SORT_KEYS = ("created_at", "updated_at", "state", "image_name", "peer",
              "progress", "id")
 SORT_DIRS = ("asc", "desc")
-#: The API's largest page.
-MAX_PAGE = 1000
-
-
-def _quote(value):
-    return urllib.parse.quote(str(value), safe="")
 
 
 def _isotime(value):
@@ -29,17 +23,6 @@ def _isotime(value):
                 tzinfo=None)
         return value.isoformat() + "Z"
     return value
-
-
-def _next_marker(body):
-    """The marker of the "next" link of a list answer, or None."""
-    for link in body.get("links") or ():
-        if isinstance(link, dict) and link.get("rel") == "next":
-            query = urllib.parse.urlsplit(link.get("href") or "").query
-            markers = urllib.parse.parse_qs(query).get("marker")
-            if markers:
-                return markers[-1]
-    return None
 
 
 def is_final(migration):
@@ -103,46 +86,18 @@ class MigrationManager:
                     value, (list, tuple, set)) else value
         if all_projects:
             params["all_projects"] = "true"
-        # Pages of MAX_PAGE unless told; an API whose [api] max_limit is
-        # smaller refuses that (400): then its own page size is used.
-        page = min(page_size or MAX_PAGE, MAX_PAGE)
-        chosen = page_size is None
-        found = []
-        seen = set()
-        while True:
-            query = dict(params)
-            if page is not None:
-                want = page if limit is None \
-                    else min(page, limit - len(found))
-                query["limit"] = want
-            if marker is not None:
-                query["marker"] = marker
-            try:
-                body = self.client.get("/migrations", params=query) or {}
-            except exceptions.HttpBadRequest:
-                if not chosen or page is None:
-                    raise
-                page = None
-                continue
-            items = body.get("migrations") or []
-            if limit is not None:
-                items = items[:limit - len(found)]
-            found.extend(items)
-            marker = _next_marker(body)
-            if not items or marker is None or marker in seen or \
-                    (limit is not None and len(found) >= limit):
-                break
-            seen.add(marker)
-        return found
+        return listing.list_all(self.client, "/migrations", "migrations",
+                                dict(params, marker=marker), limit,
+                                page_size)
 
     def get(self, migration_id):
         """A migration with its ``events`` (the stage timeline)."""
-        body = self.client.get("/migrations/%s" % _quote(migration_id))
+        body = self.client.get("/migrations/%s" % listing.quote(migration_id))
         return body["migration"]
 
     def _action(self, migration_id, action):
         body = self.client.post("/migrations/%s/action"
-                                % _quote(migration_id), {action: None})
+                                % listing.quote(migration_id), {action: None})
         return body["migration"]
 
     def cancel(self, migration_id):

@@ -1,6 +1,6 @@
 """The replica catalog: which image is a replica of which."""
 
-from dtn_migrate.client import policies
+from dtn_migrate.client import listing
 
 
 class ReplicaManager:
@@ -12,9 +12,9 @@ class ReplicaManager:
              source_image_id=None, state=None, marker=None, limit=None,
              all_projects=False):
         """Replica catalog entries, newest first (every page)."""
-        params = policies._params(
+        params = listing.params(
             peer=peer, direction=direction, policy_id=policy_id,
             source_image_id=source_image_id, state=state, marker=marker,
             all_projects=True if all_projects else None)
-        return policies.list_all(self.client, "/replicas", "replicas",
-                                 params, limit)
+        return listing.list_all(self.client, "/replicas", "replicas",
+                                params, limit)

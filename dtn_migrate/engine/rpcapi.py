@@ -106,7 +106,7 @@ class EngineAPI:
             name=name, info=info, origin=origin)
 
     # Protection policies (1.4).  ``values``: the fields of a policy
-    # (see engine.protection.policies.check); replies are policy
+    # (see engine.protection.validation.check); replies are policy
     # records with ISO 8601 times.
 
     def create_policy(self, ctxt, values):

@@ -15,7 +15,7 @@ refused, and its replicas are catalogued without a policy.
 
 from oslo_log import log as logging
 
-from dtn_migrate.engine.protection import policies as policies_mod
+from dtn_migrate.engine.protection import validation as policies_mod
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)

@@ -9,12 +9,12 @@ A selector is a mapping of optional keys, all of which must match:
 
 import fnmatch
 
+from dtn_migrate.common import states
 from dtn_migrate import exception
 
 KEYS = ("tags", "properties", "visibility", "name_pattern", "projects")
 #: At least one of these: a policy never selects everything by accident.
 NARROWING = ("tags", "properties", "visibility", "name_pattern")
-VISIBILITIES = ("public", "private", "shared", "community")
 MAX_ITEMS = 100
 
 
@@ -71,9 +71,9 @@ def check(selector):
             _text(value, "selector property value")
     for value in _texts(_given(selector, "visibility", []),
                         "selector visibility"):
-        if value not in VISIBILITIES:
+        if value not in states.VISIBILITIES:
             raise _invalid("selector visibility %r is none of %s"
-                           % (value, ", ".join(VISIBILITIES)))
+                           % (value, ", ".join(states.VISIBILITIES)))
         out["visibility"].append(value)
     if selector.get("name_pattern") is not None:
         out["name_pattern"] = _text(selector["name_pattern"],

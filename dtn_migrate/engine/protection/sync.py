@@ -32,7 +32,7 @@ from dtn_migrate.engine.protection import catalog
 from dtn_migrate.engine.protection import deletions as deletions_mod
 from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import peer_requests
-from dtn_migrate.engine.protection import policies as policies_mod
+from dtn_migrate.engine.protection import validation as policies_mod
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import rpo
 from dtn_migrate.engine.protection import selectors

@@ -5,7 +5,7 @@ from osc_lib import utils
 
 from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
-from dtn_migrate.osc.v1 import policies
+from dtn_migrate.osc.v1 import protection_policies
 
 COLUMNS = (("id", "ID"), ("direction", "Direction"), ("peer", "Peer"),
            ("source_image_id", "Source Image ID"),
@@ -39,7 +39,8 @@ class ListReplica(command.Lister):
         client = self.app.client_manager.dtn
         policy_id = None
         if parsed_args.policy:
-            policy_id = policies.find(client, parsed_args.policy)["id"]
+            policy_id = protection_policies.find(
+                client, parsed_args.policy)["id"]
         found = common.call(client.replicas.list, peer=parsed_args.peer,
                             direction=parsed_args.direction,
                             policy_id=policy_id,

@@ -7,7 +7,7 @@ from unittest import mock
 
 from osc_lib import exceptions
 
-from dtn_migrate.osc.v1 import policies
+from dtn_migrate.osc.v1 import protection_policies as commands
 from tests.unit.api import base as api_base
 from tests.unit.client import test_real_api
 from tests.unit.osc.v1 import test_real_api as osc_real_api
@@ -31,7 +31,8 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
     run_command = osc_real_api.TestCommandsOnRealApi.run_command
 
     def failover(self):
-        _, out = self.run_command(policies.Failover, ["gold", "-f", "json"])
+        _, out = self.run_command(commands.Failover, [
+                                  "gold", "-f", "json"])
         return json.loads(out)
 
     def changed_since(self, state="pending"):
@@ -75,11 +76,11 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
         self.assertEqual(("failback", api_base.PROJECT),
                          (reverse["role"], reverse["project_id"]))
         fields = list(shown)
-        self.assertEqual(list(policies.FAILOVER_EXTRA),
+        self.assertEqual(list(commands.FAILOVER_EXTRA),
                          fields[fields.index("role") + 1:
                                 fields.index("role") + 4])
         # Again, by ID: the same reverse policy.
-        _, out = self.run_command(policies.Failover,
+        _, out = self.run_command(commands.Failover,
                                   [self.policy["id"], "-f", "value", "-c",
                                    "reverse_policy_id"])
         self.assertEqual(shown["reverse_policy_id"] + "\n", out)
@@ -87,30 +88,31 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
     def test_failover_errors(self):
         primary = self.add_policy(name="primary")
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.Failover, [primary["id"]])
+                                commands.Failover, [primary["id"]])
         self.assertIn("fail over", str(exc))
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.Failover, ["silver"])
+                                commands.Failover, ["silver"])
         self.assertIn("silver", str(exc))
         self.use_persona("member")
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.Failover, ["gold"])
+                                commands.Failover, ["gold"])
         self.assertIn("403", str(exc))
 
     def test_failback_without_wait_prints_the_migrations(self):
         self.failover()
         reverse = self.changed_since()
-        status, out = self.run_command(policies.Failback,
+        status, out = self.run_command(commands.Failback,
                                        ["gold", "-f", "json"])
         self.assertEqual(0, status)
         shown = json.loads(out)
-        self.assertEqual(list(policies.FAILBACK_FIELDS), list(shown))
+        self.assertEqual(
+            list(commands.FAILBACK_FIELDS), list(shown))
         [migration] = self.db.migration_get_all()
         self.assertEqual(
             (self.policy["id"], "gold", "failed-over", reverse,
              "gold-failback", False, 1, [migration["id"]]),
-            tuple(shown[f] for f in policies.FAILBACK_FIELDS))
-        _, out = self.run_command(policies.Failback, ["gold"])
+            tuple(shown[f] for f in commands.FAILBACK_FIELDS))
+        _, out = self.run_command(commands.Failback, ["gold"])
         self.assertIn("| complete ", out)
         self.assertIn("False", out)
 
@@ -119,7 +121,7 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
         self.changed_since()
         with self._wait_finishing():
             status, out = self.run_command(
-                policies.Failback, ["gold", "--wait", "--interval", "0.05",
+                commands.Failback, ["gold", "--wait", "--interval", "0.05",
                                     "-f", "json"])
         self.assertEqual(0, status)
         shown = json.loads(out)
@@ -132,7 +134,7 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
                          [c[0] for c in self.engine.calls
                           if c[0].startswith("fail")])
         # Done: complete at once.
-        _, out = self.run_command(policies.Failback,
+        _, out = self.run_command(commands.Failback,
                                   ["gold", "--wait", "-f", "value", "-c",
                                    "complete"])
         self.assertEqual("True\n", out)
@@ -143,7 +145,7 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
         with self._wait_finishing(state="failed", replicated=False):
             exc = self.assertRaises(
                 exceptions.CommandError, self.run_command,
-                policies.Failback, ["gold", "--wait", "--interval", "0.05",
+                commands.Failback, ["gold", "--wait", "--interval", "0.05",
                                     "-f", "value", "-c", "complete"])
         self.assertIn("failed", str(exc))
         self.assertIn("openstack dtn failback gold", str(exc))
@@ -154,7 +156,7 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
         self.failover()
         self.changed_since()
         exc = self.assertRaises(
-            exceptions.CommandError, self.run_command, policies.Failback,
+            exceptions.CommandError, self.run_command, commands.Failback,
             ["gold", "--wait", "--interval", "0.05", "--timeout", "0.2"])
         self.assertIn("not finished", str(exc))
         # Nothing to wait for, yet not complete: asks again until the
@@ -163,13 +165,13 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
                                  {"state": "complete"})
         self.changed_since("syncing")
         exc = self.assertRaises(
-            exceptions.CommandError, self.run_command, policies.Failback,
+            exceptions.CommandError, self.run_command, commands.Failback,
             ["gold", "--wait", "--interval", "0.05", "--timeout", "0.2"])
         self.assertIn("not complete after", str(exc))
 
     def test_failback_errors(self):
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.Failback, ["gold"])
+                                commands.Failback, ["gold"])
         self.assertIn("fail back", str(exc))
         for argv, words in ((["gold", "--wait", "--interval", "0"],
                              "--interval"),
@@ -177,9 +179,9 @@ class TestFailoverCommands(test_real_api.RealApiTestCase):
                              "--timeout"),
                             (["silver"], "silver")):
             exc = self.assertRaises(exceptions.CommandError,
-                                    self.run_command, policies.Failback,
+                                    self.run_command, commands.Failback,
                                     argv)
             self.assertIn(words, str(exc))
         self.use_persona("reader")
         self.assertRaises(exceptions.CommandError, self.run_command,
-                          policies.Failback, ["gold"])
+                          commands.Failback, ["gold"])

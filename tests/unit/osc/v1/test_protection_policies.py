@@ -7,7 +7,7 @@ import uuid
 
 from osc_lib import exceptions
 
-from dtn_migrate.osc.v1 import policies
+from dtn_migrate.osc.v1 import protection_policies as commands
 from dtn_migrate.osc.v1 import replicas
 from tests.unit.api import base as api_base
 from tests.unit.client import test_real_api
@@ -24,7 +24,7 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
     run_command = osc_real_api.TestCommandsOnRealApi.run_command
 
     def create(self, *argv):
-        _, out = self.run_command(policies.CreatePolicy, list(argv) + [
+        _, out = self.run_command(commands.CreatePolicy, list(argv) + [
             "-f", "json"])
         return json.loads(out)
 
@@ -53,10 +53,11 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
         self.assertEqual((90, None, 0),
                          (created["rpo_target_minutes"],
                           created["rpo_state"], created["images_pending"]))
-        _, out = self.run_command(policies.ShowPolicy, ["gold", "-f",
+        _, out = self.run_command(commands.ShowPolicy, ["gold", "-f",
                                                         "json"])
         self.assertEqual(created["id"], json.loads(out)["id"])
-        _, out = self.run_command(policies.ListPolicy, ["-f", "json"])
+        _, out = self.run_command(
+            commands.ListPolicy, ["-f", "json"])
         [row] = json.loads(out)
         self.assertEqual(["ID", "Name", "Peer", "Mode", "RPO Target (min)",
                           "RPO State", "RPO (s)", "Replicated", "Pending",
@@ -64,22 +65,22 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
         self.assertEqual(("gold", 90, True),
                          (row["Name"], row["RPO Target (min)"],
                           row["Enabled"]))
-        _, out = self.run_command(policies.ListPolicy, ["--long"])
+        _, out = self.run_command(commands.ListPolicy, ["--long"])
         self.assertIn('tags=["gold", "db"]', out)
 
     def test_create_needs_a_selector(self):
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.CreatePolicy,
+                                commands.CreatePolicy,
                                 ["gold", "--peer", "b"])
         self.assertIn("--tag", str(exc))
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.CreatePolicy,
+                                commands.CreatePolicy,
                                 ["gold", "--peer", "b", "--tag", "x",
                                  "--rpo", "0"])
         self.assertIn("--rpo", str(exc))
         # The API's own message for what only it checks.
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.CreatePolicy,
+                                commands.CreatePolicy,
                                 ["gold", "--peer", "b", "--tag", "x",
                                  "--mode", "scheduled"])
         self.assertIn("schedule is required", str(exc))
@@ -88,13 +89,14 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
         created = self.create("gold", "--peer", "b", "--tag", "gold",
                               "--property", "os=linux")
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.SetPolicy, ["gold", "--keep-id"])
+                                commands.SetPolicy, ["gold", "--keep-id"])
         self.assertIn("options.keep_id true", str(exc))
         # The member's policy, kept ids set by an administrator.
         self.use_persona("admin")
-        self.run_command(policies.SetPolicy, [created["id"], "--keep-id"])
+        self.run_command(commands.SetPolicy,
+                         [created["id"], "--keep-id"])
         self.use_persona("member")
-        _, out = self.run_command(policies.SetPolicy, [
+        _, out = self.run_command(commands.SetPolicy, [
             "gold", "--tag", "new", "--no-property", "--disable",
             "--deletion", "mirror", "--name", "silver", "-f", "json"])
         shown = json.loads(out)
@@ -106,34 +108,34 @@ class TestPolicyCommands(test_real_api.RealApiTestCase):
                          (shown["options"]["keep_id"],
                           shown["options"]["deletion"]))
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.SetPolicy, ["silver"])
+                                commands.SetPolicy, ["silver"])
         self.assertIn("Nothing to change", str(exc))
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.SetPolicy, ["silver", "--no-tag"])
+                                commands.SetPolicy, ["silver", "--no-tag"])
         self.assertIn("at least one of", str(exc))
 
     def test_sync_images_delete(self):
         created = self.create("gold", "--peer", "b", "--tag", "gold")
-        _, out = self.run_command(policies.SyncPolicy, ["gold", "-f",
+        _, out = self.run_command(commands.SyncPolicy, ["gold", "-f",
                                                         "json"])
         [migration] = json.loads(out)
         self.assertEqual((api_base.IMAGE, "queued"),
                          (migration["Image ID"], migration["State"]))
-        _, out = self.run_command(policies.ListPolicyImage,
+        _, out = self.run_command(commands.ListPolicyImage,
                                   ["gold", "-f", "json"])
         self.assertEqual([(api_base.IMAGE, "syncing")],
                          [(r["Image ID"], r["State"])
                           for r in json.loads(out)])
-        _, out = self.run_command(policies.ListPolicyImage,
+        _, out = self.run_command(commands.ListPolicyImage,
                                   ["gold", "--state", "failed"])
         self.assertEqual("", out.strip())
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
-                                policies.DeletePolicy,
+                                commands.DeletePolicy,
                                 [created["id"], "nope"])
         self.assertIn("1 of 2", str(exc))
         self.assertIn("nope", str(exc))
         self.assertRaises(exceptions.CommandError, self.run_command,
-                          policies.ShowPolicy, ["gold"])
+                          commands.ShowPolicy, ["gold"])
 
     def test_replica_list(self):
         created = self.create("gold", "--peer", "b", "--tag", "gold")

@@ -5,7 +5,7 @@ policy, the replica catalog; tight bodies (4xx, never 5xx).
 
 import uuid
 
-from dtn_migrate.api.schemas import policies as schemas
+from dtn_migrate.api.schemas import protection_policies as schemas
 from dtn_migrate.api.schemas import replicas as replica_schemas
 from dtn_migrate.api import validation
 from dtn_migrate.common import states

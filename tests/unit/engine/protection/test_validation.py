@@ -1,10 +1,10 @@
-"""dtn_migrate.engine.protection.policies: the fields of a policy."""
+"""dtn_migrate.engine.protection.validation: the fields of a policy."""
 
 import datetime
 
 import testtools
 
-from dtn_migrate.engine.protection import policies
+from dtn_migrate.engine.protection import validation
 from dtn_migrate import exception
 
 SELECTOR = {"tags": ["gold"]}
@@ -21,14 +21,14 @@ def current(**values):
     row = {"id": "a" * 32, "name": "gold", "peer": "dtn-b",
            "mode": "continuous", "schedule": None, "rpo_minutes": 60,
            "selector": {"tags": ["gold"]}, "enabled": True,
-           "project_id": "p1", "options": dict(policies.DEFAULT_OPTIONS)}
+           "project_id": "p1", "options": dict(validation.DEFAULT_OPTIONS)}
     row.update(values)
     return row
 
 
 class TestCreate(testtools.TestCase):
     def invalid(self, values, *words, **kwargs):
-        exc = self.assertRaises(exception.InvalidInput, policies.check,
+        exc = self.assertRaises(exception.InvalidInput, validation.check,
                                 values, **kwargs)
         for word in words:
             self.assertIn(word, str(exc))
@@ -44,16 +44,16 @@ class TestCreate(testtools.TestCase):
              "options": {"keep_id": False, "target_project": None,
                          "deletion": "keep",
                          "deletion_grace_minutes": 60}},
-            policies.check(create()))
+            validation.check(create()))
 
     def test_default_rpo_from_caller(self):
-        self.assertEqual(15, policies.check(create(), default_rpo=15)
+        self.assertEqual(15, validation.check(create(), default_rpo=15)
                          ["rpo_minutes"])
-        self.assertEqual(5, policies.check(create(rpo_minutes=5),
-                                           default_rpo=15)["rpo_minutes"])
+        self.assertEqual(5, validation.check(create(rpo_minutes=5),
+                                             default_rpo=15)["rpo_minutes"])
 
     def test_every_field(self):
-        row = policies.check(create(
+        row = validation.check(create(
             description="the gold images", mode="scheduled",
             schedule="0 2 * * *", rpo_minutes=1440, enabled=False,
             options={"keep_id": True, "target_project": "p9",
@@ -91,7 +91,7 @@ class TestCreate(testtools.TestCase):
         self.invalid(create(description="x" * 1025), "description")
         self.invalid(create(description=3), "description")
         self.invalid(create(project_id="p" * 65), "project_id")
-        self.assertIsNone(policies.check(create(description=None))
+        self.assertIsNone(validation.check(create(description=None))
                           ["description"])
 
     def test_bad_selector(self):
@@ -103,7 +103,7 @@ class TestCreate(testtools.TestCase):
 
     def test_rpo_bounds(self):
         for value in (1, 525600):
-            self.assertEqual(value, policies.check(
+            self.assertEqual(value, validation.check(
                 create(rpo_minutes=value))["rpo_minutes"])
         for value in (0, -1, 525601, 1.5, "60", True, None):
             self.invalid(create(rpo_minutes=value), "rpo_minutes")
@@ -125,7 +125,7 @@ class TestCreate(testtools.TestCase):
         # Without a mode: continuous.
         self.invalid(create(schedule="0 * * * *"), "only a scheduled")
         # An explicit null schedule is no schedule.
-        self.assertNotIn("schedule", policies.check(create(schedule=None)))
+        self.assertNotIn("schedule", validation.check(create(schedule=None)))
 
     def test_bad_cron(self):
         for schedule in ("61 * * * *", "* * * *", "0 0 * * * *",
@@ -133,7 +133,7 @@ class TestCreate(testtools.TestCase):
             self.invalid(create(mode="scheduled", schedule=schedule),
                          "cron expression")
         for schedule in ("*/15 * * * *", "0 2 * * 1-5", "30 4 1 */2 *"):
-            self.assertEqual(schedule, policies.check(create(
+            self.assertEqual(schedule, validation.check(create(
                 mode="scheduled", schedule=schedule))["schedule"])
 
     def test_options(self):
@@ -153,13 +153,13 @@ class TestCreate(testtools.TestCase):
         self.assertEqual(
             {"keep_id": False, "target_project": None, "deletion": "keep",
              "deletion_grace_minutes": 60},
-            policies.check(create(options={"target_project": None}))
+            validation.check(create(options={"target_project": None}))
             ["options"])
 
 
 class TestUpdate(testtools.TestCase):
     def invalid(self, values, row=None, *words):
-        exc = self.assertRaises(exception.InvalidInput, policies.check,
+        exc = self.assertRaises(exception.InvalidInput, validation.check,
                                 values, current=row or current())
         for word in words:
             self.assertIn(word, str(exc))
@@ -167,11 +167,11 @@ class TestUpdate(testtools.TestCase):
 
     def test_only_what_changes(self):
         self.assertEqual({"rpo_minutes": 30},
-                         policies.check({"rpo_minutes": 30},
-                                        current=current()))
+                         validation.check({"rpo_minutes": 30},
+                                          current=current()))
         self.assertEqual({"enabled": False},
-                         policies.check({"enabled": False},
-                                        current=current()))
+                         validation.check({"enabled": False},
+                                          current=current()))
 
     def test_nothing_to_change(self):
         self.invalid({}, None, "at least one field")
@@ -191,31 +191,31 @@ class TestUpdate(testtools.TestCase):
             {"options": {"keep_id": False, "target_project": None,
                          "deletion": "mirror",
                          "deletion_grace_minutes": 60}},
-            policies.check({"options": {"deletion": "mirror"}},
-                           current=row))
+            validation.check({"options": {"deletion": "mirror"}},
+                             current=row))
 
     def test_to_scheduled(self):
         self.invalid({"mode": "scheduled"}, None, "needs a schedule")
         self.assertEqual(
             {"mode": "scheduled", "schedule": "0 * * * *"},
-            policies.check({"mode": "scheduled", "schedule": "0 * * * *"},
-                           current=current()))
+            validation.check({"mode": "scheduled", "schedule": "0 * * * *"},
+                             current=current()))
 
     def test_schedule_of_a_scheduled_policy(self):
         row = current(mode="scheduled", schedule="0 * * * *")
         self.assertEqual({"schedule": "5 * * * *"},
-                         policies.check({"schedule": "5 * * * *"},
-                                        current=row))
+                         validation.check({"schedule": "5 * * * *"},
+                                          current=row))
         self.invalid({"schedule": "5 * *"}, row, "cron")
         self.invalid({"schedule": None}, row, "needs a schedule")
         # Another field keeps the current schedule (checked again).
         self.assertEqual({"rpo_minutes": 5, "schedule": "0 * * * *"},
-                         policies.check({"rpo_minutes": 5}, current=row))
+                         validation.check({"rpo_minutes": 5}, current=row))
 
     def test_no_longer_scheduled_drops_the_schedule(self):
         row = current(mode="scheduled", schedule="0 * * * *")
         self.assertEqual({"mode": "continuous", "schedule": None},
-                         policies.check({"mode": "continuous"}, current=row))
+                         validation.check({"mode": "continuous"}, current=row))
         self.invalid({"mode": "manual", "schedule": "0 * * * *"}, row,
                      "only a scheduled policy")
 
@@ -232,6 +232,6 @@ class TestNextRun(testtools.TestCase):
     def test_next_run(self):
         after = datetime.datetime(2026, 1, 1, 10, 20)
         self.assertEqual(datetime.datetime(2026, 1, 1, 10, 30),
-                         policies.next_run("*/15 * * * *", after))
+                         validation.next_run("*/15 * * * *", after))
         self.assertEqual(datetime.datetime(2026, 1, 2, 2, 0),
-                         policies.next_run("0 2 * * *", after))
+                         validation.next_run("0 2 * * *", after))

@@ -13,7 +13,7 @@ import webob
 
 from dtn_migrate.api.handlers import common
 from dtn_migrate.api import middleware
-from dtn_migrate.api.schemas import policies as schemas
+from dtn_migrate.api.schemas import protection_policies as schemas
 from dtn_migrate.api import validation
 from dtn_migrate.api import views
 from dtn_migrate import exception

@@ -10,12 +10,11 @@ import datetime
 
 import croniter
 
+from dtn_migrate.common import states
 from dtn_migrate.engine.protection import selectors
 from dtn_migrate.engine import requests
 from dtn_migrate import exception
 
-MODES = ("continuous", "scheduled", "manual")
-DELETIONS = ("keep", "mirror")
 MAX_MINUTES = 525600                # a year
 #: Fields a caller may give; ``project_id`` only an admin, at creation.
 FIELDS = ("name", "description", "peer", "mode", "schedule",
@@ -55,9 +54,9 @@ def check_options(value, base=None):
         out["target_project"] = None if target is None else \
             selectors._text(target, "option target_project", 64)
     if "deletion" in value:
-        if value["deletion"] not in DELETIONS:
+        if value["deletion"] not in states.DELETIONS:
             raise _invalid("option deletion must be one of %s"
-                           % ", ".join(DELETIONS))
+                           % ", ".join(states.DELETIONS))
         out["deletion"] = value["deletion"]
     if "deletion_grace_minutes" in value:
         out["deletion_grace_minutes"] = _minutes(
@@ -131,8 +130,9 @@ def check(values, current=None, default_rpo=60):
         out["options"] = check_options(values.get("options", {}))
     mode = values.get("mode", "continuous" if creating else
                       current["mode"])
-    if mode not in MODES:
-        raise _invalid("mode must be one of %s" % ", ".join(MODES))
+    if mode not in states.POLICY_MODES:
+        raise _invalid("mode must be one of %s"
+                       % ", ".join(states.POLICY_MODES))
     if "mode" in values or creating:
         out["mode"] = mode
     schedule = values.get("schedule",
