@@ -49,9 +49,9 @@ from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
 from benchmarks._lab import netns
-from tests.functional import api as api_harness
+from tests.functional.api import harness as api_harness
 from tests.functional import base
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 from tests.functional.migration import scope as class_scope
 from devcloud import ganesha
 

@@ -14,9 +14,9 @@ from testtools import content
 import yaml
 
 import dtn_migrate
-from tests.functional import api
+from tests.functional.api import harness as api
 from tests.functional import base
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 
 MiB = api.MiB
 OPENAPI = os.path.join(os.path.dirname(dtn_migrate.__file__), "api",

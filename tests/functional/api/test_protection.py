@@ -31,10 +31,10 @@ from dtn_migrate.transfer import config as transfer_config
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
 from dtn_migrate.transfer import source as transfer_source
-from tests.functional import api
+from tests.functional.api import harness as api
 from tests.functional import base
 from tests.functional.api import runbook
-from tests.functional import rawpeer
+from tests.functional.transfer import rawpeer
 
 MiB = 1 << 20
 RUNBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(

@@ -18,8 +18,8 @@ projects to its own.  One pair of clouds serves the class; images are
 import uuid
 
 from dtn_migrate import exception
-from tests.functional import api
-from tests.functional import migration
+from tests.functional.api import harness as api
+from tests.functional.migration import harness as migration
 
 MiB = 1 << 20
 VISIBILITIES = "private, shared, public, community"

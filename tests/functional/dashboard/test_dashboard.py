@@ -13,7 +13,7 @@ import requests
 from testtools import content
 
 from devcloud import api as devcloud_api
-from tests.functional import dashboard
+from tests.functional.dashboard import harness as dashboard
 
 MiB = dashboard.api.MiB
 INDEX = "/project/dtn_migrations/"

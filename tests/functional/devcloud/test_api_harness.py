@@ -17,7 +17,7 @@ import requests
 
 from devcloud import _base as devcloud_base
 from devcloud import api as devcloud_api
-from tests.functional import devcloud as dc
+from tests.functional.devcloud import harness as dc
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
 

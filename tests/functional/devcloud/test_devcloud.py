@@ -22,7 +22,7 @@ import testtools
 
 import devcloud
 from tests.functional import base
-from tests.functional import devcloud as dc
+from tests.functional.devcloud import harness as dc
 
 MiB = dc.MiB
 IMAGE_SIZE = 64 * MiB

@@ -23,7 +23,7 @@ from devcloud import identity
 from dtn_migrate import exception
 from dtn_migrate.image import glance
 from dtn_migrate.image import metadata
-from tests.functional import devcloud as dc
+from tests.functional.devcloud import harness as dc
 
 MiB = dc.MiB
 CHUNK = 256 * 1024

@@ -1,7 +1,7 @@
 """Clouds shared by a whole test class.
 
 :class:`ClassScope` stands in for a test case where the two-cloud
-harness (:mod:`tests.functional.migration`) asks one for brokers,
+harness (:mod:`tests.functional.migration.harness`) asks one for brokers,
 agents, Glances, Keystones and cleanups: what it starts outlives each
 test, and ``close()`` (in ``tearDownClass``) removes it.
 """
@@ -13,8 +13,8 @@ import tempfile
 import testtools
 
 from tests.functional import base
-from tests.functional import devcloud as devcloud_tests
-from tests.functional import migration
+from tests.functional.devcloud import harness as devcloud_tests
+from tests.functional.migration import harness as migration
 
 
 class ClassScope:

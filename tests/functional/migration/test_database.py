@@ -34,7 +34,7 @@ from dtn_migrate.engine import lock
 from dtn_migrate import exception
 from tests.functional import base
 from devcloud import dbserver
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 from tests.functional.migration import scope as class_scope
 
 #: The context of the tests' requests over the bus.

@@ -19,7 +19,7 @@ import time
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from tests.functional import base
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 
 #: The context of the tests' requests over the bus.
 ADMIN = migration.ADMIN

@@ -14,7 +14,7 @@ import uuid
 import fixtures
 
 import devcloud
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 
 MiB = 1 << 20
 IMPORT_PROJECT = "imp-%s" % uuid.uuid4().hex[:8]

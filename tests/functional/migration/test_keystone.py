@@ -6,7 +6,7 @@ tokens its engine asks for.
 
 import os
 
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 
 #: The context of the tests' requests over the bus.
 ADMIN = migration.ADMIN

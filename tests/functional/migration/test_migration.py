@@ -8,7 +8,7 @@ import sys
 from testtools import content
 
 import devcloud
-from tests.functional import migration
+from tests.functional.migration import harness as migration
 
 #: The context of the tests' requests over the bus.
 ADMIN = migration.ADMIN

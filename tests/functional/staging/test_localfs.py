@@ -23,7 +23,7 @@ from tests.functional.staging.test_copy import chunks
 from tests.functional.staging.test_copy import KEY
 from tests.functional.staging.test_copy import options
 from tests.functional.staging.test_copy import sha
-from tests.functional import test_direct_io
+from tests.functional.transfer import test_direct_io
 
 KiB, MiB = 1 << 10, 1 << 20
 

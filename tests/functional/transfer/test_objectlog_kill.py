@@ -31,8 +31,8 @@ import testtools
 
 from dtn_migrate.transfer import objectlog
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 KILLS = {"open": 6, "run": 18, "pause": 8}       # per combination
 TIMEOUT = 20.0
 

@@ -10,7 +10,7 @@ The two agents and the relay between them are shared by the class.
 import os
 
 from tests.functional import base
-from tests.functional import shared
+from tests.functional.transfer import shared
 
 MiB = base.MiB
 

@@ -17,7 +17,7 @@ import os
 
 from dtn_migrate.transfer import sink
 from tests.functional import base
-from tests.functional import shared
+from tests.functional.transfer import shared
 
 MiB = base.MiB
 

@@ -6,7 +6,7 @@ shared by the class).
 import os
 
 from tests.functional import base
-from tests.functional import shared
+from tests.functional.transfer import shared
 
 MiB = base.MiB
 MARK = b"SECRET-MARK-0123456789"

@@ -24,7 +24,7 @@ import uuid
 
 from dtn_migrate.transfer import protocol as P
 from tests.functional import base
-from tests.functional import test_bad_input
+from tests.functional.transfer import test_bad_input
 from tests import mitm
 from tests import trickle
 

@@ -33,7 +33,7 @@ from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import varint
 from tests.functional import base
-from tests.functional import rawpeer
+from tests.functional.transfer import rawpeer
 
 MiB = base.MiB
 AUTH_FAILED = "authentication failed"
