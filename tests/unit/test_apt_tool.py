@@ -9,7 +9,8 @@ import os
 import subprocess
 
 import fixtures
-import testtools
+
+from tests.unit import testcase
 
 TOP = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
 APT_SH = os.path.abspath(os.path.join(TOP, "tools", "apt.sh"))
@@ -37,7 +38,7 @@ exit "${APT_RC:-0}"
 """
 
 
-class AptEnsureTest(testtools.TestCase):
+class AptEnsureTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

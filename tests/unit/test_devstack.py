@@ -36,11 +36,12 @@ from oslo_config import cfg
 from oslo_config import generator
 from oslo_log import log
 from oslo_messaging import opts as messaging_opts
-import testtools
 
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.dashboard import install as dashboard_install
 from dtn_migrate.conf import peer as peer_conf
+
+from tests.unit import testcase
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = TOP / "devstack" / "plugin.sh"
@@ -73,7 +74,7 @@ def _require(reason):
     """Skip with ``reason``, or fail under DTN_REQUIRE_ALL=1."""
     if os.environ.get("DTN_REQUIRE_ALL") == "1":
         raise AssertionError("DTN_REQUIRE_ALL=1 and " + reason)
-    raise testtools.TestCase.skipException(reason)
+    raise testcase.TestCase.skipException(reason)
 
 
 def shell_words(path):
@@ -153,7 +154,7 @@ def unknown_options(written, sample):
                 (section, "auth_type") in sample))
 
 
-class TestShellcheck(testtools.TestCase):
+class TestShellcheck(testcase.TestCase):
 
     def test_scripts_are_shellcheck_clean(self):
         shellcheck = shutil.which("shellcheck")
@@ -171,7 +172,7 @@ class TestShellcheck(testtools.TestCase):
             "shellcheck found problems:\n%s%s" % (proc.stdout, proc.stderr))
 
 
-class TestPluginOptions(testtools.TestCase):
+class TestPluginOptions(testcase.TestCase):
 
     def test_plugin_options_are_in_the_sample(self):
         written = plugin_options()
@@ -290,7 +291,7 @@ sudo() { "$@"; }
 """
 
 
-class PluginPhasesBase(testtools.TestCase):
+class PluginPhasesBase(testcase.TestCase):
     """Runs plugin.sh's phases under the stand-ins above."""
 
     def setUp(self):

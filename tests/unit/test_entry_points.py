@@ -11,9 +11,10 @@ import configparser
 import importlib.metadata
 import pathlib
 
-import testtools
 
 import dtn_migrate
+
+from tests.unit import testcase
 
 SETUP_CFG = pathlib.Path(dtn_migrate.__file__).parent.parent / "setup.cfg"
 TEST_ONLY = ("devcloud", "tests", "benchmarks")
@@ -46,7 +47,7 @@ def _installed():
     return [(ep.group, ep.name, ep.value) for ep in dist.entry_points]
 
 
-class TestEntryPoints(testtools.TestCase):
+class TestEntryPoints(testcase.TestCase):
 
     def _check(self, entries):
         self.assertIn("console_scripts", {g for g, _, _ in entries})

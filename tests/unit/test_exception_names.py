@@ -9,9 +9,10 @@ import builtins
 import collections
 import pathlib
 
-import testtools
 
 import dtn_migrate
+
+from tests.unit import testcase
 
 ROOT = pathlib.Path(dtn_migrate.__file__).parent
 #: Public roots besides a package's own, left on purpose.  transfer's
@@ -56,7 +57,7 @@ def exception_classes(classes=None):
             if name in known and name not in BUILTIN_EXCEPTIONS}
 
 
-class TestExceptionNames(testtools.TestCase):
+class TestExceptionNames(testcase.TestCase):
 
     def test_found_some(self):
         found = exception_classes()

@@ -13,6 +13,8 @@ import subunit
 import testtools
 from testtools import content
 
+from tests.unit import testcase
+
 TOOL = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
                     "tools", "failures.py")
 
@@ -32,7 +34,7 @@ def _sample_case():
     so that the loader does not find it as a test of this module).
     """
 
-    class _Sample(testtools.TestCase):
+    class _Sample(testcase.TestCase):
 
         def test_passes(self):
             self.addDetail("log-engine", content.text_content("all fine\n"))
@@ -68,7 +70,7 @@ def _stream(*names):
     return out.getvalue()
 
 
-class FailuresTest(unittest.TestCase):
+class FailuresTest(testcase.TestCase):
 
     def test_failed_and_errored_tests_with_their_tracebacks_only(self):
         data = _stream("test_passes", "test_fails", "test_errors",

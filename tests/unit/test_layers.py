@@ -19,9 +19,10 @@ import ast
 import pathlib
 import sys
 
-import testtools
 
 import dtn_migrate
+
+from tests.unit import testcase
 
 PACKAGE = pathlib.Path(dtn_migrate.__file__).parent
 CLIENT_SIDE = ("client", "osc", "dashboard")
@@ -82,7 +83,7 @@ def common_breaches(found):
                   not _within(n, ("common",)) and n != "dtn_migrate")
 
 
-class TestLayers(testtools.TestCase):
+class TestLayers(testcase.TestCase):
     def test_the_client_side_imports_no_server_side(self):
         found = {rel: client_side_breaches(imports(path))
                  for rel, path in modules(*CLIENT_SIDE)}

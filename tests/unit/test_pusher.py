@@ -1,14 +1,14 @@
 """The latest-value pusher (dtn_migrate.pusher)."""
 
-import testtools
 
 from dtn_migrate import pusher
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 wait = test_utils.wait_until
 
 
-class TestEventPusher(testtools.TestCase):
+class TestEventPusher(testcase.TestCase):
     def test_coalesces_and_sends_state_changes_at_once(self):
         sent = test_utils.Recorder()
         # The interval is long next to the waits for what must not wait

@@ -13,10 +13,11 @@ import textwrap
 from unittest import mock
 
 import fixtures
-import testtools
 
 import dtn_migrate
 from tests.functional.api import runbook
+
+from tests.unit import testcase
 
 ROOT = pathlib.Path(dtn_migrate.__file__).parent.parent
 RUNBOOKS = ROOT / "doc" / "source" / "admin" / "runbooks"
@@ -88,7 +89,7 @@ def _runbooks():
     return sorted(RUNBOOKS.glob("*.rst"))
 
 
-class TestRunbookFiles(testtools.TestCase):
+class TestRunbookFiles(testcase.TestCase):
 
     def test_runbooks_exist(self):
         names = {p.name for p in _runbooks()}
@@ -243,7 +244,7 @@ SAMPLE = textwrap.dedent("""\
     """)
 
 
-class FakeCase(testtools.TestCase):
+class FakeCase(testcase.TestCase):
     """A case whose ``openstack`` answers from a script."""
 
     def __init__(self, answers):
@@ -261,7 +262,7 @@ class FakeCase(testtools.TestCase):
         return subprocess.CompletedProcess(args, 0, stdout, "")
 
 
-class TestParseAndRun(testtools.TestCase):
+class TestParseAndRun(testcase.TestCase):
 
     def write(self, text):
         path = pathlib.Path(self.useFixture(

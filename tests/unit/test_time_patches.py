@@ -14,7 +14,8 @@ Read from the source (ast), like ``test_exception_names``.
 import ast
 import pathlib
 
-import testtools
+
+from tests.unit import testcase
 
 HERE = pathlib.Path(__file__).parent
 SHARED = frozenset({"sleep", "monotonic", "time"})
@@ -52,7 +53,7 @@ def global_time_patches(tree):
     return found
 
 
-class TestNoGlobalTimePatches(testtools.TestCase):
+class TestNoGlobalTimePatches(testcase.TestCase):
     def test_no_unit_test_patches_time(self):
         found = []
         for path in sorted(HERE.rglob("*.py")):

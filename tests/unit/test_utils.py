@@ -1,12 +1,12 @@
 """dtn_migrate.utils.wait_for, on a clock of its own."""
 
-import testtools
 
 from dtn_migrate import utils
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 
-class TestWaitFor(testtools.TestCase):
+class TestWaitFor(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.clock = test_utils.FakeTime()

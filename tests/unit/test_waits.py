@@ -9,9 +9,10 @@ Read from the source (ast), like ``test_time_patches``.
 import ast
 import pathlib
 
-import testtools
 
 import dtn_migrate
+
+from tests.unit import testcase
 
 PACKAGE = pathlib.Path(dtn_migrate.__file__).parent
 OWN_RULES = ("transfer", "staging")
@@ -39,7 +40,7 @@ def sleeps(tree):
     return found
 
 
-class TestNoHandWrittenPolls(testtools.TestCase):
+class TestNoHandWrittenPolls(testcase.TestCase):
     def test_sleeps_only_in_wait_for(self):
         found = []
         for path in sorted(PACKAGE.rglob("*.py")):

@@ -7,7 +7,6 @@ import time
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate.agent import peers
 from dtn_migrate.conf import agent as agent_conf
@@ -16,6 +15,8 @@ from dtn_migrate.conf import tls as tls_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import config as transfer_config
 from dtn_migrate.transfer import sink
+
+from tests.unit import testcase
 
 
 def make_conf(sections):
@@ -31,7 +32,7 @@ def make_conf(sections):
     return conf
 
 
-class TestPeerRegistry(testtools.TestCase):
+class TestPeerRegistry(testcase.TestCase):
     def test_keys_addresses_and_policies(self):
         key_file = tempfile.NamedTemporaryFile("w", delete=False)
         self.addCleanup(os.unlink, key_file.name)
@@ -71,7 +72,7 @@ class TestPeerRegistry(testtools.TestCase):
                                               "tls": True}}))
 
 
-class HealthTestCase(testtools.TestCase):
+class HealthTestCase(testcase.TestCase):
     """A real sink ("east", reached over loopback) and a registry that
     knows it, a peer whose port nothing listens on ("gone"), and one
     with a wrong key ("liar").
@@ -206,7 +207,7 @@ class TestPeerHealth(HealthTestCase):
             self.assertRaises(exception.InvalidInput, health.check, bad)
 
 
-class TestKernelRtt(testtools.TestCase):
+class TestKernelRtt(testcase.TestCase):
     def test_a_connected_socket_has_one(self):
         with socket.socket() as server:
             server.bind(("127.0.0.1", 0))

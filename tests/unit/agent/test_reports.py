@@ -12,7 +12,6 @@ import uuid
 
 import fixtures
 import oslo_messaging as messaging
-import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import reports
@@ -22,13 +21,15 @@ from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 
+from tests.unit import testcase
+
 KEY = b"q" * 32
 REPORT = {"state": "active", "image_id": "img-1", "os_hash_value": "ab",
           "attempt": 1}
 DAY = 86400
 
 
-class StoreTestCase(testtools.TestCase):
+class StoreTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-reports-")

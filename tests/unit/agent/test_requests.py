@@ -9,7 +9,6 @@ import threading
 from unittest import mock
 
 import oslo_messaging as messaging
-import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import requests
@@ -21,6 +20,7 @@ from dtn_migrate.transfer import request as request_mod
 from dtn_migrate.transfer import sink
 from tests.unit.agent import test_reports
 from tests.unit.agent import test_service
+from tests.unit import testcase
 
 REQUEST = {"action": "delete", "image_id": "img-1", "policy_id": "p-1"}
 ANSWER = {"deleted": True, "image_id": "img-1"}
@@ -43,7 +43,7 @@ class FakeEngine:
         return self.answer
 
 
-class TestCodec(testtools.TestCase):
+class TestCodec(testcase.TestCase):
     def test_compact_and_sorted(self):
         raw = requests.encode({"b": 1, "a": [1, 2]})
         self.assertEqual(b'{"a":[1,2],"b":1}', raw)
@@ -57,7 +57,7 @@ class TestCodec(testtools.TestCase):
             self.assertRaises(ValueError, requests.decode, raw)
 
 
-class TestPeerRequests(testtools.TestCase):
+class TestPeerRequests(testcase.TestCase):
     def handler(self, answer=None, timeout=30.0):
         self.engine = FakeEngine(answer)
         return requests.PeerRequests(lambda: self.engine, timeout)
@@ -199,7 +199,7 @@ class TestManagerPeerRequest(test_service.ServiceTestCase):
         self.assertEqual(12.5, call.kwargs["timeout"])
 
 
-class TestEngineClient(testtools.TestCase):
+class TestEngineClient(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.client = mock.Mock()

@@ -2,7 +2,6 @@
 
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.agent import ids
 from dtn_migrate.agent import manager
@@ -10,8 +9,10 @@ from dtn_migrate.agent import rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
 
+from tests.unit import testcase
 
-class TestAgentAPI(testtools.TestCase):
+
+class TestAgentAPI(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.client = mock.Mock()
@@ -71,7 +72,7 @@ class TestAgentAPI(testtools.TestCase):
                                                     timeout=90)
 
 
-class TestIds(testtools.TestCase):
+class TestIds(testcase.TestCase):
     def test_forms(self):
         hexid = "0123456789abcdef0123456789abcdef"
         for form in (hexid, hexid.upper(),

@@ -15,7 +15,6 @@ import uuid
 import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
-import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import service
@@ -26,6 +25,7 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import source
 from tests.unit.agent import test_reports
+from tests.unit import testcase
 
 KEY = test_reports.KEY
 REPORT = test_reports.REPORT
@@ -61,7 +61,7 @@ class FakeEngineAPI:
             return list(self.calls)
 
 
-class ServiceTestCase(testtools.TestCase):
+class ServiceTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-service-")

@@ -2,10 +2,10 @@
 
 import types
 
-import testtools
 
 from dtn_migrate.agent import service
 from tests.unit.transfer.transport import fakeverbs
+from tests.unit import testcase
 
 
 def conf(gid_index=None):
@@ -13,7 +13,7 @@ def conf(gid_index=None):
         device=None, port=1, gid_index=gid_index))
 
 
-class ProbeRdmaTest(testtools.TestCase):
+class ProbeRdmaTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -9,7 +9,6 @@ import uuid
 
 from oslo_config import cfg
 import oslo_messaging as messaging
-import testtools
 
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import transfers
@@ -20,6 +19,7 @@ from dtn_migrate.transfer import config as engine
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 KEY = b"q" * 32
 
@@ -39,7 +39,7 @@ class FakePeers:
         return KEY if name == "here" else None
 
 
-class TestOutgoing(testtools.TestCase):
+class TestOutgoing(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-agent-")
@@ -224,7 +224,7 @@ class TestOutgoing(testtools.TestCase):
                           os.path.join(self.root, "state"))
 
 
-class TestManager(testtools.TestCase):
+class TestManager(testcase.TestCase):
     def assertExpected(self, exc, fn, *args):
         """Endpoint errors reach the RPC layer as expected exceptions."""
         e = self.assertRaises(messaging.ExpectedException, fn, *args)

@@ -10,7 +10,6 @@ import uuid
 import fixtures
 from oslo_config import cfg
 from oslo_utils import timeutils
-import testtools
 import webob
 
 from dtn_migrate.api import app as app_mod
@@ -18,6 +17,8 @@ from dtn_migrate import conf as dtn_conf
 from dtn_migrate.db import api as db_api
 from dtn_migrate.db import migration as db_migration
 from dtn_migrate import exception
+
+from tests.unit import testcase
 
 PROJECT = 'a' * 32
 OTHER = 'b' * 32
@@ -318,7 +319,7 @@ def make_conf(case, directory, **api_overrides):
     return conf
 
 
-class ApiTestCase(testtools.TestCase):
+class ApiTestCase(testcase.TestCase):
     """The full application, noauth2, a real database, a fake engine."""
 
     api_overrides = {}

@@ -6,7 +6,6 @@ import os
 from unittest import mock
 
 import fixtures
-import testtools
 import webob
 
 from dtn_migrate.api import wsgi
@@ -16,9 +15,10 @@ from dtn_migrate.db import migration as db_migration
 from dtn_migrate import exception
 from dtn_migrate import rpc
 from tests.unit.api import base
+from tests.unit import testcase
 
 
-class TestConfigFiles(testtools.TestCase):
+class TestConfigFiles(testcase.TestCase):
 
     def test_environment_first(self):
         self.assertEqual(['/a.conf', '/b.conf'], wsgi.config_files(
@@ -45,7 +45,7 @@ class TestConfigFiles(testtools.TestCase):
         self.assertIn('/nonexistent/dtn.conf', str(exc))
 
 
-class TestInitApplication(testtools.TestCase):
+class TestInitApplication(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

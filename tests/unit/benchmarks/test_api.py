@@ -1,12 +1,12 @@
 """benchmarks.api: results that outlive their figure."""
 
-import unittest
 
 from benchmarks import api
 from tests.unit.benchmarks import check_results_outlive_figures
+from tests.unit import testcase
 
 
-class PlotFailureTest(unittest.TestCase):
+class PlotFailureTest(testcase.TestCase):
     def test_the_results_outlive_their_figure(self):
         rep = {"rep": 0, "running": 2}
         for target in api.TARGETS:

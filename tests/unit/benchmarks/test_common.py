@@ -6,14 +6,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import common
 from tests.unit.benchmarks import SERVER
+from tests.unit import testcase
 
 
-class ProcessTest(unittest.TestCase):
+class ProcessTest(testcase.TestCase):
     def test_this_process(self):
         stats = common.proc_stats()
         me = os.getpid()
@@ -32,7 +32,7 @@ class ProcessTest(unittest.TestCase):
         self.assertIsNone(common.listening_port("listening on x:y"))
 
 
-class OwnPortTest(unittest.TestCase):
+class OwnPortTest(testcase.TestCase):
     """A server that cannot listen on port 0 runs on a port it bound
     itself: when another process took the port first, on another one.
     """

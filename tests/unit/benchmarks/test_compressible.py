@@ -1,13 +1,14 @@
 """benchmarks.compressible runs benchmarks.throughput with every one of
 its options."""
 
-import unittest
 
 from benchmarks import compressible
 from benchmarks import throughput
 
+from tests.unit import testcase
 
-class ThroughputOptionsTest(unittest.TestCase):
+
+class ThroughputOptionsTest(testcase.TestCase):
     """(It stopped with an AttributeError as soon as benchmarks.throughput
     gained --warmup.)
     """

@@ -4,12 +4,12 @@ import json
 import os
 import shutil
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import ftlads
 from benchmarks import report
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
 def _s(v):
@@ -20,7 +20,7 @@ RECOVERY = {"small": {"FT off": {"TT": _s(2.0), "ER": {
     "20": _s(0.1), "80": _s(0.05)}}}}
 
 
-class ReportTest(unittest.TestCase):
+class ReportTest(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.out = tempfile.mkdtemp(prefix="dtnm-bt-")

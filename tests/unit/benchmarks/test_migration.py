@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import _clouds
@@ -16,9 +15,10 @@ from benchmarks import migration
 from benchmarks import report
 from dtn_migrate.conf import engine as engine_opts
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
-class MigrationWarmUpTest(unittest.TestCase):
+class MigrationWarmUpTest(testcase.TestCase):
     """benchmarks.migration --warmup: every mode runs first on the new
     clouds, and those runs stay out of the samples the results use.
     """
@@ -59,7 +59,7 @@ class MigrationWarmUpTest(unittest.TestCase):
         self.assertEqual([1.0, 4.0], bench.seconds("pipelined"))
 
 
-class MigrationTargetsTest(unittest.TestCase):
+class MigrationTargetsTest(testcase.TestCase):
     """Issue 13's targets of a whole migration, repetition by
     repetition.
     """
@@ -132,7 +132,7 @@ class MigrationTargetsTest(unittest.TestCase):
         self.assertFalse([r for r in rows if "RSS" in r[0]])
 
 
-class MigrationFloorTest(unittest.TestCase):
+class MigrationFloorTest(testcase.TestCase):
     """benchmarks.migration: the image's time on the link as TCP
     payload, and the timeline from the record's stage events.
     """
@@ -213,7 +213,7 @@ class MigrationFloorTest(unittest.TestCase):
         self.assertEqual("4.0", rows[0][1])
 
 
-class MigrationSettingsTest(unittest.TestCase):
+class MigrationSettingsTest(testcase.TestCase):
     """benchmarks.migration --settings: shipped runs the engines and
     agents as an operator would, tests as the functional tests do.
     """
@@ -311,7 +311,7 @@ class _Glance:
         return {"tasks": [{"id": "t", "status": "success"}]}
 
 
-class MigrationTidyTest(unittest.TestCase):
+class MigrationTidyTest(testcase.TestCase):
     """benchmarks.migration between runs: Glance B's images go, a
     half-deleted one is left, and a glance-download's image is deleted
     only once Glance's import let go of it.
@@ -354,7 +354,7 @@ class MigrationTidyTest(unittest.TestCase):
         self.assertEqual(["gd"], glance.deleted)
 
 
-class PageCostTest(unittest.TestCase):
+class PageCostTest(testcase.TestCase):
     """--page-cost: what writing new file data costs the machine."""
 
     def test_every_case_measured_each_repetition(self):
@@ -373,7 +373,7 @@ class PageCostTest(unittest.TestCase):
                          [r[0] for r in rows])
 
 
-class PlotFailureTest(unittest.TestCase):
+class PlotFailureTest(testcase.TestCase):
     """A run whose figures cannot be drawn (no matplotlib) keeps its
     results and tables, says where they are and how to draw the figures
     again, and exits non-zero.

@@ -5,14 +5,14 @@ import json
 import os
 import shutil
 import tempfile
-import unittest
 
 from benchmarks import nfs
 from benchmarks import report
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
-class PlotFailureTest(unittest.TestCase):
+class PlotFailureTest(testcase.TestCase):
     def test_the_results_outlive_their_figures(self):
         out = tempfile.mkdtemp(prefix="dtnm-bt-")
         self.addCleanup(shutil.rmtree, out, True)

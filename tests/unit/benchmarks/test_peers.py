@@ -6,11 +6,11 @@ import shutil
 import socket
 import sys
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import peers
 from tests.unit.benchmarks import SERVER
+from tests.unit import testcase
 
 
 class FakeServer(peers.Peer):
@@ -21,7 +21,7 @@ class FakeServer(peers.Peer):
         self.wait_server()
 
 
-class CommandLineTest(unittest.TestCase):
+class CommandLineTest(testcase.TestCase):
     def test_verified_mode_checks_sha512_after_the_copy(self):
         peer = peers.make_peer('gridftp-verify', parallel=2)
         argv = [str(a) for a in peer._base()]
@@ -35,7 +35,7 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(plain, argv[:len(plain)])
 
 
-class OwnPortTest(unittest.TestCase):
+class OwnPortTest(testcase.TestCase):
     """A tool's server on loopback gets a port nobody else holds: when
     the port it was given is taken meanwhile (here by a socket of this
     test), it runs on another, and the client reaches that server.

@@ -7,14 +7,14 @@ import os
 import re
 import shutil
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import report
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
-class VerdictTest(unittest.TestCase):
+class VerdictTest(testcase.TestCase):
     """A target is read over every repetition as well as the median."""
 
     def test_the_verdict_counts_the_repetitions(self):
@@ -35,7 +35,7 @@ class VerdictTest(unittest.TestCase):
                          report.verdict(None, [0.5], at_most_one))
 
 
-class RenderTest(unittest.TestCase):
+class RenderTest(testcase.TestCase):
     """The tables and figures come after the results are saved, and one
     that cannot be written neither stops the others nor loses them.
     """
@@ -104,7 +104,7 @@ class RenderTest(unittest.TestCase):
         self.assertFalse(os.path.exists(base + "2.md"))
 
 
-class SmokeTest(unittest.TestCase):
+class SmokeTest(testcase.TestCase):
     def parser(self):
         p = argparse.ArgumentParser()
         p.add_argument("--size", type=int, default="4")
@@ -124,7 +124,7 @@ class SmokeTest(unittest.TestCase):
         self.assertEqual((4, "/o"), (args.size, args.out))
 
 
-class ExtraTest(unittest.TestCase):
+class ExtraTest(testcase.TestCase):
     """What the figures need is the benchmarks' extra, and the bootstrap
     installs it when a benchmark runs (DTN_BENCH=1).
     """

@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import _clouds
@@ -14,9 +13,10 @@ from benchmarks import report
 from benchmarks import sparse
 from benchmarks import throughput
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
-class LinkTargetTest(unittest.TestCase):
+class LinkTargetTest(testcase.TestCase):
     def test_sparse_link_bytes_are_read_run_by_run(self):
         data = 10 << 20
         limit = sparse.link_target(data)
@@ -38,7 +38,7 @@ class LinkTargetTest(unittest.TestCase):
         self.assertEqual([(0, 5)], sparse.extents(100, 5, 1))
 
 
-class SparseLevelsTest(unittest.TestCase):
+class SparseLevelsTest(testcase.TestCase):
     """benchmarks.sparse runs benchmarks.throughput (transfer level) and
     benchmarks.migration (migration level): each gets every option of
     the benchmark it runs, at that benchmark's default where the sparse
@@ -95,7 +95,7 @@ class SparseLevelsTest(unittest.TestCase):
                          migration.agent_conf(margs))
 
 
-class PlotFailureTest(unittest.TestCase):
+class PlotFailureTest(testcase.TestCase):
     """The migration level's results outlive its figure (no
     matplotlib): saved, with their tables, and the command that draws
     them again.

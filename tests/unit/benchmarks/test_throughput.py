@@ -6,16 +6,16 @@ import json
 import os
 import shutil
 import tempfile
-import unittest
 from unittest import mock
 
 from benchmarks import peers
 from benchmarks import report
 from benchmarks import throughput
 from tests.unit.benchmarks import no_matplotlib
+from tests.unit import testcase
 
 
-class TargetsTest(unittest.TestCase):
+class TargetsTest(testcase.TestCase):
     """The targets against both GridFTPs, repetition by repetition, and
     the samples they are read from.
     """
@@ -100,7 +100,7 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual("met, 2 of 2 repetitions", t["speed_verdict"])
 
 
-class DestinationTest(unittest.TestCase):
+class DestinationTest(testcase.TestCase):
     def test_a_second_run_on_the_same_destination_is_refused(self):
         work = tempfile.mkdtemp(prefix="dtnm-bt-")
         self.addCleanup(shutil.rmtree, work, True)
@@ -133,7 +133,7 @@ class _Peer:
         pass
 
 
-class WarmUpTest(unittest.TestCase):
+class WarmUpTest(testcase.TestCase):
     """The first run of a block pays the machine's first touch of the
     memory it writes: untimed rounds take it off whichever tool runs
     first.
@@ -185,7 +185,7 @@ class WarmUpTest(unittest.TestCase):
         self.assertEqual(0, throughput.parse_args(["--smoke"]).warmup)
 
 
-class PlotFailureTest(unittest.TestCase):
+class PlotFailureTest(testcase.TestCase):
     """A run whose figures cannot be drawn (here: no matplotlib) keeps
     its results on disk, its tables too, says where they are and how to
     draw the figures again, and exits non-zero.

@@ -4,14 +4,15 @@ import hashlib
 import os
 import shutil
 import tempfile
-import unittest
 
 from benchmarks import workloads
+
+from tests.unit import testcase
 
 MiB = 1 << 20
 
 
-class DataTest(unittest.TestCase):
+class DataTest(testcase.TestCase):
     def test_an_image_holds_what_a_dataset_file_holds(self):
         d = tempfile.mkdtemp(prefix="dtnm-bt-")
         self.addCleanup(shutil.rmtree, d, True)

@@ -9,11 +9,11 @@ from keystoneauth1 import fixture as ksa_fixture
 from keystoneauth1.identity import access as access_plugin
 from keystoneauth1 import session as ksa_session
 from keystoneauth1 import token_endpoint
-import testtools
 
 from dtn_migrate import client
 from dtn_migrate.client import exceptions
 from tests.unit.client import fakeapi
+from tests.unit import testcase
 
 
 def token_session(endpoint):
@@ -33,7 +33,7 @@ def catalog_session(public, internal, region="RegionOne"):
     return ksa_session.Session(auth=access_plugin.AccessInfoPlugin(ref))
 
 
-class ClientTestCase(testtools.TestCase):
+class ClientTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

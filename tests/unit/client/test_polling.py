@@ -1,17 +1,17 @@
 """dtn_migrate.client.polling.poll, on a clock of its own."""
 
-import testtools
 
 from dtn_migrate.client import exceptions
 from dtn_migrate.client import polling
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 
 def away():
     return exceptions.HttpServiceUnavailable("restarting", http_status=503)
 
 
-class TestPoll(testtools.TestCase):
+class TestPoll(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.clock = test_utils.FakeTime()

@@ -3,10 +3,10 @@
 import io
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.client import progress as client_progress
 from tests.unit.cmd import test_manage
+from tests.unit import testcase
 
 GiB = test_manage.GiB
 MiB = test_manage.MiB
@@ -14,7 +14,7 @@ rec = test_manage.rec
 line = client_progress.migration_line
 
 
-class TestMigrationLine(testtools.TestCase):
+class TestMigrationLine(testcase.TestCase):
     def test_running(self):
         self.assertEqual(
             "name-m1                      running   [##########..........]"
@@ -99,7 +99,7 @@ class TestMigrationLine(testtools.TestCase):
                           for s in (0, 65.9, 3599, 3600)])
 
 
-class TestProgress(testtools.TestCase):
+class TestProgress(testcase.TestCase):
     def test_log_stream(self):
         out = io.StringIO()
         progress = client_progress.Progress(out)

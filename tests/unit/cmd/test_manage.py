@@ -14,13 +14,13 @@ from unittest import mock
 import fixtures
 import oslo_messaging as messaging
 from oslo_messaging._drivers import common as rpc_common
-import testtools
 
 from dtn_migrate.cmd import manage
 from dtn_migrate import config
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 MiB = 1 << 20
 
@@ -37,7 +37,7 @@ MOUNTINFO = (
     "mountport=20048,mountproto=udp,local_lock=none,addr=10.20.0.10\n")
 
 
-class ManageTestCase(testtools.TestCase):
+class ManageTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.addCleanup(config.CONF.reset)
@@ -205,7 +205,7 @@ class TestBus(ManageTestCase):
         self.assertEqual([{"transfer_id": "t1"}], json.loads(out))
 
 
-class TestSubprocess(testtools.TestCase):
+class TestSubprocess(testcase.TestCase):
     def test_entry_point_without_a_bus(self):
         # An unreachable bus: the nfs commands must not touch it.
         conf = tempfile.NamedTemporaryFile("w", delete=False)
@@ -679,7 +679,7 @@ class TestMigrationCommands(MigrationTestCase):
             self.assertIn("give a migration ID or --request-id", err)
 
 
-class TestDeadline(testtools.TestCase):
+class TestDeadline(testcase.TestCase):
     def test_deadline(self):
         # oslo.messaging retries connecting forever while the broker is
         # down, whatever the call's retry: every call has a deadline.

@@ -1,13 +1,14 @@
 """Sizes, rates and durations as people read and write them."""
 
-import testtools
 
 from dtn_migrate.common import units
+
+from tests.unit import testcase
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
 
-class SizeTest(testtools.TestCase):
+class SizeTest(testcase.TestCase):
     def test_valid(self):
         self.assertEqual(4 * MiB, units.size("4M"))
         self.assertEqual(512 * KiB, units.size("512KiB"))
@@ -18,7 +19,7 @@ class SizeTest(testtools.TestCase):
             self.assertRaises(ValueError, units.size, text)
 
 
-class HumanTest(testtools.TestCase):
+class HumanTest(testcase.TestCase):
     def test_units(self):
         self.assertEqual("0 B", units.human(0))
         self.assertEqual("1023 B", units.human(1023))
@@ -31,7 +32,7 @@ class HumanTest(testtools.TestCase):
         self.assertEqual("310.0 MiB/s", units.rate(310 * MiB))
 
 
-class DurationTest(testtools.TestCase):
+class DurationTest(testcase.TestCase):
     def test_minutes_then_hours(self):
         self.assertEqual(["00:00", "01:05", "59:59", "1:00:00"],
                          [units.duration(s) for s in (0, 65.9, 3599, 3600)])

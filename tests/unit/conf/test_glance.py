@@ -3,16 +3,16 @@
 
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import token_endpoint
-import testtools
 
 from dtn_migrate import conf as global_conf
 from dtn_migrate.conf import glance
 from tests.unit import utils
+from tests.unit import testcase
 
 MiB = 1 << 20
 
 
-class TestGlanceOpts(testtools.TestCase):
+class TestGlanceOpts(testcase.TestCase):
     def conf(self, text=''):
         return utils.conf_from_text(self, glance.register_opts, text)
 

@@ -4,7 +4,6 @@ import os
 import tempfile
 
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.conf import agent
@@ -12,6 +11,8 @@ from dtn_migrate.conf import opts
 from dtn_migrate.conf import peer
 from dtn_migrate.conf import transfer
 from dtn_migrate.transfer import config as engine
+
+from tests.unit import testcase
 
 
 def fresh_conf():
@@ -21,7 +22,7 @@ def fresh_conf():
     return conf
 
 
-class TestOpts(testtools.TestCase):
+class TestOpts(testcase.TestCase):
     def test_every_group_is_listed_once_with_help(self):
         groups = {}
         for group, group_opts in opts.list_opts():

@@ -1,12 +1,13 @@
 """[staging] options: defaults, validation, profile and free-space margin."""
 
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate import conf as global_conf
 from dtn_migrate.conf import staging
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import nfsmount
+
+from tests.unit import testcase
 
 MiB = 1 << 20
 
@@ -18,7 +19,7 @@ def fresh_conf():
     return conf
 
 
-class TestStagingOpts(testtools.TestCase):
+class TestStagingOpts(testcase.TestCase):
     def test_defaults(self):
         s = fresh_conf().staging
         self.assertEqual("path", s.backend)

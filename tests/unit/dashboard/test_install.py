@@ -7,10 +7,11 @@ import shutil
 import tempfile
 
 from django.conf import settings
-import testtools
 
 from dtn_migrate.client import exceptions as dtn_exc
 from dtn_migrate.dashboard import install
+
+from tests.unit import testcase
 
 ENABLED = [
     "_1800_dtn_migrate_project_panel_group.py",
@@ -25,7 +26,7 @@ ENABLED = [
 SNIPPET = "_1800_dtn_migrate_settings.py"
 
 
-class InstallTest(testtools.TestCase):
+class InstallTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -93,7 +94,7 @@ class InstallTest(testtools.TestCase):
                          result["HORIZON_CONFIG"]["customization_module"])
 
 
-class EnabledTest(testtools.TestCase):
+class EnabledTest(testcase.TestCase):
 
     def test_exceptions_are_mapped(self):
         exceptions = settings.HORIZON_CONFIG["exceptions"]

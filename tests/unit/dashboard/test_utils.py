@@ -2,12 +2,13 @@
 
 import datetime
 
-import testtools
 
 from dtn_migrate.dashboard import utils
 
+from tests.unit import testcase
 
-class FormatTest(testtools.TestCase):
+
+class FormatTest(testcase.TestCase):
 
     def test_human_bytes(self):
         self.assertEqual("-", utils.human_bytes(None))

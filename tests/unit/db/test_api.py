@@ -10,7 +10,6 @@ from alembic import migration as alembic_migration
 from alembic import script as alembic_script
 from oslo_config import cfg
 import sqlalchemy as sa
-import testtools
 
 from dtn_migrate.conf import database as database_conf
 from dtn_migrate.conf import engine as engine_conf
@@ -18,6 +17,8 @@ from dtn_migrate.db import api
 from dtn_migrate.db import migration
 from dtn_migrate.db import models
 from dtn_migrate import exception
+
+from tests.unit import testcase
 
 HEAD = alembic_script.ScriptDirectory.from_config(
     migration.alembic_config()).get_current_head()
@@ -35,7 +36,7 @@ def make_conf(url=None, legacy=None):
     return conf
 
 
-class DatabaseTestCase(testtools.TestCase):
+class DatabaseTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix='dtnm-db-')
@@ -129,7 +130,7 @@ class TestSchema(DatabaseTestCase):
                           migration.db_version, conf)
 
 
-class TestConnection(testtools.TestCase):
+class TestConnection(testcase.TestCase):
     def test_database_connection_wins(self):
         conf = make_conf('sqlite:////a.sqlite', legacy='sqlite:////b.sqlite')
         self.assertEqual('sqlite:////a.sqlite', api.connection_url(conf))
@@ -405,7 +406,7 @@ class TestModuleFunctions(DatabaseTestCase):
                           'p2')
 
 
-class TestUnavailable(testtools.TestCase):
+class TestUnavailable(testcase.TestCase):
     def test_outage_raises_database_unavailable(self):
         # Nothing listens on port 1.
         db = api.Database(connection='mysql+pymysql://root@127.0.0.1:1/x')

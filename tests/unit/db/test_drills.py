@@ -5,6 +5,7 @@ import datetime
 from dtn_migrate.db import api
 from dtn_migrate import exception
 from tests.unit.db import test_api
+from tests.unit import testcase
 
 T0 = datetime.datetime(2026, 1, 1)
 POLICY = 'a' * 32
@@ -161,7 +162,7 @@ class TestDrillList(DrillTestCase):
                           project_id='p1')
 
 
-class TestUnavailable(test_api.testtools.TestCase):
+class TestUnavailable(testcase.TestCase):
     def test_outage_raises_database_unavailable(self):
         # Nothing listens on port 1.
         db = api.Database(connection='mysql+pymysql://root@127.0.0.1:1/x')

@@ -5,10 +5,11 @@ import json
 import os
 
 import fixtures
-import testtools
 
 from devcloud import api
 from devcloud import keystone
+
+from tests.unit import testcase
 
 
 class FakeKeystone:
@@ -27,7 +28,7 @@ class FakeKeystone:
 USER = {"username": "alice", "password": "pw", "project_name": "demo"}
 
 
-class TestOpenstackEnv(testtools.TestCase):
+class TestOpenstackEnv(testcase.TestCase):
 
     def test_env_replaces_inherited_os_variables(self):
         env = api.openstack_env(FakeKeystone(), USER, base_env={
@@ -56,7 +57,7 @@ class TestOpenstackEnv(testtools.TestCase):
         self.assertEqual("RegionA", clouds["alice"]["region_name"])
 
 
-class TestApiServerConfig(testtools.TestCase):
+class TestApiServerConfig(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -131,7 +132,7 @@ class FakeApi:
         return {}
 
 
-class TestPersonas(testtools.TestCase):
+class TestPersonas(testcase.TestCase):
 
     def test_roles_and_no_admin_password_change(self):
         ks = keystone.KeystoneServer(

@@ -2,7 +2,6 @@
 
 import inspect
 
-import testtools
 
 import devcloud
 from devcloud import _base
@@ -11,8 +10,10 @@ from devcloud import glance
 from devcloud import identity
 from devcloud import keystone
 
+from tests.unit import testcase
 
-class TestHierarchy(testtools.TestCase):
+
+class TestHierarchy(testcase.TestCase):
 
     def test_one_root(self):
         found = []

@@ -5,9 +5,10 @@ import http.server
 import os
 import threading
 
-import testtools
 
 from devcloud import faultproxy
+
+from tests.unit import testcase
 
 BODY = os.urandom(3 * faultproxy.BUF + 12345)
 
@@ -24,7 +25,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class TestFlip(testtools.TestCase):
+class TestFlip(testcase.TestCase):
     def setUp(self):
         super().setUp()
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)

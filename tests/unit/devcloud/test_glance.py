@@ -4,6 +4,8 @@ import unittest
 
 import devcloud
 
+from tests.unit import testcase
+
 
 class FakeImages:
     """glanceclient's ``images`` manager: each ``get`` and each task
@@ -36,7 +38,7 @@ PROCESSING = [{"id": "t-1", "status": "processing"}]
 SUCCEEDED = [{"id": "t-1", "status": "success"}]
 
 
-class WaitImportEndTest(unittest.TestCase):
+class WaitImportEndTest(testcase.TestCase):
 
     def test_waits_for_the_lock_then_the_task(self):
         client = FakeClient([LOCKED, LOCKED, ACTIVE, ACTIVE, ACTIVE],

@@ -6,10 +6,11 @@ import types
 from unittest import mock
 
 import fixtures
-import testtools
 
 from devcloud import _base
 from devcloud import horizon
+
+from tests.unit import testcase
 
 
 class FakeKeystone:
@@ -31,7 +32,7 @@ def _fake_horizon_settings():
             "openstack_dashboard.settings": settings}
 
 
-class TestHorizonSettings(testtools.TestCase):
+class TestHorizonSettings(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -5,11 +5,12 @@ from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate.conf import glance as glance_conf
 from devcloud import glance
 from devcloud import identity
+
+from tests.unit import testcase
 
 
 def _run(environ):
@@ -23,7 +24,7 @@ def _run(environ):
     return seen
 
 
-class TestIdentityFromToken(testtools.TestCase):
+class TestIdentityFromToken(testcase.TestCase):
 
     def test_token_becomes_identity_headers(self):
         env = _run({"HTTP_X_AUTH_TOKEN": identity.token(
@@ -61,7 +62,7 @@ class TestIdentityFromToken(testtools.TestCase):
         self.assertRaises(ValueError, identity.token, "p", "u=1")
 
 
-class TestClientSide(testtools.TestCase):
+class TestClientSide(testcase.TestCase):
     """Clients use keystoneauth1's own admin_token plugin."""
 
     def test_auth_options_load_the_stock_plugin(self):

@@ -1,9 +1,10 @@
 """KeystoneServer's identity helpers, against a recorded fake API."""
 
 import fixtures
-import testtools
 
 from devcloud import keystone
+
+from tests.unit import testcase
 
 
 class FakeApi:
@@ -27,7 +28,7 @@ class FakeApi:
         return {}
 
 
-class TestCreateUser(testtools.TestCase):
+class TestCreateUser(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

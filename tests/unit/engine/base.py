@@ -8,7 +8,6 @@ import tempfile
 import time
 
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate.common import states
 from dtn_migrate.conf import engine as engine_conf
@@ -18,6 +17,7 @@ from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.staging import localfs
 from tests.unit.engine import fakes
+from tests.unit import testcase
 
 
 def make_conf(host, db):
@@ -36,7 +36,7 @@ def make_conf(host, db):
     return conf
 
 
-class EngineTestCase(testtools.TestCase):
+class EngineTestCase(testcase.TestCase):
     """Engines ``a`` (source) and ``b`` (peer) on fake agents."""
 
     def setUp(self):

@@ -9,10 +9,11 @@ import threading
 
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
-import testtools
 
 from dtn_migrate import exception
 from dtn_migrate.image import glance
+
+from tests.unit import testcase
 
 IMAGE = "11111111-2222-3333-4444-555555555555"
 SCHEMA = {"name": "image", "additionalProperties": {"type": "string"},
@@ -50,7 +51,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._send(200, {"id": IMAGE, "name": "img", "owner": "p1"})
 
 
-class TestCallerGlance(testtools.TestCase):
+class TestCallerGlance(testcase.TestCase):
     def setUp(self):
         super().setUp()
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)

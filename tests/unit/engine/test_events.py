@@ -3,9 +3,10 @@
 import threading
 import time
 
-import testtools
 
 from dtn_migrate.engine import events
+
+from tests.unit import testcase
 
 TID = "a" * 32
 
@@ -18,7 +19,7 @@ class FakeClock:
         return self.now
 
 
-class TestEventBoard(testtools.TestCase):
+class TestEventBoard(testcase.TestCase):
     def test_latest_value_wins(self):
         board = events.EventBoard()
         k = events.key(events.WATERMARK, TID, "f")
@@ -128,7 +129,7 @@ class TestEventBoard(testtools.TestCase):
             self.assertRaises(ValueError, events.check_event, *bad)
 
 
-class TestWaiter(testtools.TestCase):
+class TestWaiter(testcase.TestCase):
     def test_wakes_on_a_value_newer_than_this_threads_last_read(self):
         board = events.EventBoard()
         k = events.key(events.WATERMARK, TID, "f")

@@ -8,7 +8,6 @@ import shutil
 import tempfile
 import time
 
-import testtools
 
 from dtn_migrate.common import states
 from dtn_migrate.engine import migrations
@@ -18,6 +17,7 @@ from dtn_migrate import exception
 from dtn_migrate.staging import localfs
 from tests.unit.engine import base
 from tests.unit.engine import fakes
+from tests.unit import testcase
 
 MiB = 1 << 20
 SIZE = 8 * MiB
@@ -70,7 +70,7 @@ class FailingAgents(fakes.FakeAgents):
         self._set(tid, state="failed", error="connection refused by peer")
 
 
-class TestSiblingsStop(testtools.TestCase):
+class TestSiblingsStop(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-flows-")

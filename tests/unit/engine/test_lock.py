@@ -12,10 +12,10 @@ import tempfile
 import time
 
 from sqlalchemy import exc as sa_exc
-import testtools
 
 from dtn_migrate.engine import lock
 from dtn_migrate import exception
+from tests.unit import testcase
 
 HOLD = r'''
 import sys, time
@@ -26,7 +26,7 @@ time.sleep(600)
 '''
 
 
-class TestSqliteLock(testtools.TestCase):
+class TestSqliteLock(testcase.TestCase):
     def setUp(self):
         super().setUp()
         tmp = tempfile.mkdtemp(prefix="dtnm-lock-")
@@ -107,7 +107,7 @@ class FakeServerLock:
         self.mine = False
 
 
-class TestCheck(testtools.TestCase):
+class TestCheck(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.held = lock.EngineLock("sqlite://", timeout=0.5)

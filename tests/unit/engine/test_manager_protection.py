@@ -5,13 +5,14 @@ from unittest import mock
 from oslo_config import cfg
 import oslo_messaging as messaging
 from oslo_messaging import conffixture
-import testtools
 
 from dtn_migrate import context
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
+
+from tests.unit import testcase
 
 PID = "a" * 32
 #: What dtn-migrate-manage and the engine's own callers send.
@@ -23,7 +24,7 @@ def member():
                                   is_admin=False, overwrite=False)
 
 
-class TestEndpoints(testtools.TestCase):
+class TestEndpoints(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.protection = mock.Mock()
@@ -156,7 +157,7 @@ class TestEndpoints(testtools.TestCase):
             self.assertIn("no protection policies", str(exc.exc_info[1]))
 
 
-class TestFailoverEndpoints(testtools.TestCase):
+class TestFailoverEndpoints(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.failovers = mock.Mock()
@@ -226,7 +227,7 @@ class TestFailoverEndpoints(testtools.TestCase):
         self.assertEqual("1.5", manager.EngineManager.target.version)
 
 
-class TestOverRPC(testtools.TestCase):
+class TestOverRPC(testcase.TestCase):
     """EngineAPI to EngineManager on oslo.messaging's fake transport."""
 
     def setUp(self):
@@ -339,7 +340,7 @@ class TestOverRPC(testtools.TestCase):
         self.assertIn(PID, str(exc))
 
 
-class TestPeerRequestEndpoint(testtools.TestCase):
+class TestPeerRequestEndpoint(testcase.TestCase):
     """1.5: a peer cloud's request, from this cloud's DTN agent."""
 
     def setUp(self):

@@ -18,7 +18,6 @@ import oslo_messaging as messaging
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from taskflow import exceptions as tf_exc
-import testtools
 
 from dtn_migrate import context
 from dtn_migrate.common import states
@@ -31,6 +30,7 @@ from dtn_migrate import exception
 from tests.unit.engine import base
 from tests.unit.engine import crash_worker
 from tests.unit.engine import fakes
+from tests.unit import testcase
 
 
 class TestMigrations(base.EngineTestCase):
@@ -570,7 +570,7 @@ class TestCallers(base.EngineTestCase):
         self.assertTrue(self.a.wait_idle(60))
 
 
-class TestConf(testtools.TestCase):
+class TestConf(testcase.TestCase):
     def test_overrides_stay_in_their_configuration(self):
         a = base.make_conf("dtn-a", "sqlite://")
         b = base.make_conf("dtn-b", "sqlite://")
@@ -581,7 +581,7 @@ class TestConf(testtools.TestCase):
                                          b.staging.keep_failed))
 
 
-class TestStore(testtools.TestCase):
+class TestStore(testcase.TestCase):
     def setUp(self):
         super().setUp()
         tmp = tempfile.mkdtemp(prefix="dtnm-store-")
@@ -793,7 +793,7 @@ class TestStore(testtools.TestCase):
         self.assertEqual(2, len(store.records()))
 
 
-class TestDigest(testtools.TestCase):
+class TestDigest(testcase.TestCase):
     def test_fake_hash(self):
         images = fakes.FakeImages()
         image = images.add(b"abc")

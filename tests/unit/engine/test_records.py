@@ -3,13 +3,14 @@
 import datetime
 
 from taskflow import exceptions as tf_exc
-import testtools
 
 from dtn_migrate.engine import records
 from dtn_migrate import exception
 
+from tests.unit import testcase
 
-class TestToRpc(testtools.TestCase):
+
+class TestToRpc(testcase.TestCase):
     def test_times_bytes_and_events(self):
         when = datetime.datetime(2026, 11, 29, 19, 40, 1, 5)
         out = records.to_rpc(
@@ -26,7 +27,7 @@ class TestToRpc(testtools.TestCase):
         self.assertNotIn("events", records.to_rpc({"migration_id": "m"}))
 
 
-class TestSaved(testtools.TestCase):
+class TestSaved(testcase.TestCase):
     def test_a_database_error_is_what_an_operator_reads(self):
         def lost():
             raise exception.DatabaseUnavailable(

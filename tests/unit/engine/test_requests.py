@@ -2,13 +2,14 @@
 
 import uuid
 
-import testtools
 
 from dtn_migrate.engine import requests
 from dtn_migrate import exception
 
+from tests.unit import testcase
 
-class TestRequests(testtools.TestCase):
+
+class TestRequests(testcase.TestCase):
     def test_images_or_selector(self):
         self.assertEqual((["a", "b"], None),
                          requests.image_ids(["a", "b", "a"], None))

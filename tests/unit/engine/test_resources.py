@@ -7,17 +7,17 @@ import shutil
 import tempfile
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.engine import resources
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import localfs
 from tests.unit.engine import test_tasks
+from tests.unit import testcase
 
 TID = test_tasks.TID
 
 
-class TestLiveSeed(testtools.TestCase):
+class TestLiveSeed(testcase.TestCase):
     def test_complete_stages_of_an_earlier_run_are_kept(self):
         # A flow resumed after a database error does not run its finished
         # tasks again: their stages come from the record.
@@ -35,7 +35,7 @@ class TestLiveSeed(testtools.TestCase):
         self.assertEqual(2, len(live.snapshot()))
 
 
-class TestRemoveStaged(testtools.TestCase):
+class TestRemoveStaged(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.root = tempfile.mkdtemp(prefix="dtnm-res-")

@@ -11,7 +11,6 @@ import fixtures
 from oslo_config import cfg
 import oslo_messaging as messaging
 from oslo_messaging import conffixture
-import testtools
 
 from dtn_migrate import context
 from dtn_migrate.engine import events
@@ -20,6 +19,8 @@ from dtn_migrate.engine import rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
 
+from tests.unit import testcase
+
 TID = "2" * 32
 RID = "3" * 32
 MID = "4" * 32
@@ -27,7 +28,7 @@ MID = "4" * 32
 ADMIN = context.get_service_context("tests").to_dict()
 
 
-class TestEngineRPC(testtools.TestCase):
+class TestEngineRPC(testcase.TestCase):
     def setUp(self):
         super().setUp()
         conf = cfg.ConfigOpts()
@@ -207,7 +208,7 @@ class TestEngineRPC(testtools.TestCase):
         self.assertEqual({"host": "controller"}, self.api.ping({}))
 
 
-class TestEngineAPIVersions(testtools.TestCase):
+class TestEngineAPIVersions(testcase.TestCase):
     def test_attempt_needs_1_1(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
         api.client = mock.Mock()
@@ -236,7 +237,7 @@ class TestEngineAPIVersions(testtools.TestCase):
             api.client.prepare.assert_called_once_with(version="1.2")
 
 
-class TestTransferEvent(testtools.TestCase):
+class TestTransferEvent(testcase.TestCase):
     """1.3: the agent's pushed events reach the engine's event board."""
 
     def setUp(self):

@@ -11,9 +11,8 @@ import subprocess
 import sys
 import tempfile
 
-import testtools
-
 import tests
+from tests.unit import testcase
 
 SCRIPT = r'''
 import json
@@ -102,7 +101,7 @@ print(json.dumps({"pong": pong, "at_stop": at_stop, "later": calls,
 '''
 
 
-class TestEngineService(testtools.TestCase):
+class TestEngineService(testcase.TestCase):
     def test_timers_and_stop(self):
         tmp = tempfile.mkdtemp(prefix="dtnm-service-")
         self.addCleanup(shutil.rmtree, tmp, True)

@@ -16,7 +16,6 @@ import fixtures
 import oslo_messaging as messaging
 from taskflow import retry
 from taskflow.types import failure
-import testtools
 
 from dtn_migrate.engine import events
 from dtn_migrate.engine.flows import incoming as incoming_flow
@@ -32,6 +31,7 @@ from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
 from dtn_migrate import utils
 from tests.unit.engine import fakes
+from tests.unit import testcase
 
 MID = "1" * 32
 TID = "2" * 32
@@ -59,7 +59,7 @@ def incoming_payload(**image):
             "options": {"verify": True}}
 
 
-class TestImportRetry(testtools.TestCase):
+class TestImportRetry(testcase.TestCase):
     def decide(self, exc):
         history = retry.History([(1, {"upload-image":
                                       failure.Failure.from_exception(exc)})])
@@ -113,7 +113,7 @@ class TestImportRetry(testtools.TestCase):
                       "Invalid input: bad", log.output)
 
 
-class TestCreateImageRevert(testtools.TestCase):
+class TestCreateImageRevert(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.images = fakes.FakeImages("b")
@@ -150,7 +150,7 @@ class TestCreateImageRevert(testtools.TestCase):
         self.assertEqual({}, self.images.images)
 
 
-class TestVerifyImage(testtools.TestCase):
+class TestVerifyImage(testcase.TestCase):
     def test_duplicates_are_deleted(self):
         images = fakes.FakeImages("b")
         data = b"abc"
@@ -176,7 +176,7 @@ class TestVerifyImage(testtools.TestCase):
                           payload, image["id"])
 
 
-class TestReportImport(testtools.TestCase):
+class TestReportImport(testcase.TestCase):
     def test_retried_until_the_agent_answers(self):
         agent = mock.Mock()
         agent.set_import_report.side_effect = [
@@ -201,7 +201,7 @@ class TestReportImport(testtools.TestCase):
         self.assertGreater(agent.set_import_report.call_count, 1)
 
 
-class TestReporter(testtools.TestCase):
+class TestReporter(testcase.TestCase):
     def test_posting_never_waits_for_the_agent(self):
         release = threading.Event()
         sent = []
@@ -257,7 +257,7 @@ class TestReporter(testtools.TestCase):
         self.assertEqual(5, sent[-1]["bytes"])
 
 
-class TestWriteDescriptor(testtools.TestCase):
+class TestWriteDescriptor(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
@@ -294,7 +294,7 @@ class TestWriteDescriptor(testtools.TestCase):
         self.assertFalse(outgoing._earlier_attempt(b"{x", json.dumps(later)))
 
 
-class TestDescriptorPayload(testtools.TestCase):
+class TestDescriptorPayload(testcase.TestCase):
     DESC = {"id": "img", "size": 3, "os_hash_value": HASH}
     OPTIONS = {"keep_id": True, "visibility": "private",
                "target_project": "p9", "verify": True, "mode": "serial",
@@ -371,7 +371,7 @@ class TestDescriptorPayload(testtools.TestCase):
             self.assertEqual(served, json.load(f)["protection"])
 
 
-class TestTransferImage(testtools.TestCase):
+class TestTransferImage(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.root = tempfile.mkdtemp(prefix="dtnm-tasks-")
@@ -430,7 +430,7 @@ class TestTransferImage(testtools.TestCase):
         self.agent.cancel_transfer.assert_not_called()
 
 
-class TestExportHash(testtools.TestCase):
+class TestExportHash(testcase.TestCase):
     """The export hashes the image only when no sink checks the whole
     file against its sha512 further on; a mismatch the sink found makes
     the source engine check (and invalidate) its staged copy.
@@ -539,7 +539,7 @@ class TestExportHash(testtools.TestCase):
         check.assert_not_called()
 
 
-class TestThisAttempt(testtools.TestCase):
+class TestThisAttempt(testcase.TestCase):
     """An import attempt does not take the failure the sink kept from
     the transfer's last run of the file for its own.
     """
@@ -570,7 +570,7 @@ class TestThisAttempt(testtools.TestCase):
         self.assertEqual(2, info()["durable"])
 
 
-class TestAwaitPeerImport(testtools.TestCase):
+class TestAwaitPeerImport(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.agent = mock.Mock()
@@ -648,7 +648,7 @@ class TestAwaitPeerImport(testtools.TestCase):
         self.assertIn("import at b failed", str(err))
 
 
-class TestPushedEvents(testtools.TestCase):
+class TestPushedEvents(testcase.TestCase):
     """Stages wait on what the agent pushes, and ask the agent only when
     nothing came for event_fallback_interval (or always, every poll
     interval, when the agent pushes nothing).
@@ -787,7 +787,7 @@ class TestPushedEvents(testtools.TestCase):
         self.assertLess(time.monotonic() - t0, 3)
 
 
-class TestResources(testtools.TestCase):
+class TestResources(testcase.TestCase):
     def test_margin_of_the_export_size(self):
         backend = mock.Mock()
         backend.total_bytes.return_value = 1000

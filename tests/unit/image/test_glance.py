@@ -14,13 +14,13 @@ from glanceclient import exc as glance_exc
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 import requests
-import testtools
 import urllib3
 
 from dtn_migrate.conf import glance as glance_conf
 from dtn_migrate import exception
 from dtn_migrate.image import glance
 from tests.unit import utils
+from tests.unit import testcase
 
 IMAGE_ID = '11111111-2222-3333-4444-555555555555'
 
@@ -78,7 +78,7 @@ class FakeResponse:
         self.closed = True
 
 
-class ServiceTestCase(testtools.TestCase):
+class ServiceTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         # The service's own sleep: a patched time.sleep would also count
@@ -122,7 +122,7 @@ class TestDelays(ServiceTestCase):
         self.assertEqual(4, self.svc._delay(1, retry_after=3600))
 
 
-class TestBody(testtools.TestCase):
+class TestBody(testcase.TestCase):
     def test_exact_size_from_iterable_or_file(self):
         body = glance._Body(iter([b'ab', b'', b'cd']), 4, 2)
         self.assertEqual(4, len(body))
@@ -481,7 +481,7 @@ class TestRemoveProperties(ServiceTestCase):
             IMAGE_ID, remove_props=['tier'])
 
 
-class TestFromConf(testtools.TestCase):
+class TestFromConf(testcase.TestCase):
     def conf(self, text):
         return utils.conf_from_text(self, glance_conf.register_opts, text)
 

@@ -2,10 +2,11 @@
 
 import json
 
-import testtools
 
 from dtn_migrate import exception
 from dtn_migrate.image import metadata
+
+from tests.unit import testcase
 
 HASH = 'ab' * 64
 
@@ -44,7 +45,7 @@ def peer_copy(args, image):
     return peer
 
 
-class TestCheckMigratable(testtools.TestCase):
+class TestCheckMigratable(testcase.TestCase):
     def test_active_image_passes(self):
         self.assertIsNone(metadata.check_migratable(glance_image()))
 
@@ -80,7 +81,7 @@ class TestCheckMigratable(testtools.TestCase):
         self.assertIn('sha512', str(e))
 
 
-class TestDescribe(testtools.TestCase):
+class TestDescribe(testcase.TestCase):
     def test_core_fields_and_sorted_tags(self):
         desc = metadata.describe(glance_image())
         self.assertEqual({
@@ -139,7 +140,7 @@ class TestDescribe(testtools.TestCase):
         self.assertIsNone(desc['size'])
 
 
-class TestCreateArgs(testtools.TestCase):
+class TestCreateArgs(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.image = glance_image()
@@ -194,7 +195,7 @@ class TestCreateArgs(testtools.TestCase):
             self.assertEqual(value, args[key])
 
 
-class TestCompare(testtools.TestCase):
+class TestCompare(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.image = glance_image(**{'a b': 'c', 'ключ': 'v'})

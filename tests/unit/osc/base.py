@@ -9,11 +9,11 @@ import json
 import types
 
 import fixtures
-import testtools
 
 from dtn_migrate import client
 from tests.unit.client import fakeapi
 from tests.unit.client import test_client
+from tests.unit import testcase
 
 
 class Stream(io.StringIO):
@@ -48,7 +48,7 @@ class FakeImages:
         raise LookupError("No Image found for %s" % name_or_id)
 
 
-class CommandTestCase(testtools.TestCase):
+class CommandTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -8,11 +8,11 @@ import fixtures
 from openstack import config as os_config
 from osc_lib import clientmanager
 from osc_lib import exceptions
-import testtools
 
 from dtn_migrate.client import client as dtn_client
 from dtn_migrate.osc import plugin
 from tests.unit.client import fakeapi
+from tests.unit import testcase
 
 
 def manager(version="1", **kwargs):
@@ -27,7 +27,7 @@ def manager(version="1", **kwargs):
     return mgr
 
 
-class TestOptions(testtools.TestCase):
+class TestOptions(testcase.TestCase):
 
     def parse(self, argv=()):
         parser = plugin.build_option_parser(argparse.ArgumentParser())
@@ -65,7 +65,7 @@ class TestOptions(testtools.TestCase):
         self.assertFalse(plugin.check_api_version("2"))
 
 
-class TestMakeClient(testtools.TestCase):
+class TestMakeClient(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -10,9 +10,9 @@ import signal
 import subprocess
 import sys
 
-import testtools
 
 from tests.unit.client import fakeapi
+from tests.unit import testcase
 
 OPENSTACK = pathlib.Path(sys.executable).parent / "openstack"
 COMMANDS = ["dtn drill list", "dtn drill show", "dtn drill start",
@@ -32,7 +32,7 @@ def clean_env(**extra):
     return env
 
 
-class ShellTestCase(testtools.TestCase):
+class ShellTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -10,7 +10,6 @@ import fixtures
 from oslo_config import cfg
 from oslo_policy import generator
 from oslo_policy import policy as oslo_policy
-import testtools
 
 import dtn_migrate
 from dtn_migrate import conf as dtn_conf
@@ -18,6 +17,8 @@ from dtn_migrate import context
 from dtn_migrate import exception
 from dtn_migrate import policies
 from dtn_migrate import policy
+
+from tests.unit import testcase
 
 ROOT = pathlib.Path(dtn_migrate.__file__).parent.parent
 SAMPLE = ROOT / 'etc' / 'dtn-migrate' / 'policy.yaml.sample'
@@ -84,7 +85,7 @@ def _context(persona, project=PROJECT, **kwargs):
                                   roles=ROLES[persona], **kwargs)
 
 
-class TestRules(testtools.TestCase):
+class TestRules(testcase.TestCase):
 
     def test_names(self):
         names = {r.name for r in policies.list_rules()}
@@ -101,7 +102,7 @@ class TestRules(testtools.TestCase):
                                 for op in rule.operations))
 
 
-class TestEnforcement(testtools.TestCase):
+class TestEnforcement(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -160,7 +161,7 @@ class TestEnforcement(testtools.TestCase):
                                          self.enforcer))
 
 
-class TestEntryPoints(testtools.TestCase):
+class TestEntryPoints(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -3,10 +3,11 @@
 import os
 
 import fixtures
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import localfs
+
+from tests.unit import testcase
 
 
 class Minimal(backend.Backend):
@@ -34,7 +35,7 @@ class Minimal(backend.Backend):
         return 100
 
 
-class TestBackend(testtools.TestCase):
+class TestBackend(testcase.TestCase):
     def test_total_bytes_unknown_by_default(self):
         be = Minimal()
         self.assertIsNone(be.total_bytes())
@@ -42,7 +43,7 @@ class TestBackend(testtools.TestCase):
         self.assertIsNone(be.read_small("x"))
 
 
-class TestLocalBackend(testtools.TestCase):
+class TestLocalBackend(testcase.TestCase):
     def test_total_bytes_is_the_file_system_size(self):
         root = self.useFixture(fixtures.TempDir()).path
         be = localfs.LocalBackend(root)

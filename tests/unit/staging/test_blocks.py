@@ -2,15 +2,15 @@
 copies each byte at most once, and the zero check.
 """
 
-import testtools
 
 from dtn_migrate.staging import blocks
 from tests.unit.staging.test_copy import KiB, MiB, chunked, payload
+from tests.unit import testcase
 
 BLOCK = 64 * KiB
 
 
-class TestIsZero(testtools.TestCase):
+class TestIsZero(testcase.TestCase):
     def test_shapes(self):
         self.assertTrue(blocks.is_zero(b""))
         self.assertTrue(blocks.is_zero(bytes(3 * MiB + 5)))
@@ -38,7 +38,7 @@ class Mutable:
             buf[:] = b"\xff" * len(buf)
 
 
-class TestRealignment(testtools.TestCase):
+class TestRealignment(testcase.TestCase):
     def blocks(self, chunks, size, block=BLOCK):
         return list(blocks._blocks(chunks, 0, size, block, "img"))
 

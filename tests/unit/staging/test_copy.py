@@ -20,7 +20,6 @@ import time
 from unittest import mock
 
 import fixtures
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import blocks
@@ -36,6 +35,7 @@ from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -258,7 +258,7 @@ class MemBackend(backend.Backend):
         return self.free
 
 
-class StagingTestCase(testtools.TestCase):
+class StagingTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.root = tempfile.mkdtemp(prefix="dtnm-copy-")

@@ -2,7 +2,6 @@
 
 import inspect
 
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copy
@@ -16,6 +15,8 @@ from dtn_migrate.staging import retry
 from dtn_migrate.staging import stream
 from dtn_migrate.staging import watermark
 
+from tests.unit import testcase
+
 MODULES = (backend, copy, copycommon, factory, libnfs, localfs, nfslib,
            nfsmount, retry, stream, watermark)
 
@@ -27,7 +28,7 @@ def _public_exceptions(module):
             and not name.startswith("_")]
 
 
-class TestHierarchy(testtools.TestCase):
+class TestHierarchy(testcase.TestCase):
 
     def test_every_error_is_defined_in_backend(self):
         for module in MODULES:

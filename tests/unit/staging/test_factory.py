@@ -3,12 +3,13 @@
 import types
 
 import fixtures
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import localfs
+
+from tests.unit import testcase
 
 MiB = 1 << 20
 
@@ -30,7 +31,7 @@ def settings(**kw):
     return types.SimpleNamespace(**values)
 
 
-class TestOpenBackend(testtools.TestCase):
+class TestOpenBackend(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -101,7 +102,7 @@ class TestOpenBackend(testtools.TestCase):
                           settings(backend="s3"))
 
 
-class TestCopyOptions(testtools.TestCase):
+class TestCopyOptions(testcase.TestCase):
 
     def test_mapping(self):
         opts = factory.copy_options(settings(

@@ -4,11 +4,12 @@ import ctypes
 import errno
 import time
 
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import nfslib
+
+from tests.unit import testcase
 
 MiB = 1 << 20
 
@@ -20,7 +21,7 @@ def _library_or_skip(test):
         test.skipTest(str(exc))
 
 
-class ParseUrlTest(testtools.TestCase):
+class ParseUrlTest(testcase.TestCase):
 
     def test_operator_url(self):
         self.assertEqual(
@@ -79,7 +80,7 @@ class ParseUrlTest(testtools.TestCase):
         self.assertIn("nfsport", str(err))
 
 
-class ErrorMappingTest(testtools.TestCase):
+class ErrorMappingTest(testcase.TestCase):
 
     def error(self, ret, raw, what="write img on nfs://h/e"):
         return nfslib.make_error(ret, raw, what)
@@ -172,7 +173,7 @@ class ErrorMappingTest(testtools.TestCase):
             -errno.EFAULT, b'pwrite call failed with "\x63"'))
 
 
-class LibraryTest(testtools.TestCase):
+class LibraryTest(testcase.TestCase):
 
     def test_missing_library(self):
         err = self.assertRaises(backend.LibraryMissing, nfslib.load_library,
@@ -221,7 +222,7 @@ class LibraryTest(testtools.TestCase):
                           nfslib.pinned(memoryview(data)[::2]).__enter__)
 
 
-class BackendOfflineTest(testtools.TestCase):
+class BackendOfflineTest(testcase.TestCase):
     """What the backend does before it talks to a server."""
 
     def setUp(self):
@@ -299,7 +300,7 @@ class BackendOfflineTest(testtools.TestCase):
             self.assertRaises(ValueError, be.mkdir, name)
 
 
-class RetryTest(testtools.TestCase):
+class RetryTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

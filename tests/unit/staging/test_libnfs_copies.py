@@ -6,13 +6,14 @@ import os
 import shutil
 import tempfile
 
-import testtools
 
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import libnfs
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import nfslib
 from dtn_migrate.staging import stream as staging_stream
+
+from tests.unit import testcase
 
 
 class FakeReader:
@@ -34,7 +35,7 @@ class FakeReader:
         return r
 
 
-class TestUnfilledBytes(testtools.TestCase):
+class TestUnfilledBytes(testcase.TestCase):
     def test_new_object_of_the_size(self):
         a, b = nfslib.unfilled_bytes(100), nfslib.unfilled_bytes(100)
         self.assertIsInstance(a, bytes)
@@ -44,7 +45,7 @@ class TestUnfilledBytes(testtools.TestCase):
         self.assertRaises(ValueError, nfslib.unfilled_bytes, 0)
 
 
-class TestPread(testtools.TestCase):
+class TestPread(testcase.TestCase):
     data = bytes(range(256)) * 64
 
     def test_full_read_is_not_copied(self):
@@ -70,7 +71,7 @@ class TestPread(testtools.TestCase):
         self.assertEqual(b"", r.pread(1, len(self.data)))
 
 
-class TestStreamRead(testtools.TestCase):
+class TestStreamRead(testcase.TestCase):
     def test_whole_blocks_are_handed_out_as_read(self):
         root = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, root, True)

@@ -7,18 +7,18 @@ import fcntl
 import os
 
 import fixtures
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import localfs
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import direct
 from tests.unit.transfer import test_direct
+from tests.unit import testcase
 
 BLOCK = 1 << 20
 
 
-class TestDirectIO(testtools.TestCase):
+class TestDirectIO(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -6,14 +6,15 @@ import ast
 import pathlib
 import re
 
-import testtools
 
 from dtn_migrate.staging import backend
+
+from tests.unit import testcase
 
 STAGING = pathlib.Path(backend.__file__).parent
 
 
-class TestNoHandWrittenLoops(testtools.TestCase):
+class TestNoHandWrittenLoops(testcase.TestCase):
     """Back-off and polling go through retry.py only."""
 
     def test_no_sleeps_outside_retry(self):

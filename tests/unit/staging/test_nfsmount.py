@@ -13,10 +13,11 @@ import os
 import tempfile
 
 import fixtures
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import nfsmount
+
+from tests.unit import testcase
 
 MiB = 1 << 20
 
@@ -96,7 +97,7 @@ def write_mountinfo(test, text=MOUNTINFO):
     return f.name
 
 
-class TestInspect(testtools.TestCase):
+class TestInspect(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.mountinfo = write_mountinfo(self)
@@ -273,7 +274,7 @@ class TestInspect(testtools.TestCase):
         self.assertIn("is not on NFS", str(e))
 
 
-class TestProfile(testtools.TestCase):
+class TestProfile(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.mountinfo = write_mountinfo(self)
@@ -318,7 +319,7 @@ class TestProfile(testtools.TestCase):
                              for d in nfsmount.check(m, profile)))
 
 
-class TestVerify(testtools.TestCase):
+class TestVerify(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.mountinfo = write_mountinfo(self)
@@ -373,7 +374,7 @@ class TestVerify(testtools.TestCase):
                           mount_check="maybe")
 
 
-class TestParseRate(testtools.TestCase):
+class TestParseRate(testcase.TestCase):
     def test_valid(self):
         cases = {
             "1gbit": 10 ** 9, "10gbit": 10 ** 10, "10Gbit": 10 ** 10,
@@ -399,7 +400,7 @@ class TestParseRate(testtools.TestCase):
         self.assertEqual("999 bit/s", nfsmount.rate_text(999))
 
 
-class TestAdvise(testtools.TestCase):
+class TestAdvise(testcase.TestCase):
     def test_one_gigabit_as_in_the_paper(self):
         a = nfsmount.advise(10 ** 9, rtt=0.0005, server="dtn1",
                             export="/export/staging", client="controller1",

@@ -3,17 +3,18 @@
 import time
 
 import tenacity
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import retry
+
+from tests.unit import testcase
 
 
 class Boom(Exception):
     pass
 
 
-class TestCall(testtools.TestCase):
+class TestCall(testcase.TestCase):
 
     def test_retries_until_success_with_doubling_waits(self):
         calls, waits, seen = [], [], []
@@ -96,7 +97,7 @@ class TestCall(testtools.TestCase):
         self.assertGreaterEqual(len(stamps), 2)
 
 
-class TestPoll(testtools.TestCase):
+class TestPoll(testcase.TestCase):
 
     def test_polls_until_done(self):
         values = iter(range(100))

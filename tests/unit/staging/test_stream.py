@@ -9,7 +9,6 @@ import tempfile
 import threading
 import time
 
-import testtools
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import copycommon
@@ -20,6 +19,7 @@ from dtn_migrate.transfer import direct
 from tests.unit.staging.test_copy import (
     FaultyBackend, KiB, MemBackend, MiB, StagingTestCase, chunked,
     copy_threads, options, payload, sha, slow)
+from tests.unit import testcase
 
 
 # Remote copy.
@@ -471,7 +471,7 @@ class TestStagedStreamFollow(StagingTestCase):
         self.assertEqual(data, b"".join(stream))
 
 
-class TestFollowedRename(testtools.TestCase):
+class TestFollowedRename(testcase.TestCase):
     """A followed file renamed between the follower's answer and the
     open (the sink installs its partial copy) is opened by its new name.
     """

@@ -4,14 +4,15 @@ import os
 import shutil
 import tempfile
 
-import testtools
 
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import dataset
 
+from tests.unit import testcase
 
-class TestFormat(testtools.TestCase):
+
+class TestFormat(testcase.TestCase):
     def test_format(self):
         self.assertEqual(b"0\n", watermark.format_watermark(0))
         self.assertEqual(b"4096 failed\n",
@@ -29,7 +30,7 @@ class TestFormat(testtools.TestCase):
         self.assertEqual("img/a.watermark", watermark.side_file("img/a"))
 
 
-class TestSideFile(testtools.TestCase):
+class TestSideFile(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.root = tempfile.mkdtemp(prefix="dtnm-wm-")
@@ -66,7 +67,7 @@ class TestSideFile(testtools.TestCase):
         self.assertEqual((10, "failed"), follow())
 
 
-class TestWatermark(testtools.TestCase):
+class TestWatermark(testcase.TestCase):
     def test_provider_and_follow(self):
         cell = watermark.Watermark(size=100)
         self.assertEqual(0, cell.provider())
@@ -92,7 +93,7 @@ class TestWatermark(testtools.TestCase):
         self.assertEqual((1 << 30, "open"), cell.follow())
 
 
-class TestSinkFollower(testtools.TestCase):
+class TestSinkFollower(testcase.TestCase):
     def test_unknown_file(self):
         follow = watermark.sink_follower(lambda: None)
         self.assertEqual((0, None, None), follow())

@@ -10,7 +10,6 @@ import threading
 import time
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import protocol as P
@@ -18,6 +17,7 @@ from dtn_migrate.transfer import report
 from dtn_migrate.transfer import source
 from tests import trickle
 from tests.unit.transfer import test_engine
+from tests.unit import testcase
 
 KEY = test_engine.KEY
 MiB = 1 << 20
@@ -112,7 +112,7 @@ class TestPreAuthLimits(test_engine.EngineTestCase):
             self.assertIn(b"exceeds %d" % P.MAX_PREAUTH_BODY, t.received)
 
 
-class TestAcceptTrouble(testtools.TestCase):
+class TestAcceptTrouble(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.now = 100.0

@@ -20,6 +20,8 @@ from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
 
+from tests.unit import testcase
+
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
 NONCE_S = bytes(range(50, 82))
@@ -36,7 +38,7 @@ def make_ack():
     return P.ConnectAck(9, 4 << 20, 4, 64, P.DataPlane.TCP, "sink-1")
 
 
-class ProofTest(testtools.TestCase):
+class ProofTest(testcase.TestCase):
 
     TRANSCRIPT = b"connect body" + bytes(32)
 
@@ -93,7 +95,7 @@ class ProofTest(testtools.TestCase):
         self.assertNotEqual(a, b)
 
 
-class ObjectMacTest(testtools.TestCase):
+class ObjectMacTest(testcase.TestCase):
     KEY = b"o" * 32
 
     def tag(self, data, *place):
@@ -124,7 +126,7 @@ class ObjectMacTest(testtools.TestCase):
         self.assertEqual(bytes(auth.TAG_SIZE), auth.object_tag(None))
 
 
-class LoadKeyTest(testtools.TestCase):
+class LoadKeyTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -213,7 +215,7 @@ class ServerThread(threading.Thread):
         test.assertFalse(self.is_alive(), "server thread hung")
 
 
-class HandshakeTest(testtools.TestCase):
+class HandshakeTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -488,7 +490,7 @@ def _make_leaf(cwd, name, ca, usage, serial):
 
 
 @testtools.skipUnless(shutil.which("openssl"), "needs the openssl command")
-class TlsTest(testtools.TestCase):
+class TlsTest(testcase.TestCase):
 
     @classmethod
     def setUpClass(cls):

@@ -2,11 +2,12 @@
 
 import random
 
-import testtools
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import varint
+
+from tests.unit import testcase
 
 
 def make(nbits, indices):
@@ -16,7 +17,7 @@ def make(nbits, indices):
     return b
 
 
-class BitmapTest(testtools.TestCase):
+class BitmapTest(testcase.TestCase):
 
     def test_new_is_empty(self):
         b = bitmap.Bitmap(13)
@@ -132,7 +133,7 @@ class BitmapTest(testtools.TestCase):
         self.assertEqual([0, 1, 1, 1, 1], make(4, [0, 2]).runs())
 
 
-class RunsEncodingTest(testtools.TestCase):
+class RunsEncodingTest(testcase.TestCase):
 
     def assertRoundTrip(self, b):
         blob = b.encode_runs()

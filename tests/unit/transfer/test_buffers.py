@@ -3,9 +3,10 @@
 import threading
 import time
 
-import testtools
 
 from dtn_migrate.transfer import buffers
+
+from tests.unit import testcase
 
 WAIT = 5.0
 
@@ -25,7 +26,7 @@ class Waiter(threading.Thread):
         self.waited = time.monotonic() - self.started_at
 
 
-class BufferPoolTest(testtools.TestCase):
+class BufferPoolTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

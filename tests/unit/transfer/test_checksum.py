@@ -10,6 +10,8 @@ import testtools
 
 from dtn_migrate.transfer import checksum
 
+from tests.unit import testcase
+
 CHECKPOINTABLE = checksum.ResumableSha512().checkpointable
 
 
@@ -40,7 +42,7 @@ def chunked(data, rnd):
         pos += n
 
 
-class ResumableSha512Test(testtools.TestCase):
+class ResumableSha512Test(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -205,7 +207,7 @@ class ResumableSha512Test(testtools.TestCase):
             self.assertIsNone(h.save())
 
 
-class Xxh3Test(testtools.TestCase):
+class Xxh3Test(testcase.TestCase):
 
     def test_known_value(self):
         self.assertEqual(0x2D06800538D394C2, checksum.xxh3(b""))
@@ -226,7 +228,7 @@ class Xxh3Test(testtools.TestCase):
         self.assertEqual(want, checksum.xxh3(memoryview(backing)[1:-1]))
 
 
-class Sha512FileTest(testtools.TestCase):
+class Sha512FileTest(testcase.TestCase):
 
     def test_matches_hashlib(self):
         tmp = self.useFixture(fixtures.TempDir()).path

@@ -5,15 +5,16 @@ import io
 import re
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.transfer import cli
 from dtn_migrate.transfer import config
 
+from tests.unit import testcase
+
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
 
-class SizeTest(testtools.TestCase):
+class SizeTest(testcase.TestCase):
 
     def test_valid(self):
         cases = {
@@ -43,7 +44,7 @@ class SizeTest(testtools.TestCase):
             self.assertRaises(argparse.ArgumentTypeError, cli.size, text)
 
 
-class HostPortTest(testtools.TestCase):
+class HostPortTest(testcase.TestCase):
 
     def test_valid(self):
         cases = {
@@ -69,7 +70,7 @@ class HostPortTest(testtools.TestCase):
                               text)
 
 
-class ProgressLineTest(testtools.TestCase):
+class ProgressLineTest(testcase.TestCase):
 
     def snap(self, **kw):
         s = {"bytes_total": MiB, "bytes_done": MiB // 2, "rate": 1024.0,
@@ -103,7 +104,7 @@ class ProgressLineTest(testtools.TestCase):
         self.assertTrue(line.startswith("[##......]  25.0%"), line)
 
 
-class ParserTest(testtools.TestCase):
+class ParserTest(testcase.TestCase):
 
     def parse(self, *argv):
         with mock.patch("sys.stderr", io.StringIO()), \
@@ -252,7 +253,7 @@ class ParserTest(testtools.TestCase):
         self.assertUsageError("fetch")
 
 
-class RdmaProbeTest(testtools.TestCase):
+class RdmaProbeTest(testcase.TestCase):
     """``serve`` picks the GID the agent picks: RoCE v2, not index 0."""
 
     def serve_device(self, *extra):

@@ -1,9 +1,10 @@
-import testtools
 
 from dtn_migrate.transfer import compress
 
+from tests.unit import testcase
 
-class TestCodec(testtools.TestCase):
+
+class TestCodec(testcase.TestCase):
     def test_round_trip(self):
         data = b"abc" * 100000
         wire = compress.Compressor(1).compress(data)
@@ -26,7 +27,7 @@ class TestCodec(testtools.TestCase):
         self.assertRaises(ValueError, compress.decompress, b"junk" * 9, 36)
 
 
-class TestPolicy(testtools.TestCase):
+class TestPolicy(testcase.TestCase):
     def test_off(self):
         p = compress.Policy("off", 0.125)
         self.assertFalse(p.enabled)

@@ -1,14 +1,15 @@
 """Tests of dtn_migrate.transfer.config.TransferConfig."""
 
-import testtools
 
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import protocol
 
+from tests.unit import testcase
+
 MiB = config.MiB
 
 
-class TransferConfigTest(testtools.TestCase):
+class TransferConfigTest(testcase.TestCase):
 
     def test_defaults_validate(self):
         cfg = config.TransferConfig()

@@ -5,10 +5,11 @@ import os
 import uuid
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
+
+from tests.unit import testcase
 
 
 def spec(**kw):
@@ -17,7 +18,7 @@ def spec(**kw):
     return dataset.FileSpec(**fields)
 
 
-class FileSpecTest(testtools.TestCase):
+class FileSpecTest(testcase.TestCase):
 
     def test_defaults(self):
         s = spec()
@@ -45,7 +46,7 @@ class FileSpecTest(testtools.TestCase):
         self.assertEqual(dataset.FileSpec("a", "/a", 1), s)
 
 
-class ManifestTest(testtools.TestCase):
+class ManifestTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -107,7 +108,7 @@ class ManifestTest(testtools.TestCase):
         self.assertEqual(["x.json"], os.listdir(self.tmp))
 
 
-class ExpandTest(testtools.TestCase):
+class ExpandTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -241,7 +242,7 @@ class ExpandTest(testtools.TestCase):
         self.assertEqual("named", dataset.spec_for_path(full, "named").name)
 
 
-class WatermarkTest(testtools.TestCase):
+class WatermarkTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -318,7 +319,7 @@ class WatermarkTest(testtools.TestCase):
                                                       lambda: 3))
 
 
-class SourceIdentityTest(testtools.TestCase):
+class SourceIdentityTest(testcase.TestCase):
     """open_source opens only the file that was defined; changes names
     what may have changed in it since.
     """

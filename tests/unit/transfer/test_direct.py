@@ -7,11 +7,12 @@ import shutil
 import tempfile
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer.transport import rdma
+
+from tests.unit import testcase
 
 A = direct.ALIGN
 
@@ -48,7 +49,7 @@ def refuse_direct(case, name, dfd_of):
     return refused
 
 
-class DirectTestCase(testtools.TestCase):
+class DirectTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -109,7 +110,7 @@ class TestReopen(DirectTestCase):
         self.assertRaises(OSError, direct.reopen, self.fd)
 
 
-class TestAligned(testtools.TestCase):
+class TestAligned(testcase.TestCase):
 
     def test_rules(self):
         view = buffers.aligned(4 * A)

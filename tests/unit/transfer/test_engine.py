@@ -14,7 +14,6 @@ import threading
 import time
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
@@ -23,6 +22,7 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 from devcloud import relay
 
 KEY = b"k" * 32
@@ -47,7 +47,7 @@ def sha512(path):
         return hashlib.sha512(f.read()).hexdigest()
 
 
-class EngineTestCase(testtools.TestCase):
+class EngineTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-engine-")

@@ -3,15 +3,16 @@ import os
 import tempfile
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import extents
 
+from tests.unit import testcase
+
 MiB = 1 << 20
 
 
-class TestNextData(testtools.TestCase):
+class TestNextData(testcase.TestCase):
     def setUp(self):
         super().setUp()
         fd, self.path = tempfile.mkstemp()
@@ -41,7 +42,7 @@ class TestNextData(testtools.TestCase):
         self.assertEqual(5, extents.next_data(r, 5, 100))
 
 
-class TestIsZero(testtools.TestCase):
+class TestIsZero(testcase.TestCase):
     def test_zero_and_not(self):
         buf = memoryview(mmap.mmap(-1, MiB))
         self.assertTrue(extents.is_zero(buf))
@@ -67,7 +68,7 @@ class TestIsZero(testtools.TestCase):
         self.assertFalse(extents.is_zero(b"\0\0\1"))
 
 
-class TestHasZeroRuns(testtools.TestCase):
+class TestHasZeroRuns(testcase.TestCase):
     def setUp(self):
         super().setUp()
         fd, self.path = tempfile.mkstemp()
@@ -107,7 +108,7 @@ class TestHasZeroRuns(testtools.TestCase):
         self.assertFalse(self.check(bytes(data)))
 
 
-class TestHoleCursor(testtools.TestCase):
+class TestHoleCursor(testcase.TestCase):
     def setUp(self):
         super().setUp()
         fd, self.path = tempfile.mkstemp()

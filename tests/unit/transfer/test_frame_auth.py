@@ -12,7 +12,6 @@ import os
 import socket
 import threading
 
-import testtools
 
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import checksum
@@ -23,6 +22,7 @@ from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import stream
 from tests import mitm
 from tests.unit.transfer import test_engine
+from tests.unit import testcase
 
 KEY = test_engine.KEY
 MiB = 1 << 20
@@ -50,7 +50,7 @@ def connected_pair(caps=P.Caps.FRAME_AUTH):
     return src, snk
 
 
-class TestFrameTags(testtools.TestCase):
+class TestFrameTags(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

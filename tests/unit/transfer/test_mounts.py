@@ -1,8 +1,9 @@
 import tempfile
 
-import testtools
 
 from dtn_migrate.transfer import mounts
+
+from tests.unit import testcase
 
 SAMPLE = """\
 22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
@@ -13,7 +14,7 @@ rw,vers=4.2,rsize=1048576,wsize=1048576,proto=tcp
 """
 
 
-class TestMountinfo(testtools.TestCase):
+class TestMountinfo(testcase.TestCase):
     def setUp(self):
         super().setUp()
         f = tempfile.NamedTemporaryFile("w", delete=False)

@@ -6,14 +6,15 @@ import stat
 import threading
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
 from dtn_migrate.transfer import protocol
 
+from tests.unit import testcase
 
-class CheckNameTest(testtools.TestCase):
+
+class CheckNameTest(testcase.TestCase):
 
     def test_accepts(self):
         cases = {
@@ -92,7 +93,7 @@ class CheckNameTest(testtools.TestCase):
             self.assertEqual(errors.Code.BAD_NAME, exc.code)
 
 
-class StagingRootTest(testtools.TestCase):
+class StagingRootTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -330,7 +331,7 @@ class StagingRootTest(testtools.TestCase):
         self.assertFalse(os.path.exists(self.rpath(paths.PARTIAL_DIR)))
 
 
-class ResolveSourceTest(testtools.TestCase):
+class ResolveSourceTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -4,9 +4,10 @@ import random
 import threading
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.transfer import progress
+
+from tests.unit import testcase
 
 
 class FakeClock:
@@ -17,7 +18,7 @@ class FakeClock:
         return self.t
 
 
-class ProgressTest(testtools.TestCase):
+class ProgressTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

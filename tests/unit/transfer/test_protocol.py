@@ -5,10 +5,11 @@ import random
 import struct
 import zlib
 
-import testtools
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
+
+from tests.unit import testcase
 
 SHA = bytes(range(64))
 NONCE = bytes(range(32))
@@ -85,7 +86,7 @@ def parse_frame(frame):
     return P.decode_body(mtype, body, crc)
 
 
-class RoundTripTest(testtools.TestCase):
+class RoundTripTest(testcase.TestCase):
 
     def test_samples_cover_every_type(self):
         self.assertEqual(set(P.MESSAGES),
@@ -156,7 +157,7 @@ class RoundTripTest(testtools.TestCase):
         self.assertEqual(1, msg.nobjects)
 
 
-class HeaderRejectTest(testtools.TestCase):
+class HeaderRejectTest(testcase.TestCase):
 
     def test_valid_header(self):
         self.assertEqual((P.MsgType.BYE, 4, 9),
@@ -233,7 +234,7 @@ class HeaderRejectTest(testtools.TestCase):
         self.assertNotIsInstance(exc, errors.TruncatedFrame)
 
 
-class BodyRejectTest(testtools.TestCase):
+class BodyRejectTest(testcase.TestCase):
 
     def assertBounds(self, msg):
         body = msg.encode()
@@ -405,7 +406,7 @@ class BodyRejectTest(testtools.TestCase):
                                    errors.ProtocolError))
 
 
-class ObjectMathTest(testtools.TestCase):
+class ObjectMathTest(testcase.TestCase):
 
     def test_object_count(self):
         cases = [(0, 4096, 1), (1, 4096, 1), (4095, 4096, 1),
@@ -445,7 +446,7 @@ class ObjectMathTest(testtools.TestCase):
             self.assertEqual(size, pos)
 
 
-class FuzzTest(testtools.TestCase):
+class FuzzTest(testcase.TestCase):
     """Random damage must give a ProtocolError or a valid message."""
 
     ITERATIONS = 3000

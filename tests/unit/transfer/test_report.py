@@ -10,7 +10,6 @@ import time
 import uuid
 import zlib
 
-import testtools
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
@@ -19,6 +18,7 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import source
 from tests.unit.transfer import test_engine
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 KEY = test_engine.KEY
 MiB = test_engine.MiB
@@ -42,7 +42,7 @@ def report_connect(**kw):
     return dataclasses.replace(msg, **kw)
 
 
-class ReportMessageTest(testtools.TestCase):
+class ReportMessageTest(testcase.TestCase):
     def test_round_trip(self):
         for msg in (P.Report(0), P.Report(1, b'{"state":"active"}'),
                     P.Report(1, b""), P.Report(1, b"r" * P.MAX_REPORT)):

@@ -9,7 +9,6 @@ import os
 import threading
 
 import fixtures
-import testtools
 import zstandard
 
 from dtn_migrate.transfer import bitmap
@@ -24,6 +23,7 @@ from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import tcp
 from tests.unit.transfer import test_direct
 from tests.unit.transfer import test_sink_session as base
+from tests.unit import testcase
 
 OBJ = base.OBJ
 KEY = base.KEY
@@ -100,7 +100,7 @@ class DataTestCase(base.SessionTestCase):
         return closes[-1]
 
 
-class TestCaps(testtools.TestCase):
+class TestCaps(testcase.TestCase):
     """CONNECT_ACK.caps: the subset of the asked optional capabilities
     the sink accepts, echoed on the data connections.
     """
@@ -264,7 +264,7 @@ class TestZeroExtents(DataTestCase):
             self.assertEqual(content, fh.read())
 
 
-class TestDecode(testtools.TestCase):
+class TestDecode(testcase.TestCase):
 
     def test_exact(self):
         data = os.urandom(1000) + bytes(50000)

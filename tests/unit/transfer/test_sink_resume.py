@@ -5,7 +5,6 @@ import os
 import shutil
 import tempfile
 
-import testtools
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import checksum
@@ -13,11 +12,13 @@ from dtn_migrate.transfer import config
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sinksession
 
+from tests.unit import testcase
+
 MiB = 1 << 20
 KEY = hashlib.sha256(b"a").hexdigest()[:40]
 
 
-class TestHashCheckpoint(testtools.TestCase):
+class TestHashCheckpoint(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-sinkresume-")

@@ -16,7 +16,6 @@ import threading
 import time
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import config
@@ -26,6 +25,8 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer import source
 from dtn_migrate.transfer.transport import tcp
+
+from tests.unit import testcase
 
 KEY = b"k" * 32
 OBJ = 64 << 10
@@ -73,7 +74,7 @@ def path_inode(path):
     return st.st_dev, st.st_ino
 
 
-class SessionTestCase(testtools.TestCase):
+class SessionTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -236,7 +237,7 @@ class TestRestartDuringSync(SessionTestCase):
             self.assertIn(a.file_id, self.session.files)
 
 
-class TestSessionBounds(testtools.TestCase):
+class TestSessionBounds(testcase.TestCase):
     """Through a real sink on loopback, with an authenticated source."""
 
     def setUp(self):

@@ -10,13 +10,14 @@ import os
 import shutil
 import tempfile
 
-import testtools
 
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import source
+
+from tests.unit import testcase
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -34,7 +35,7 @@ class _Outbox:
         pass
 
 
-class WindowTestCase(testtools.TestCase):
+class WindowTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="dtnm-window-")

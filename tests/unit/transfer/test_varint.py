@@ -2,12 +2,13 @@
 
 import random
 
-import testtools
 
 from dtn_migrate.transfer import varint
 
+from tests.unit import testcase
 
-class VarintTest(testtools.TestCase):
+
+class VarintTest(testcase.TestCase):
 
     def test_known_encodings(self):
         cases = [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"),

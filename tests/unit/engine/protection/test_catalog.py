@@ -4,10 +4,11 @@ import datetime
 
 import fixtures
 from oslo_utils import timeutils
-import testtools
 
 from dtn_migrate.db import protection as db_protection
 from dtn_migrate.engine.protection import catalog
+
+from tests.unit import testcase
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0)
 SRC = "11111111-1111-1111-1111-111111111111"
@@ -71,7 +72,7 @@ def incoming(**fields):
     return out
 
 
-class TestRecord(testtools.TestCase):
+class TestRecord(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MockPatchObject(timeutils, "utcnow",
@@ -140,7 +141,7 @@ class TestRecord(testtools.TestCase):
         self.assertEqual([], self.db.upserts)
 
 
-class TestCurrent(testtools.TestCase):
+class TestCurrent(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.db = FakeDB()

@@ -24,6 +24,7 @@ from dtn_migrate import exception
 from tests.unit.engine import fakes
 from tests.unit.engine.protection import test_sync as base
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 QEMU_IMG = shutil.which("qemu-img")
 PEER = "dtn-a"          # the protected cloud, seen from the replicas'
@@ -94,7 +95,7 @@ SYNC_THREADING = types.SimpleNamespace(Thread=SyncThread,
                                        Lock=threading.Lock)
 
 
-class DrillTestCase(testtools.TestCase):
+class DrillTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -881,7 +882,7 @@ class TestQemuImg(DrillTestCase):
         self.assertEqual([], self.left_in_drill_dir())
 
 
-class TestQemuImgCommands(testtools.TestCase):
+class TestQemuImgCommands(testcase.TestCase):
     """The commands qemu_img_verify runs, and its answers for their
     outcomes.
     """

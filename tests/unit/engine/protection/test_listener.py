@@ -4,17 +4,18 @@ from unittest import mock
 
 from oslo_config import cfg
 import oslo_messaging as messaging
-import testtools
 
 from dtn_migrate.conf import protection as protection_conf
 from dtn_migrate.engine.protection import listener
 from dtn_migrate import exception
 
+from tests.unit import testcase
+
 IMG = "11111111-2222-3333-4444-555555555555"
 HANDLED = messaging.NotificationResult.HANDLED
 
 
-class TestImageEndpoint(testtools.TestCase):
+class TestImageEndpoint(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.protection = mock.Mock()
@@ -61,7 +62,7 @@ class TestImageEndpoint(testtools.TestCase):
                                         {}))
 
 
-class TestGetListener(testtools.TestCase):
+class TestGetListener(testcase.TestCase):
     def test_targets_pool_and_endpoint(self):
         conf = cfg.ConfigOpts()
         protection_conf.register_opts(conf)

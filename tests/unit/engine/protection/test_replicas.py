@@ -8,13 +8,13 @@ import uuid
 
 import fixtures
 from oslo_utils import timeutils
-import testtools
 
 from dtn_migrate.db import api
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
 from tests.unit.engine.protection import test_sync as base
+from tests.unit import testcase
 
 SOURCE = "dtn-a"
 
@@ -26,7 +26,7 @@ def served(**values):
     return out
 
 
-class TestLearn(testtools.TestCase):
+class TestLearn(testcase.TestCase):
     def setUp(self):
         super().setUp()
         tmp = self.useFixture(fixtures.TempDir()).path

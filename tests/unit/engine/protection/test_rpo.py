@@ -2,10 +2,11 @@
 
 import datetime
 
-import testtools
 
 from dtn_migrate.common import states
 from dtn_migrate.engine.protection import rpo
+
+from tests.unit import testcase
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0)
 
@@ -14,7 +15,7 @@ def ago(minutes):
     return NOW - datetime.timedelta(minutes=minutes)
 
 
-class TestAge(testtools.TestCase):
+class TestAge(testcase.TestCase):
     def test_nothing_waits(self):
         self.assertEqual(0.0, rpo.age([], NOW))
         self.assertEqual(0.0, rpo.age(
@@ -36,7 +37,7 @@ class TestAge(testtools.TestCase):
               "changed_at": NOW + datetime.timedelta(seconds=30)}], NOW))
 
 
-class TestGrade(testtools.TestCase):
+class TestGrade(testcase.TestCase):
     def test_grades(self):
         # Target 60 min, at risk from half of it.
         self.assertEqual(states.RPO_OK, rpo.grade(0, 60, 0.5))

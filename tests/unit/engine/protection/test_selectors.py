@@ -1,9 +1,10 @@
 """dtn_migrate.engine.protection.selectors: checking and matching."""
 
-import testtools
 
 from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
+
+from tests.unit import testcase
 
 
 def image(**fields):
@@ -14,7 +15,7 @@ def image(**fields):
     return out
 
 
-class TestCheck(testtools.TestCase):
+class TestCheck(testcase.TestCase):
     def invalid(self, selector, *words):
         exc = self.assertRaises(exception.InvalidInput, selectors.check,
                                 selector)
@@ -91,7 +92,7 @@ class TestCheck(testtools.TestCase):
         self.invalid({"tags": ["t"], "projects": ["p" * 65]}, "64")
 
 
-class TestMatches(testtools.TestCase):
+class TestMatches(testcase.TestCase):
     def test_owner_scoping(self):
         selector = selectors.check({"tags": ["gold"]})
         self.assertTrue(selectors.matches(

@@ -13,7 +13,6 @@ import uuid
 import fixtures
 from oslo_config import cfg
 from oslo_utils import timeutils
-import testtools
 
 from dtn_migrate.conf import database as database_conf
 from dtn_migrate.conf import engine as engine_conf
@@ -25,6 +24,8 @@ from dtn_migrate.engine.protection import selectors
 from dtn_migrate.engine.protection import sync
 from dtn_migrate.engine import requests
 from dtn_migrate import exception
+
+from tests.unit import testcase
 
 T0 = datetime.datetime(2026, 1, 1, 0, 0)
 PEER = "dtn-b"
@@ -199,7 +200,7 @@ class FakeNotifier:
         return [e for _, e, _ in self.sent]
 
 
-class ProtectionTestCase(testtools.TestCase):
+class ProtectionTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         tmp = self.useFixture(fixtures.TempDir()).path

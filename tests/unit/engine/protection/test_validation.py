@@ -2,10 +2,11 @@
 
 import datetime
 
-import testtools
 
 from dtn_migrate.engine.protection import validation
 from dtn_migrate import exception
+
+from tests.unit import testcase
 
 SELECTOR = {"tags": ["gold"]}
 
@@ -26,7 +27,7 @@ def current(**values):
     return row
 
 
-class TestCreate(testtools.TestCase):
+class TestCreate(testcase.TestCase):
     def invalid(self, values, *words, **kwargs):
         exc = self.assertRaises(exception.InvalidInput, validation.check,
                                 values, **kwargs)
@@ -157,7 +158,7 @@ class TestCreate(testtools.TestCase):
             ["options"])
 
 
-class TestUpdate(testtools.TestCase):
+class TestUpdate(testcase.TestCase):
     def invalid(self, values, row=None, *words):
         exc = self.assertRaises(exception.InvalidInput, validation.check,
                                 values, current=row or current())
@@ -228,7 +229,7 @@ class TestUpdate(testtools.TestCase):
             self.invalid({"rpo_minutes": value}, None, "rpo_minutes")
 
 
-class TestNextRun(testtools.TestCase):
+class TestNextRun(testcase.TestCase):
     def test_next_run(self):
         after = datetime.datetime(2026, 1, 1, 10, 20)
         self.assertEqual(datetime.datetime(2026, 1, 1, 10, 30),

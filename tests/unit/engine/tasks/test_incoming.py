@@ -12,7 +12,6 @@ from unittest import mock
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.common import states
@@ -22,6 +21,7 @@ from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
 from tests.unit.engine import fakes
+from tests.unit import testcase
 
 TID = "2" * 32
 MID = "1" * 32
@@ -47,7 +47,7 @@ def make_conf(config_file=None, **peers):
     return conf
 
 
-class RulesTestCase(testtools.TestCase):
+class RulesTestCase(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
@@ -424,7 +424,7 @@ class TestTasks(RulesTestCase):
         self.assertIsNone(incoming._validate(payload, TID)["protection"])
 
 
-class TestUploadHashesOnce(testtools.TestCase):
+class TestUploadHashesOnce(testcase.TestCase):
     """A pipelined import leaves the sha512 to the sink (the last block
     waits for its "done"); serial mode, or a transfer without the sink's
     check, still hashes here.

@@ -3,10 +3,11 @@
 import os
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer import objectlog
 from dtn_migrate.transfer.objectlog import records
+
+from tests.unit import testcase
 
 LogFile = objectlog.LogFile
 LOGGERS = ("file", "transaction", "universal")
@@ -57,7 +58,7 @@ def append_file(log, file_id):
     return paged_file(log, file_id)
 
 
-class LogTestCase(testtools.TestCase):
+class LogTestCase(testcase.TestCase):
     """Opens logs in a temporary directory and closes them afterwards."""
 
     mechanism = "universal"

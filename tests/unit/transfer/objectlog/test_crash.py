@@ -12,11 +12,11 @@ import os
 import random
 import shutil
 
-import testtools
 
 from dtn_migrate.transfer import objectlog
 from dtn_migrate.transfer.objectlog import records
 from tests.unit.transfer.objectlog import base
+from tests.unit import testcase
 
 FILES = base.FILES
 
@@ -411,7 +411,7 @@ class TestBadFrameContent(base.LogTestCase):
                 log.close()
 
 
-class TestAtomicIndex(testtools.TestCase):
+class TestAtomicIndex(testcase.TestCase):
 
     def test_index_write_crash(self):
         import fixtures

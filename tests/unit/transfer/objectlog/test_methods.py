@@ -3,17 +3,18 @@
 import random
 import struct
 
-import testtools
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer.objectlog import methods
+
+from tests.unit import testcase
 
 APPEND = ("char", "int", "binary", "varint")
 EDGE = [0, 1, 7, 8, 127, 128, 255, 256, 16383, 16384, 2 ** 21, 2 ** 28 - 1,
         2 ** 28, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1]
 
 
-class TestEntryFormats(testtools.TestCase):
+class TestEntryFormats(testcase.TestCase):
     """The exact bytes of one entry per method (section IV-B)."""
 
     def test_char(self):
@@ -48,7 +49,7 @@ class TestEntryFormats(testtools.TestCase):
         self.assertRaises(ValueError, methods.get, "bit32")
 
 
-class TestDecode(testtools.TestCase):
+class TestDecode(testcase.TestCase):
 
     def test_round_trip(self):
         rng = random.Random(3)

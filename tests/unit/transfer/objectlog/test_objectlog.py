@@ -5,12 +5,12 @@ import os
 import random
 import shutil
 
-import testtools
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import objectlog
 from dtn_migrate.transfer.objectlog import records
 from tests.unit.transfer.objectlog import base
+from tests.unit import testcase
 
 FILES = base.FILES
 LogFile = objectlog.LogFile
@@ -562,7 +562,7 @@ class TestHugeFiles(base.LogTestCase):
                 log.close()
 
 
-class TestNullLog(testtools.TestCase):
+class TestNullLog(testcase.TestCase):
 
     def test_records_nothing(self):
         tmp = self.useFixture(__import__("fixtures").TempDir()).path
@@ -584,7 +584,7 @@ class TestNullLog(testtools.TestCase):
         self.assertFalse(os.path.exists(directory))
 
 
-class TestOpenLog(testtools.TestCase):
+class TestOpenLog(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

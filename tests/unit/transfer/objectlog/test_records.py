@@ -6,10 +6,11 @@ import struct
 import zlib
 
 import fixtures
-import testtools
 
 from dtn_migrate.transfer.objectlog import methods
 from dtn_migrate.transfer.objectlog import records
+
+from tests.unit import testcase
 
 CHAR = methods.get("char")
 
@@ -19,7 +20,7 @@ def add_frame(slot, indices, method=CHAR):
         slot, method.encode(indices))))
 
 
-class TestFrames(testtools.TestCase):
+class TestFrames(testcase.TestCase):
 
     def test_layout(self):
         body = b"".join(records.add_group_parts(3, b"7\n"))
@@ -116,7 +117,7 @@ class TestFrames(testtools.TestCase):
             self.assertEqual((0, {}, set()), (valid, chunks, complete))
 
 
-class TestPagedFile(testtools.TestCase):
+class TestPagedFile(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -215,7 +216,7 @@ class TestPagedFile(testtools.TestCase):
         self.assertEqual(-1, loaded.cur[1])
 
 
-class TestIndex(testtools.TestCase):
+class TestIndex(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -11,13 +11,13 @@ never "no RDMA ...".
 import sys
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.transfer.transport import rdma
 from tests.unit.transfer.transport import fakeverbs
+from tests.unit import testcase
 
 
-class LoadTest(testtools.TestCase):
+class LoadTest(testcase.TestCase):
 
     def need_pyverbs(self):
         if fakeverbs.REAL_ENUMS is None:         # pragma: no cover

@@ -19,7 +19,6 @@ import time
 import types
 from unittest import mock
 
-import testtools
 
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import errors
@@ -32,6 +31,7 @@ from dtn_migrate.transfer.transport.rdma import probing
 from dtn_migrate.transfer.transport.rdma import queuepair
 from tests.unit.transfer.transport import fakeverbs
 from tests.unit import utils as test_utils
+from tests.unit import testcase
 
 try:
     VERBS = probing._load_verbs()
@@ -66,7 +66,7 @@ class FakeConn:
         self.sent.append((msg, payload, sendfile))
 
 
-class EndpointTest(testtools.TestCase):
+class EndpointTest(testcase.TestCase):
 
     def test_round_trip(self):
         for ep in (endpoint(),
@@ -161,7 +161,7 @@ class EndpointTest(testtools.TestCase):
         self.assertRaises(ValueError, endpoint_mod.gid_raw, "fe80::1")
 
 
-class RegionTest(testtools.TestCase):
+class RegionTest(testcase.TestCase):
 
     def test_stride(self):
         page = rdma.PAGE_SIZE
@@ -279,7 +279,7 @@ def fake_verbs(devices=("fake0",), link=rdma.LINK_ETHERNET, state=4,
     return verbs, fabric.log
 
 
-class ProbeTest(testtools.TestCase):
+class ProbeTest(testcase.TestCase):
 
     def probe(self, verbs, **kw):
         with mock.patch.object(probing, "_load_verbs", return_value=verbs):
@@ -547,7 +547,7 @@ def need_verbs(test):
     return wrapper
 
 
-class QueuePairTest(testtools.TestCase):
+class QueuePairTest(testcase.TestCase):
 
     def make(self, dev=None, **kw):
         cq = FakeCQ()
@@ -786,7 +786,7 @@ class SimDevice:
         self.forgotten.append(plane)
 
 
-class SimulatedPlaneTest(testtools.TestCase):
+class SimulatedPlaneTest(testcase.TestCase):
     """Source and sink planes end to end over simulated queue pairs."""
 
     def setUp(self):
@@ -941,7 +941,7 @@ def _env_int(name):
     return int(value) if value not in (None, "") else None
 
 
-class DeviceTest(testtools.TestCase):
+class DeviceTest(testcase.TestCase):
     """Real RDMA READ over two queue pairs of one device (loopback)."""
 
     def setUp(self):

@@ -3,10 +3,11 @@
 import socket
 import threading
 
-import testtools
 
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+
+from tests.unit import testcase
 
 
 class _PartialSock:
@@ -32,7 +33,7 @@ class _PartialSock:
         raise AssertionError("sendall used for a payload on plain TCP")
 
 
-class TestSendv(testtools.TestCase):
+class TestSendv(testcase.TestCase):
     def test_partial_sends_resume_where_they_stopped(self):
         sock = _PartialSock(1000)
         conn = stream.Connection(sock, "peer")

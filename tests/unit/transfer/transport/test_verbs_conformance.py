@@ -17,10 +17,10 @@ import inspect
 import re
 import sys
 
-import testtools
 
 from dtn_migrate.transfer.transport import verbs
 from tests.unit.transfer.transport import fakeverbs
+from tests.unit import testcase
 
 
 # Classes the real pyverbs lets us build without a device: their keyword
@@ -37,7 +37,7 @@ def real(name):
     try:
         __import__("pyverbs." + name)
     except Exception as exc:       # pragma: no cover - no pyverbs here
-        raise testtools.TestCase.skipException(
+        raise testcase.TestCase.skipException(
             "pyverbs is not importable: %s" % exc)
     return sys.modules["pyverbs." + name]
 
@@ -52,7 +52,7 @@ def keywords(func):
                                                    p.VAR_KEYWORD)]
 
 
-class EnumConformanceTest(testtools.TestCase):
+class EnumConformanceTest(testcase.TestCase):
 
     def test_used_enums_exist_in_v59(self):
         fixture = fakeverbs.v59_enums()
@@ -93,7 +93,7 @@ class EnumConformanceTest(testtools.TestCase):
         self.assertIn("ibv_qp_state", str(exc))
 
 
-class ApiConformanceTest(testtools.TestCase):
+class ApiConformanceTest(testcase.TestCase):
     """The fake's surface is a subset of the installed pyverbs'."""
 
     def test_modules_classes_and_functions(self):
@@ -181,7 +181,7 @@ class ApiConformanceTest(testtools.TestCase):
                          set(fakeverbs.MODULES) - {"pyverbs_error"})
 
 
-class LoadTest(testtools.TestCase):
+class LoadTest(testcase.TestCase):
 
     def test_installed_pyverbs_loads(self):
         real("enums")
