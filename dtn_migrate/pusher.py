@@ -8,7 +8,7 @@ latest value wins), so that a value changing many times a second costs
 a few sends a second.
 
 The agent pushes its events to its cloud's engine with it (RPC cast
-``transfer_event``, engine API 1.3: watermarks of incoming files, the
+``transfer_event``: watermarks of incoming files, the
 status of outgoing transfers and the import reports of peers); the
 engine's import pushes its progress reports to the agent with it.
 """

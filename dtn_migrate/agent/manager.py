@@ -21,19 +21,9 @@ class AgentManager:
     API version history:
 
     * 1.0 - Initial version.
-    * 1.1 - Import reports: set_import_report, get_peer_report,
-      list_incoming; ping also returns staging_root.
-    * 1.2 - get_peer_report takes the attempt the caller waits for and
-      tells the peer of it; list_incoming entries give wanted_attempt;
-      set_import_report returns the record without its report.
-    * 1.3 - peer_health.
-    * 1.4 - ping says which events this agent pushes to its engine
-      (``pushes``); get_peer_report answers from a kept-open report
-      channel to the peer.
-    * 1.5 - peer_request.
     """
 
-    target = messaging.Target(version='1.5')
+    target = messaging.Target(version='1.0')
 
     def __init__(self, host, outgoing, sink, incoming=None, health=None,
                  channels=None, pushes=(), on_report=None,

@@ -122,21 +122,7 @@ class IncomingStore:
         if not isinstance(rec, dict):
             return None
         rec["transfer_id"] = tid
-        if "report" in rec:
-            self._upgrade(tid, rec)
         return rec
-
-    def _upgrade(self, tid, rec):
-        """Move the report out of a record of an earlier release."""
-        report = rec.pop("report")
-        if isinstance(report, dict) and \
-                report.get("state") in states.IMPORT_FINAL_STATES:
-            try:
-                self._save_final(tid, rec, report, encode_report(report))
-                return
-            except exception.InvalidInput:
-                pass
-        self._save(rec)
 
     def _save(self, rec):
         dataset.write_json_atomic(self._path(rec["transfer_id"]), rec)

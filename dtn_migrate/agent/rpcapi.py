@@ -13,7 +13,7 @@ class AgentAPI:
     API version history: see ``agent.manager.AgentManager``.
     """
 
-    VERSION = '1.5'
+    VERSION = '1.0'
 
     def __init__(self, timeout=60, retry=None, transport=None):
         target = messaging.Target(topic=TOPIC, version=self.VERSION)
@@ -21,14 +21,12 @@ class AgentAPI:
                                      timeout=timeout, retry=retry,
                                      transport=transport)
 
-    def _call(self, ctxt, host, method, version=None, timeout=None,
-              **kwargs):
+    def _call(self, ctxt, host, method, timeout=None, **kwargs):
         """Call ``method`` on ``host``; ``timeout``: seconds to wait for
         its answer (None: the client's).
         """
         extra = {} if timeout is None else {"timeout": timeout}
-        cctxt = self.client.prepare(server=host, version=version or '1.0',
-                                    **extra)
+        cctxt = self.client.prepare(server=host, **extra)
         return cctxt.call(ctxt, method, **kwargs)
 
     def start_transfer(self, ctxt, host, peer, files, options=None,
@@ -60,31 +58,29 @@ class AgentAPI:
                           transfer_id=transfer_id, name=name)
 
     def ping(self, ctxt, host):
-        # 1.1: the reply names the staging root, which engines rely on;
-        # 1.4 agents add what they push (an older one: nothing).
-        return self._call(ctxt, host, 'ping', version='1.1')
+        # The reply names the staging root and what the agent pushes.
+        return self._call(ctxt, host, 'ping')
 
     def set_import_report(self, ctxt, host, transfer_id, report):
-        return self._call(ctxt, host, 'set_import_report', version='1.1',
+        return self._call(ctxt, host, 'set_import_report',
                           transfer_id=transfer_id, report=report)
 
     def get_peer_report(self, ctxt, host, peer, transfer_id, attempt=1):
         """The import report ``peer`` holds of ``transfer_id``, telling
         it that the caller waits for ``attempt``.
         """
-        return self._call(ctxt, host, 'get_peer_report', version='1.2',
+        return self._call(ctxt, host, 'get_peer_report',
                           peer=peer, transfer_id=transfer_id,
                           attempt=attempt)
 
     def list_incoming(self, ctxt, host):
-        # 1.2: entries give wanted_attempt.
-        return self._call(ctxt, host, 'list_incoming', version='1.2')
+        return self._call(ctxt, host, 'list_incoming')
 
     def peer_health(self, ctxt, host, peer=None):
         """Health of ``host``'s peer DTN ``peer`` (None: of all its
         peers): a list of mappings, see AgentManager.peer_health.
         """
-        return self._call(ctxt, host, 'peer_health', version='1.3',
+        return self._call(ctxt, host, 'peer_health',
                           peer=peer)
 
     def peer_request(self, ctxt, host, peer, request, timeout=None):
@@ -92,5 +88,5 @@ class AgentAPI:
         DTN ``peer``'s cloud and return that cloud's answer (a mapping).
         ``timeout`` must exceed the agent's [agent] peer_request_timeout.
         """
-        return self._call(ctxt, host, 'peer_request', version='1.5',
+        return self._call(ctxt, host, 'peer_request',
                           timeout=timeout, peer=peer, request=request)

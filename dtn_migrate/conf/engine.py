@@ -16,15 +16,6 @@ engine_opts = [
         help='RPC server name ([DEFAULT] host) of this cloud\'s DTN agent. '
              'Required.'),
     cfg.StrOpt(
-        'persistence_connection',
-        secret=True, deprecated_for_removal=True,
-        deprecated_reason='The engine keeps its migration records and '
-                          'TaskFlow\'s flow state in one database: '
-                          '[database] connection.',
-        deprecated_since='issue 12',
-        help='Deprecated alias of [database] connection, used when that '
-             'one is left at its default.'),
-    cfg.StrOpt(
         'mode', default='pipelined', choices=['pipelined', 'serial'],
         help='pipelined: export, staging, transfer and import overlap, '
              'following the staged file\'s watermark. serial: each stage '

@@ -57,9 +57,7 @@ def utf8mb4(url):
 
 
 def connection_url(conf):
-    """[database] connection, or the deprecated [engine]
-    persistence_connection when only that one is set; MySQL's in
-    utf8mb4 (see :func:`utf8mb4`).
+    """[database] connection, MySQL's in utf8mb4 (see :func:`utf8mb4`).
     """
     return utf8mb4(_connection_url(conf))
 
@@ -69,15 +67,6 @@ def _connection_url(conf):
         url = conf.database.connection
     except AttributeError:          # no [database] group (some tests)
         url = None
-    try:
-        legacy = conf.engine.persistence_connection
-    except AttributeError:          # no [engine] group (the API)
-        legacy = None
-    if legacy and url in (None, database_conf.DEFAULT_CONNECTION) and \
-            legacy != url:
-        LOG.warning("[engine] persistence_connection is deprecated: set "
-                    "[database] connection instead")
-        return legacy
     return url or database_conf.DEFAULT_CONNECTION
 
 

@@ -53,30 +53,13 @@ class EngineManager:
     API version history:
 
     * 1.0 - Initial version.
-    * 1.1 - incoming_transfer takes ``attempt``: the import attempt the
-      source waits for.
-    * 1.2 - Records come from the ``migrations`` table, with ISO 8601
-      times and ``bytes``; the context (project, user, token) owns and
-      authorizes requests; ``migrate`` is idempotent per project and
-      ``request_id``; get_migration adds ``events``; list_migrations
-      takes filters, marker, limit and sort; new retry_migration,
-      list_peers and get_peer.
-    * 1.3 - transfer_event: this cloud's DTN agent pushes watermarks,
-      transfer status and peer reports (a cast).
-    * 1.4 - Protection policies: create_policy, update_policy,
-      delete_policy, sync_policy, start_drill, failover_policy and
-      failback_policy.
-    * 1.5 - peer_request: a peer cloud's request that this cloud's DTN
-      agent received over the DTN link (a mirror deletion, the metadata
-      of a failback).
 
     User-facing calls (``user_facing``) refuse an empty context (it
     was taken for an administrator's): callers on the bus alone send
-    ``context.get_service_context(<component>)``.  No version change:
-    the arguments are the same.
+    ``context.get_service_context(<component>)``.
     """
 
-    target = messaging.Target(version='1.5')
+    target = messaging.Target(version='1.0')
 
     def __init__(self, host, migrations, protection=None, drills=None,
                  failovers=None):
@@ -186,7 +169,7 @@ class EngineManager:
         self.migrations.res.events.post(
             events_mod.key(kind, transfer_id, name), info, origin=origin)
 
-    # Protection policies (1.4); reads go to the database (the API).
+    # Protection policies; reads go to the database (the API).
     def _protection(self):
         if self.protection is None:
             raise exception.ConfigError(
@@ -237,7 +220,7 @@ class EngineManager:
                 reason="this engine runs no drills")
         return self.drills.start(ctx, policy_id, clone)
 
-    # Requests of peer clouds (1.5).
+    # Requests of peer clouds.
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def peer_request(self, ctxt, peer=None, request=None):
         """The answer to ``request`` (a mapping), which peer DTN

@@ -42,8 +42,6 @@ from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
 
-#: Keys TaskFlow keeps in a flow detail's meta.
-_TASKFLOW_KEYS = ("injected", "progress", "progress_details")
 #: What the database being down (or restarting) raises: dtn_migrate.db's
 #: DatabaseUnavailable, TaskFlow's wrapper of SQLAlchemy's errors, or
 #: SQLAlchemy's own.
@@ -209,8 +207,8 @@ def _events(old, new):
 class Store:
     """Migration records and TaskFlow flow state on one database.
 
-    ``conf``: the engine's configuration ([database] connection, or the
-    deprecated [engine] persistence_connection); or an SQLAlchemy URL.
+    ``conf``: the engine's configuration ([database] connection); or an
+    SQLAlchemy URL.
     Creating a Store brings the database's schema up to date.
     """
 
@@ -229,7 +227,6 @@ class Store:
         self._measured = {}     # migration id -> (monotonic, stages)
         with self.connection() as conn:
             conn.upgrade()
-        self.import_flow_records()
 
     @contextlib.contextmanager
     def connection(self):
@@ -361,58 +358,6 @@ class Store:
             self.db.migration_update(migration_id, changed, events=events)
             return saved[-1]
 
-    # Records of an engine of issue 11 (in flow details' meta).
-    def import_flow_records(self):
-        """Copy into ``migrations`` the records an older engine kept in
-        its flow details' meta, once: when the table is empty and
-        TaskFlow's is not.  Returns how many were imported.
-        """
-        if self.db.migration_get_all(limit=1):
-            return 0
-        count = 0
-        with self.lock, self.connection() as conn:
-            books = list(conn.get_logbooks(lazy=True))
-            for book in books:
-                best = None
-                for detail in conn.get_flows_for_book(book.uuid, lazy=True):
-                    meta = {k: v for k, v in (detail.meta or {}).items()
-                            if k not in _TASKFLOW_KEYS}
-                    if not meta.get("migration_id"):
-                        continue
-                    number = _split_id(detail.uuid)[1]
-                    if best is None or best[0] < number:
-                        best = (number, meta)
-                if best is None:
-                    continue
-                try:
-                    self._import(best[1])
-                    count += 1
-                except (exception.Invalid, ValueError, KeyError,
-                        TypeError) as exc:
-                    LOG.warning("migration %s: its record of an older "
-                                "engine could not be imported: %s",
-                                book.uuid, exc)
-        if count:
-            LOG.info("%d migration records of an older engine imported "
-                     "into the migrations table", count)
-        return count
-
-    def _import(self, meta):
-        record = dict(meta)
-        for key in ("created_at", "updated_at", "started_at",
-                    "finished_at"):
-            if isinstance(record.get(key), str):
-                record[key] = timeutils.normalize_time(
-                    timeutils.parse_isotime(record[key]))
-        record.setdefault("created_at", timeutils.utcnow())
-        record.setdefault("updated_at", record["created_at"])
-        migration_id = record["migration_id"]
-        self.db.migration_create(
-            dict(to_row(record), id=migration_id),
-            events=lambda _row: [(None, "imported", "record of an older "
-                                  "engine (%s)" % record.get("state"),
-                                  None)])
-
     def close(self):
         self.backend.close()
         self.db.dispose()
@@ -420,11 +365,6 @@ class Store:
 
 def _detail_id(migration_id, number):
     return "%s-%d" % (migration_id, number)
-
-
-def _split_id(detail_id):
-    migration_id, number = detail_id.rsplit("-", 1)
-    return migration_id, int(number)
 
 
 def latest(book):

@@ -173,7 +173,7 @@ class Resources:
         self._staging_root = info.get("staging_root")
         kinds = info.get("pushes")
         if not isinstance(kinds, (list, tuple)):
-            kinds = ()          # an agent older than 1.4
+            kinds = ()
         self._pushes = (time.monotonic(), frozenset(
             k for k in kinds if isinstance(k, str)))
         return info

@@ -43,7 +43,7 @@ class EngineService(service.Service):
         self.lock.acquire()
         try:
             # Brings the schema up to date (as dtn-migrate-manage db
-            # sync does) and imports the records of an older engine.
+            # sync does).
             self.store = persistence.Store(conf)
         except BaseException:
             self.lock.release()

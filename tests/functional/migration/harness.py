@@ -56,8 +56,8 @@ class Engine(base.ServiceProcess):
         sections = {
             "DEFAULT": {"host": name, "transport_url": transport_url,
                         "log_file": self.log, "debug": "true"},
+            "database": {"connection": self.persistence},
             "engine": {"agent_host": agent_host,
-                       "persistence_connection": self.persistence,
                        "poll_interval": 0.2, "progress_interval": 1,
                        "stall_timeout": 120, "reconcile_interval": 5},
             "staging": dict(staging),

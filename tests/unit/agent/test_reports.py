@@ -153,19 +153,6 @@ class TestIncomingStore(StoreTestCase):
         self.store.set_report(tid, REPORT, peer="mallory")
         self.assertEqual("west", self.store.owner(tid))
 
-    def test_record_of_an_earlier_release(self):
-        tid = uuid.uuid4().hex
-        with open(self.path(tid), "w") as f:
-            json.dump({"transfer_id": tid, "peer": "west", "first_seen": 1,
-                       "last_seen": 2, "sessions": 1, "report": REPORT,
-                       "report_time": 3}, f)
-        self.assertEqual([("active", 3)], [
-            (r["report_state"], r["report_time"])
-            for r in self.store.list()])
-        self.assertNotIn("report", self.read_record(tid))
-        self.assertEqual(REPORT, json.loads(reports.IncomingStore(
-            self.state).report_for(tid, "west")))
-
     def test_owner(self):
         tid = uuid.uuid4().hex
         self.assertIsNone(self.store.owner(tid))

@@ -206,15 +206,13 @@ class TestEngineClient(testcase.TestCase):
         self.patch(rpc, "get_client", lambda *a, **kw: self.client)
         self.api = engine_rpcapi.EngineAPI()
 
-    def test_version_and_timeout(self):
-        self.assertEqual("1.5", engine_rpcapi.EngineAPI.VERSION)
+    def test_timeout(self):
         self.api.peer_request({}, "west", REQUEST, timeout=60)
-        self.client.prepare.assert_called_once_with(version="1.5",
-                                                    timeout=60)
+        self.client.prepare.assert_called_once_with(timeout=60)
         self.client.prepare.return_value.call.assert_called_once_with(
             {}, "peer_request", peer="west", request=REQUEST)
 
     def test_default_timeout_is_the_clients(self):
         # An explicit timeout=None would wait for ever.
         self.api.peer_request({}, "west", REQUEST)
-        self.client.prepare.assert_called_once_with(version="1.5")
+        self.client.prepare.assert_called_once_with()

@@ -1,4 +1,4 @@
-"""Versions the agent's RPC client pins its calls to."""
+"""What the agent's RPC client sends, and to which agent."""
 
 from unittest import mock
 
@@ -22,20 +22,20 @@ class TestAgentAPI(testcase.TestCase):
     def sent(self):
         (prepare,) = self.client.prepare.call_args_list
         (call,) = self.client.prepare.return_value.call.call_args_list
-        return prepare.kwargs["version"], call.args[1], call.kwargs
+        return prepare.kwargs["server"], call.args[1], call.kwargs
 
     def test_server_speaks_the_client_version(self):
         self.assertEqual(rpcapi.AgentAPI.VERSION,
                          manager.AgentManager.target.version)
-        self.assertEqual("1.5", rpcapi.AgentAPI.VERSION)
+        self.assertEqual("1.0", rpcapi.AgentAPI.VERSION)
 
     def test_ping_needs_the_staging_root(self):
         self.api.ping({}, "dtn1")
-        self.assertEqual(("1.1", "ping", {}), self.sent())
+        self.assertEqual(("dtn1", "ping", {}), self.sent())
 
     def test_get_peer_report_sends_the_attempt(self):
         self.api.get_peer_report({}, "dtn1", "east", "t" * 32, attempt=3)
-        self.assertEqual(("1.2", "get_peer_report",
+        self.assertEqual(("dtn1", "get_peer_report",
                           {"peer": "east", "transfer_id": "t" * 32,
                            "attempt": 3}), self.sent())
 
@@ -45,21 +45,21 @@ class TestAgentAPI(testcase.TestCase):
 
     def test_list_incoming_gives_wanted_attempt(self):
         self.api.list_incoming({}, "dtn1")
-        self.assertEqual(("1.2", "list_incoming", {}), self.sent())
+        self.assertEqual(("dtn1", "list_incoming", {}), self.sent())
 
-    def test_peer_health_needs_1_3(self):
+    def test_peer_health(self):
         self.api.peer_health({}, "dtn1", peer="east")
-        self.assertEqual(("1.3", "peer_health", {"peer": "east"}),
+        self.assertEqual(("dtn1", "peer_health", {"peer": "east"}),
                          self.sent())
 
     def test_peer_health_of_every_peer(self):
         self.api.peer_health({}, "dtn1")
-        self.assertEqual(("1.3", "peer_health", {"peer": None}),
+        self.assertEqual(("dtn1", "peer_health", {"peer": None}),
                          self.sent())
 
-    def test_peer_request_needs_1_5(self):
+    def test_peer_request(self):
         self.api.peer_request({}, "dtn1", "east", {"action": "delete"})
-        self.assertEqual(("1.5", "peer_request",
+        self.assertEqual(("dtn1", "peer_request",
                           {"peer": "east", "request": {"action": "delete"}}),
                          self.sent())
         # Without a timeout, the client's (an explicit None: for ever).
@@ -68,7 +68,6 @@ class TestAgentAPI(testcase.TestCase):
     def test_peer_request_timeout(self):
         self.api.peer_request({}, "dtn1", "east", {}, timeout=90)
         self.client.prepare.assert_called_once_with(server="dtn1",
-                                                    version="1.5",
                                                     timeout=90)
 
 

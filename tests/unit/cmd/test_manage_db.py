@@ -30,13 +30,6 @@ class TestDbCommands(test_manage.ManageTestCase):
         self.assertEqual([], db.policy_get_all())
         self.assertEqual([], db.replica_get_all())
 
-    def test_deprecated_engine_option(self):
-        conf = "[engine]\npersistence_connection = %s\n" % self.url
-        rc, out, _ = self.run_main("db", "sync", conf=conf)
-        self.assertEqual((0, "database at revision 0004\n"), (rc, out))
-        rc, out, _ = self.run_main("db", "version", conf=self.conf)
-        self.assertEqual("0004\n", out)
-
     def test_unreachable_database(self):
         conf = "[database]\nconnection = mysql+pymysql://u@127.0.0.1:1/x\n"
         rc, out, err = self.run_main("db", "sync", conf=conf)

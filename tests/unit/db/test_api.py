@@ -24,15 +24,13 @@ HEAD = alembic_script.ScriptDirectory.from_config(
     migration.alembic_config()).get_current_head()
 
 
-def make_conf(url=None, legacy=None):
+def make_conf(url=None):
     conf = cfg.ConfigOpts()
     database_conf.register_opts(conf)
     engine_conf.register_opts(conf)
     conf([], project='dtn-migrate-test')
     if url:
         conf.set_override('connection', url, 'database')
-    if legacy:
-        conf.set_override('persistence_connection', legacy, 'engine')
     return conf
 
 
@@ -131,13 +129,9 @@ class TestSchema(DatabaseTestCase):
 
 
 class TestConnection(testcase.TestCase):
-    def test_database_connection_wins(self):
-        conf = make_conf('sqlite:////a.sqlite', legacy='sqlite:////b.sqlite')
+    def test_database_connection(self):
+        conf = make_conf('sqlite:////a.sqlite')
         self.assertEqual('sqlite:////a.sqlite', api.connection_url(conf))
-
-    def test_deprecated_alias_when_database_is_default(self):
-        conf = make_conf(legacy='sqlite:////b.sqlite')
-        self.assertEqual('sqlite:////b.sqlite', api.connection_url(conf))
 
     def test_default(self):
         self.assertEqual(database_conf.DEFAULT_CONNECTION,

@@ -10,6 +10,7 @@ import time
 from oslo_config import cfg
 
 from dtn_migrate.common import states
+from dtn_migrate.conf import database as database_conf
 from dtn_migrate.conf import engine as engine_conf
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.engine import migrations
@@ -22,11 +23,12 @@ from tests.unit import testcase
 
 def make_conf(host, db):
     conf = cfg.ConfigOpts()
+    database_conf.register_opts(conf)
     engine_conf.register_opts(conf)
     staging_conf.register_opts(conf)
     conf([], project="dtn-migrate-test")
     conf.set_override("agent_host", host, "engine")
-    conf.set_override("persistence_connection", db, "engine")
+    conf.set_override("connection", db, "database")
     conf.set_override("poll_interval", 0.05, "engine")
     conf.set_override("progress_interval", 0.5, "engine")
     conf.set_override("stall_timeout", 20, "engine")

@@ -1,4 +1,4 @@
-"""The protection endpoints of the engine's RPC server (1.4)."""
+"""The protection endpoints of the engine's RPC server."""
 
 from unittest import mock
 
@@ -213,18 +213,15 @@ class TestFailoverEndpoints(testcase.TestCase):
                 self.assertIn("no protection policies",
                               str(exc.exc_info[1]))
 
-    def test_rpcapi_needs_1_4(self):
+    def test_rpcapi_calls(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
         api.client = mock.Mock()
         for method in ("failover_policy", "failback_policy"):
             api.client.reset_mock()
-            prepared = api.client.prepare.return_value
-            self.assertIs(prepared.call.return_value,
+            self.assertIs(api.client.call.return_value,
                           getattr(api, method)({}, PID))
-            api.client.prepare.assert_called_once_with(version="1.4")
-            prepared.call.assert_called_once_with({}, method,
-                                                  policy_id=PID)
-        self.assertEqual("1.5", manager.EngineManager.target.version)
+            api.client.call.assert_called_once_with({}, method,
+                                                    policy_id=PID)
 
 
 class TestOverRPC(testcase.TestCase):

@@ -3,7 +3,6 @@ the flows, pipelining, dedupe, resume and errors.
 """
 
 import contextlib
-import datetime
 import hashlib
 import os
 import shutil
@@ -753,44 +752,6 @@ class TestStore(testcase.TestCase):
             conn.return_value.get_logbook.side_effect = \
                 tf_exc.StorageFailure("database gone")
             self.assertRaises(tf_exc.StorageFailure, store.load, "a" * 32)
-
-    def test_records_of_an_older_engine_are_imported_once(self):
-        from taskflow.persistence import backends
-        from taskflow.persistence import models as tf_models
-        backend = backends.fetch({"connection": self.db})
-        with contextlib.closing(backend.get_connection()) as conn:
-            conn.upgrade()
-            for mid, state, runs in (("a" * 32, "complete", 2),
-                                     ("b" * 32, "failed", 1)):
-                book = tf_models.LogBook("migration-%s" % mid, uuid=mid)
-                for n in range(1, runs + 1):
-                    detail = tf_models.FlowDetail(
-                        "attempt-%d" % n, uuid="%s-%d" % (mid, n))
-                    detail.meta = {
-                        "migration_id": mid, "direction": "outgoing",
-                        "state": state if n == runs else "failed",
-                        "attempt": n, "image_id": "img", "peer": "b",
-                        "size": 10, "created_at": "2026-11-01T10:00:00",
-                        "updated_at": "2026-11-01T10:05:00",
-                        "stages": {"export": {"state": "complete",
-                                              "done": 10}},
-                        "peer_image": {"image_id": "pimg",
-                                       "os_hash_value": "h"},
-                        "progress": 0.5}
-                    book.add(detail)
-                conn.save_logbook(book)
-        backend.close()
-        store = self.store()
-        rec = store.record("a" * 32)
-        self.assertEqual(("complete", 2, "pimg", "h", 10, 1.0),
-                         (rec["state"], rec["attempt"],
-                          rec["peer_image_id"], rec["peer_image_hash"],
-                          rec["bytes_export"], rec["progress"]))
-        self.assertEqual(datetime.datetime(2026, 11, 1, 10),
-                         rec["created_at"])
-        self.assertEqual("failed", store.record("b" * 32)["state"])
-        self.assertEqual(0, store.import_flow_records())
-        self.assertEqual(2, len(store.records()))
 
 
 class TestDigest(testcase.TestCase):

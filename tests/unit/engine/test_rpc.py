@@ -209,32 +209,29 @@ class TestEngineRPC(testcase.TestCase):
 
 
 class TestEngineAPIVersions(testcase.TestCase):
-    def test_attempt_needs_1_1(self):
-        api = rpcapi.EngineAPI(transport=mock.Mock())
-        api.client = mock.Mock()
-        api.incoming_transfer({}, TID, "a")
-        api.client.cast.assert_called_once_with(
-            {}, "incoming_transfer", transfer_id=TID, peer="a")
-        api.client.prepare.assert_not_called()
-        api.incoming_transfer({}, TID, "a", attempt=2)
-        api.client.prepare.assert_called_once_with(version="1.1")
-        api.client.prepare.return_value.cast.assert_called_once_with(
-            {}, "incoming_transfer", transfer_id=TID, peer="a", attempt=2)
-        self.assertEqual("1.5", rpcapi.EngineAPI.VERSION)
-        self.assertEqual("1.5", manager.EngineManager.target.version)
+    def test_the_first_release_is_1_0(self):
+        self.assertEqual("1.0", rpcapi.EngineAPI.VERSION)
+        self.assertEqual("1.0", manager.EngineManager.target.version)
 
-    def test_new_calls_need_1_2(self):
+    def test_incoming_transfer_is_a_cast_with_the_attempt(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
         api.client = mock.Mock()
-        api.list_migrations({}, request_id=RID)
+        api.incoming_transfer({}, TID, "a", attempt=2)
+        api.client.cast.assert_called_once_with(
+            {}, "incoming_transfer", transfer_id=TID, peer="a", attempt=2)
         api.client.prepare.assert_not_called()
+
+    def test_calls_pin_no_version(self):
+        api = rpcapi.EngineAPI(transport=mock.Mock())
+        api.client = mock.Mock()
         for call in (lambda: api.retry_migration({}, MID),
                      lambda: api.list_peers({}),
                      lambda: api.get_peer({}, "b"),
+                     lambda: api.list_migrations({}, request_id=RID),
                      lambda: api.list_migrations({}, limit=3)):
-            api.client.prepare.reset_mock()
             call()
-            api.client.prepare.assert_called_once_with(version="1.2")
+        api.client.prepare.assert_not_called()
+        self.assertEqual(5, api.client.call.call_count)
 
 
 class TestTransferEvent(testcase.TestCase):
@@ -296,11 +293,10 @@ class TestTransferEvent(testcase.TestCase):
         self.assertTrue(board.wait(k, 0, 5))
         self.assertEqual([k], list(board.items))
 
-    def test_cast_needs_1_3(self):
+    def test_a_cast(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
         api.client = mock.Mock()
         api.transfer_event({}, events.REPORT, TID, info=None)
-        api.client.prepare.assert_called_once_with(version="1.3")
-        api.client.prepare.return_value.cast.assert_called_once_with(
+        api.client.cast.assert_called_once_with(
             {}, "transfer_event", kind="report", transfer_id=TID, name=None,
             info=None, origin=None)

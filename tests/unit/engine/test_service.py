@@ -27,7 +27,8 @@ from oslo_config import cfg  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 from oslo_messaging import conffixture  # noqa: E402
 
-from dtn_migrate.conf import default, engine, staging  # noqa: E402
+from dtn_migrate.conf import database, default, engine  # noqa: E402
+from dtn_migrate.conf import staging  # noqa: E402
 from dtn_migrate.conf import protection  # noqa: E402
 from dtn_migrate.engine import rpcapi, service  # noqa: E402
 from dtn_migrate.staging import localfs  # noqa: E402
@@ -39,13 +40,13 @@ for root in roots.values():
     os.makedirs(root)
 conf = cfg.ConfigOpts()
 conffixture.ConfFixture(conf)
-for module in (default, engine, protection, staging):
+for module in (default, database, engine, protection, staging):
     module.register_opts(conf)
 conf([], project="dtn-migrate-test")
 conf.set_override("host", "controller")
 conf.set_override("agent_host", "dtn-a", "engine")
-conf.set_override("persistence_connection",
-                  "sqlite:///%s/engine.sqlite" % tmp, "engine")
+conf.set_override("connection", "sqlite:///%s/engine.sqlite" % tmp,
+                  "database")
 conf.set_override("progress_interval", 0.5, "engine")
 conf.set_override("reconcile_interval", 1, "engine")
 conf.set_override("database_check_interval", 0.5, "engine")
