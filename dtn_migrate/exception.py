@@ -28,6 +28,19 @@ class Invalid(DtnMigrateException):
     code = 400
 
 
+class ServiceUnavailable(DtnMigrateException):
+    """A service this one needs (the image service, the database, the
+    engine, a peer DTN) cannot be reached now: try again (503).
+    """
+
+    msg_fmt = _("A service is unavailable: %(reason)s")
+    code = 503
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    msg_fmt = _("The database is unavailable: %(reason)s")
+
+
 class InvalidInput(Invalid):
     msg_fmt = _("Invalid input: %(reason)s")
 
@@ -73,7 +86,7 @@ class ImageUnsupported(Invalid):
     msg_fmt = _("Image %(image_id)s cannot be migrated: %(reason)s")
 
 
-class ImageServiceUnavailable(DtnMigrateException):
+class ImageServiceUnavailable(ServiceUnavailable):
     msg_fmt = _("The image service of %(cloud)s is unavailable: "
                 "%(reason)s")
     code = 503
@@ -99,15 +112,41 @@ class MigrationFailed(DtnMigrateException):
     msg_fmt = _("Migration %(migration_id)s failed: %(reason)s")
 
 
-class PeerUnreachable(DtnMigrateException):
+# What a migration's stages raise inside the engine.
+
+class MigrationCancelled(DtnMigrateException):
+    msg_fmt = _("Migration %(migration_id)s was cancelled.")
+
+
+class StageStalled(DtnMigrateException):
+    msg_fmt = _("Migration %(migration_id)s: %(stage)s made no progress "
+                "for %(seconds)d s.")
+
+
+class StageFailed(DtnMigrateException):
+    """A stage gave up because another stage of the migration failed
+    (the other stage's failure is the one to report).
+    """
+
+    msg_fmt = _("Migration %(migration_id)s: %(stage)s stopped: "
+                "%(reason)s.")
+
+
+class MetadataMismatch(DtnMigrateException):
+    msg_fmt = _("Image %(image_id)s: its metadata at the peer differs: "
+                "%(differences)s.")
+
+
+class PeerUnreachable(ServiceUnavailable):
     msg_fmt = _("Peer DTN %(peer)s cannot be reached: %(reason)s")
     code = 503
 
 
-class PersistenceUnavailable(DtnMigrateException):
+class PersistenceUnavailable(DatabaseUnavailable):
+    """The database, as the engine's flows and lock meet it."""
+
     msg_fmt = _("The engine's persistence database is unavailable: "
                 "%(reason)s")
-    code = 503
 
 
 class PersistenceInUse(DtnMigrateException):
@@ -144,14 +183,8 @@ class ImportNotAllowed(Forbidden):
     msg_fmt = _("Peer %(peer)s may not import %(what)s: %(reason)s")
 
 
-class DatabaseUnavailable(DtnMigrateException):
-    msg_fmt = _("The database is unavailable: %(reason)s")
-    code = 503
-
-
-class EngineUnavailable(DtnMigrateException):
+class EngineUnavailable(ServiceUnavailable):
     msg_fmt = _("The migration engine did not answer: %(reason)s")
-    code = 503
 
 
 class UnsupportedMediaType(Invalid):

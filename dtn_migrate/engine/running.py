@@ -50,9 +50,9 @@ def _reason(exc):
 def _cancelled(exc):
     failures = list(exc) if isinstance(exc, tf_exc.WrappedFailure) else None
     if failures is None:
-        return isinstance(exc, base.MigrationCancelled)
+        return isinstance(exc, exception.MigrationCancelled)
     return all(f.check(*_SECONDARY) for f in failures) and \
-        any(f.check(base.MigrationCancelled) for f in failures)
+        any(f.check(exception.MigrationCancelled) for f in failures)
 
 
 class Pool:

@@ -25,7 +25,6 @@ from taskflow.patterns import linear_flow
 from taskflow import retry
 import tenacity
 
-from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import incoming as tasks
 from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
@@ -37,8 +36,8 @@ IMPORT_ATTEMPTS = 3
 #: Pause before the second import attempt (doubled for each later one).
 RETRY_DELAY = 2.0
 #: Failures that another attempt would meet again.
-FINAL_FAILURES = (base.MigrationCancelled, exception.ImageHashMismatch,
-                  base.MetadataMismatch, exception.InvalidInput,
+FINAL_FAILURES = (exception.MigrationCancelled, exception.ImageHashMismatch,
+                  exception.MetadataMismatch, exception.InvalidInput,
                   staging_backend.ChecksumMismatch)
 
 

@@ -20,30 +20,8 @@ TRANSIENT_RPC = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
                  messaging.ClientSendError)
 
 
-class MigrationCancelled(exception.DtnMigrateException):
-    msg_fmt = "Migration %(migration_id)s was cancelled."
-
-
-class StageStalled(exception.DtnMigrateException):
-    msg_fmt = ("Migration %(migration_id)s: %(stage)s made no progress "
-               "for %(seconds)d s.")
-
-
-class StageFailed(exception.DtnMigrateException):
-    """A stage gave up because another stage of the migration failed
-    (the other stage's failure is the one to report).
-    """
-
-    msg_fmt = "Migration %(migration_id)s: %(stage)s stopped: %(reason)s."
-
-
-class MetadataMismatch(exception.DtnMigrateException):
-    msg_fmt = ("Image %(image_id)s: its metadata at the peer differs: "
-               "%(differences)s.")
-
-
 #: Failures of a stage that only follow another stage's (or a cancel).
-SECONDARY = (MigrationCancelled, StageFailed)
+SECONDARY = (exception.MigrationCancelled, exception.StageFailed)
 
 
 def sink_verifies(options):
@@ -80,10 +58,11 @@ class MigrationTask(task.Task):
         """
         live = self.live(migration_id)
         if live.cancel.is_set():
-            raise MigrationCancelled(migration_id=migration_id)
+            raise exception.MigrationCancelled(migration_id=migration_id)
         if live.stop.is_set():
-            raise StageFailed(migration_id=migration_id, stage=self.name,
-                              reason="%s failed" % live.failed)
+            raise exception.StageFailed(migration_id=migration_id,
+                                        stage=self.name,
+                                        reason="%s failed" % live.failed)
 
     def pause(self, migration_id, seconds=None):
         """Sleep a poll interval, or less if the migration is cancelled
@@ -172,5 +151,6 @@ class StallClock:
             self.last = value
             self.since = time.monotonic()
         elif time.monotonic() - self.since > self.timeout:
-            raise StageStalled(migration_id=self.migration_id,
-                               stage=self.stage, seconds=self.timeout)
+            raise exception.StageStalled(migration_id=self.migration_id,
+                                         stage=self.stage,
+                                         seconds=self.timeout)

@@ -317,7 +317,7 @@ class UploadImage(base.MigrationTask):
             self._upload(migration_id, transfer_id, incoming, image_id,
                          reporter)
         except staging_backend.CopyCancelled:
-            raise base.MigrationCancelled(migration_id=migration_id)
+            raise exception.MigrationCancelled(migration_id=migration_id)
         except staging_backend.ChecksumMismatch as exc:
             raise exception.ImageHashMismatch(
                 image_id=image_id, where="the received data",
@@ -415,7 +415,7 @@ class VerifyImage(base.MigrationTask):
             seen = {k: v for k, v in image.items() if k != MARKER}
             differences = [str(d) for d in metadata.compare(desc, seen)]
             if differences:
-                raise base.MetadataMismatch(
+                raise exception.MetadataMismatch(
                     image_id=image_id, differences="; ".join(differences))
         self._remove_others(transfer_id, image_id)
         return {"image_id": image_id, "status": "active",

@@ -209,8 +209,9 @@ def _failed_stage(migration_id, stages, names, stage):
         info = stages.get(name) or {}
         if info.get("state") in states.UNSUCCESSFUL_STATES or \
                 info.get("failed"):
-            raise base.StageFailed(migration_id=migration_id, stage=stage,
-                                   reason="%s failed" % name)
+            raise exception.StageFailed(migration_id=migration_id,
+                                        stage=stage,
+                                        reason="%s failed" % name)
 
 
 #: Seconds a failed peer import waits for a running export or transfer
@@ -351,9 +352,9 @@ class TransferImage(base.MigrationTask):
             stages = live.snapshot()
             export = stages.get("export") or {}
             if mark is not None and mark[1] and mark != before:
-                raise base.StageFailed(migration_id=migration_id,
-                                       stage="transfer",
-                                       reason="staging failed")
+                raise exception.StageFailed(migration_id=migration_id,
+                                            stage="transfer",
+                                            reason="staging failed")
             _failed_stage(migration_id, stages, ("export",), "transfer")
             return None, (mark, export.get("state"), export.get("committed"))
 

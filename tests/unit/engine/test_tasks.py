@@ -20,7 +20,6 @@ from taskflow.types import failure
 from dtn_migrate.engine import events
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine import resources
-from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
@@ -68,10 +67,10 @@ class TestImportRetry(testcase.TestCase):
 
     def test_final_failures_are_not_retried(self):
         for exc in (exception.ImageHashMismatch(),
-                    base.MetadataMismatch(image_id="i", differences="x"),
+                    exception.MetadataMismatch(image_id="i", differences="x"),
                     exception.InvalidInput(reason="bad"),
                     staging_backend.ChecksumMismatch("bad sha512"),
-                    base.MigrationCancelled(migration_id=MID)):
+                    exception.MigrationCancelled(migration_id=MID)):
             self.assertEqual(retry.REVERT, self.decide(exc), exc)
 
     def test_transient_failures_are_retried(self):
@@ -172,7 +171,7 @@ class TestVerifyImage(testcase.TestCase):
                                    min_ram=2, disk_format="raw",
                                    container_format="bare")
         task = incoming.VerifyImage(make_res(images=images))
-        self.assertRaises(base.MetadataMismatch, task.execute, TID,
+        self.assertRaises(exception.MetadataMismatch, task.execute, TID,
                           payload, image["id"])
 
 
@@ -394,7 +393,7 @@ class TestTransferImage(testcase.TestCase):
             watermark.publish(self.backend, self.data, 0, True, ".wm")
         threading.Thread(target=fail_staging, daemon=True).start()
         t0 = time.monotonic()
-        err = self.assertRaises(base.StageFailed, self.execute)
+        err = self.assertRaises(exception.StageFailed, self.execute)
         self.assertLess(time.monotonic() - t0, 2)
         self.assertIn("staging failed", str(err))
         self.agent.start_transfer.assert_not_called()
@@ -408,11 +407,11 @@ class TestTransferImage(testcase.TestCase):
             time.sleep(0.2)
             self.res.live_for(MID).stage("export", state="failed")
         threading.Thread(target=fail_staging, daemon=True).start()
-        self.assertRaises(base.StageFailed, self.execute)
+        self.assertRaises(exception.StageFailed, self.execute)
 
     def test_nothing_happens(self):
         self.res.conf.engine.stall_timeout = 0.3
-        err = self.assertRaises(base.StageStalled, self.execute)
+        err = self.assertRaises(exception.StageStalled, self.execute)
         self.assertIn("staging", str(err))
 
     def test_transient_rpc_errors_are_polled_through(self):
@@ -586,7 +585,7 @@ class TestAwaitPeerImport(testcase.TestCase):
         self.agent.get_peer_report.return_value = {
             "state": "uploading", "bytes": 1, "attempt": 2}
         t0 = time.monotonic()
-        self.assertRaises(base.StageStalled, self.execute)
+        self.assertRaises(exception.StageStalled, self.execute)
         self.assertLess(time.monotonic() - t0, 3)
 
     def test_asks_for_its_attempt_and_ignores_older_ones(self):
@@ -603,7 +602,7 @@ class TestAwaitPeerImport(testcase.TestCase):
     def test_a_failed_transfer_ends_the_wait(self):
         self.agent.get_peer_report.return_value = None
         self.res.live_for(MID).stage("transfer", state="failed")
-        self.assertRaises(base.StageFailed, self.execute)
+        self.assertRaises(exception.StageFailed, self.execute)
 
     def failed_import(self, transfer):
         """The peer reports its import failed; this side's export is
@@ -627,7 +626,7 @@ class TestAwaitPeerImport(testcase.TestCase):
         threading.Timer(0.5, live.stage, ("transfer",),
                         {"state": "failed"}).start()
         t0 = time.monotonic()
-        self.assertRaises(base.StageFailed, self.execute)
+        self.assertRaises(exception.StageFailed, self.execute)
         self.assertLess(time.monotonic() - t0,
                         outgoing.IMPORT_FAILURE_GRACE)
         self.assertFalse(live.stop.is_set())
@@ -782,7 +781,7 @@ class TestPushedEvents(testcase.TestCase):
         task = outgoing.AwaitPeerImport(self.res)
         threading.Timer(0.3, self.res.live_for(MID).cancel.set).start()
         t0 = time.monotonic()
-        self.assertRaises(base.MigrationCancelled, task.execute, MID, TID,
+        self.assertRaises(exception.MigrationCancelled, task.execute, MID, TID,
                           "b", {"size": 3, "os_hash_value": HASH}, 2)
         self.assertLess(time.monotonic() - t0, 3)
 
