@@ -31,6 +31,7 @@ from dtn_migrate.agent import requests
 from dtn_migrate import exception
 from dtn_migrate.common import states
 from dtn_migrate.transfer import dataset
+from dtn_migrate.transfer import durable
 from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import report as report_mod
 
@@ -128,7 +129,7 @@ class IncomingStore:
         dataset.write_json_atomic(self._path(rec["transfer_id"]), rec)
 
     def _save_final(self, tid, rec, report, raw):
-        dataset.write_bytes_atomic(self._path(tid, "report"), raw)
+        durable.write_atomic(self._path(tid, "report"), raw)
         rec.update(report_state=report.get("state"),
                    report_attempt=report_mod.attempt_of(report),
                    report_time=rec.get("report_time") or self.clock())

@@ -26,6 +26,7 @@ import os
 import stat
 import uuid
 
+from dtn_migrate.transfer import durable
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
 
@@ -98,10 +99,7 @@ def read_watermark_file(path):
 
 def write_watermark_file(path, committed, failed=False):
     """Publish a watermark atomically (for writers and tests)."""
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        f.write(format_watermark(committed, failed))
-    os.replace(tmp, path)
+    durable.write_atomic(path, format_watermark(committed, failed))
 
 
 def available_bytes(spec, provider=None):
@@ -265,23 +263,7 @@ class Manifest:
             return cls.from_dict(json.load(f))
 
 
-def write_bytes_atomic(path, data):
-    """Replace ``path`` with ``data`` durably: write a temporary file,
-    fsync it, rename it over ``path``, fsync the directory.
-    """
-    tmp = "%s.tmp" % path
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def write_json_atomic(path, data):
-    write_bytes_atomic(path, json.dumps(
+    """Replace ``path`` with ``data`` as compact JSON, durably."""
+    durable.write_atomic(path, json.dumps(
         data, separators=(",", ":")).encode("utf-8"))

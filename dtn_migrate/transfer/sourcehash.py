@@ -18,6 +18,7 @@ import threading
 
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
+from dtn_migrate.transfer import durable
 
 POLL = 0.05
 
@@ -86,10 +87,7 @@ class OrderedSha512:
         blob = self.h.save()
         if blob is None:
             return
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, self.path)
+        durable.write_atomic(self.path, blob)
         self._saved = self.h.offset
 
     def discard(self):

@@ -50,6 +50,7 @@ import shutil
 import threading
 
 from dtn_migrate.transfer import bitmap
+from dtn_migrate.transfer import durable
 from dtn_migrate.transfer.objectlog import methods as methods_mod
 from dtn_migrate.transfer.objectlog import records
 
@@ -433,7 +434,7 @@ class ObjectLog:
         directory = self.directory
         if not os.path.isdir(directory):
             os.makedirs(directory, exist_ok=True)
-            records.fsync_dir(os.path.dirname(os.path.abspath(directory)))
+            durable.fsync_dir(os.path.dirname(os.path.abspath(directory)))
         try:
             os.unlink(os.path.join(directory, records.INDEX_TMP))
         except FileNotFoundError:
@@ -607,7 +608,7 @@ class ObjectLog:
             shutil.rmtree(self.directory, ignore_errors=True)
             parent = os.path.dirname(os.path.abspath(self.directory))
             try:
-                records.fsync_dir(parent)
+                durable.fsync_dir(parent)
             except OSError:
                 pass
 

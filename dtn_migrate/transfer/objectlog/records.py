@@ -52,6 +52,7 @@ import os
 import struct
 import zlib
 
+from dtn_migrate.transfer import durable
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import varint
 
@@ -209,14 +210,6 @@ def _read_all(path):
         return None
 
 
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class DirState:
     """Whether directory entries changed since the directory was synced."""
 
@@ -228,7 +221,7 @@ class DirState:
 
     def sync(self):
         if self.dirty:
-            fsync_dir(self.path)
+            durable.fsync_dir(self.path)
             self.dirty = False
 
 
@@ -449,18 +442,8 @@ def write_index(directory, header, rows):
     body = ("\n".join(lines) + "\n").encode("ascii")
     trailer = json.dumps({"crc32": zlib.crc32(body), "lines": len(rows)})
     data = body + trailer.encode("ascii") + b"\n"
-    tmp = os.path.join(directory, INDEX_TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                 _FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, os.path.join(directory, INDEX))
-    fsync_dir(directory)
+    durable.write_atomic(os.path.join(directory, INDEX), data, _FILE_MODE,
+                         tmp=os.path.join(directory, INDEX_TMP))
 
 
 def read_index(directory):
