@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from dtn_migrate.common import stall
 from dtn_migrate.staging import backend as base
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import retry
@@ -37,7 +38,7 @@ class _Availability:
         self.current = name
         self.done = False         # the follower said DONE
         self.lock = threading.Lock()
-        self.grown = time.monotonic()
+        self.growth = stall.Stall(opts.stall_timeout)
 
     def wait_for(self, end):
         """Return once ``end`` bytes may be read (polling the follower)."""
@@ -78,8 +79,7 @@ class _Availability:
             if not self.done:
                 self.poll()
                 if not self.done and self.value >= self.size and \
-                        time.monotonic() - self.grown > \
-                        self.opts.stall_timeout:
+                        self.growth.stalled():
                     raise base.CopyStalled(
                         "%s is complete but its writer has not said it is "
                         "verified for %.0f s" % (self.name,
@@ -115,15 +115,14 @@ class _Availability:
         if state == watermark.DONE:
             available = self.size
             self.done = True
-        now = time.monotonic()
         if available > self.value:
             self.value = min(available, self.size)
-            self.grown = now
-        elif self.value < self.size and \
-                now - self.grown > self.opts.stall_timeout:
+            self.growth.moved()
+        elif self.value < self.size and self.growth.stalled():
             raise base.CopyStalled(
                 "%s has not grown past %d of %d bytes for %.0f s"
-                % (self.name, self.value, self.size, now - self.grown))
+                % (self.name, self.value, self.size,
+                   self.growth.quiet_for()))
 
 
 def _read_ahead(stream):
@@ -305,7 +304,7 @@ class StagedStream:
                     "staged %s has %s bytes on %s, expected %d"
                     % (self.name, have, copycommon.describe(self.backend),
                        self.size))
-        self.avail.grown = time.monotonic()
+        self.avail.growth.moved()
         if self.size:
             for i in range(self.opts.readers):
                 self._spawn(lambda: _read_ahead(self), "unstage-read-%d" % i)

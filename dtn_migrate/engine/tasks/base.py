@@ -1,13 +1,13 @@
 """Common ground of the migration tasks."""
 
 import contextlib
-import time
 
 import oslo_messaging as messaging
 from oslo_log import log as logging
 from taskflow import task
 
 from dtn_migrate import exception
+from dtn_migrate.common import stall
 
 LOG = logging.getLogger(__name__)
 
@@ -136,21 +136,16 @@ class MigrationTask(task.Task):
                 self.await_event(migration_id, event, seen, interval)
 
 
-class StallClock:
+class StallClock(stall.Stall):
     """Fails a wait once nothing it watches changed for ``timeout``."""
 
     def __init__(self, migration_id, stage, timeout):
+        super().__init__(timeout)
         self.migration_id = migration_id
         self.stage = stage
-        self.timeout = timeout
-        self.last = None
-        self.since = time.monotonic()
 
     def see(self, value):
-        if value != self.last:
-            self.last = value
-            self.since = time.monotonic()
-        elif time.monotonic() - self.since > self.timeout:
+        if not super().see(value) and self.stalled():
             raise exception.StageStalled(migration_id=self.migration_id,
                                          stage=self.stage,
                                          seconds=self.timeout)
