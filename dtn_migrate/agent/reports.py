@@ -286,6 +286,11 @@ class IncomingStore:
         _unlink(self._path(tid))
         _unlink(self._path(tid, "report"))
 
+    def transfers_of(self, peer):
+        """The transfers recorded as sent by ``peer``."""
+        return [r["transfer_id"] for r in self.list()
+                if r.get("peer") == peer]
+
     def report_for(self, transfer_hex, peer, attempt=0):
         """Report bytes for a REPORT connection from ``peer``, waiting for
         ``attempt``: only the peer that sent the transfer gets it.
