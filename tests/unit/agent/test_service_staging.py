@@ -91,3 +91,23 @@ class TestStaging(test_service.ServiceTestCase):
         east.sweep_strays()
         self.assertFalse(os.path.exists(pdir))
         self.assertTrue(os.path.exists(final))
+
+    def test_quota_counts_what_the_peer_sent_before_a_restart(self):
+        east = self.start_east()
+        earlier = uuid.uuid4().hex
+        conn, _ = self.open_session(east, earlier)
+        conn.close()
+        os.makedirs(self.staging(east, earlier))
+        with open(self.staging(east, earlier, "image.data"), "wb") as f:
+            f.truncate(3 * OBJ)
+        east.sink.stop()
+        east = self.start_east()          # no session of this run knows it
+        east.conf.set_override("staging_quota_bytes", 4 * OBJ, "peer:here")
+        self.assertEqual([earlier], east.incoming.transfers_of("here"))
+        self.assertEqual([], east.incoming.transfers_of("third"))
+        tid = uuid.uuid4().hex
+        conn, _ = self.open_session(east, tid)
+        reply = self.new_file(conn, "%s/image.data" % tid, 2 * OBJ)
+        self.assertEqual(P.FileStatus.REFUSED, reply.status, reply)
+        self.assertIn("(%d held, this file %d)" % (3 * OBJ, 2 * OBJ),
+                      reply.message)
