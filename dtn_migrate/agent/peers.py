@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 
+from oslo_config import cfg as oslo_cfg
 from oslo_log import log as logging
 
 from dtn_migrate.common import staged
@@ -47,6 +48,13 @@ class PeerRegistry:
             if key is None:
                 raise exception.ConfigError(
                     reason="[peer:%s] needs key or key_file" % name)
+            for opt in ("incoming_names", "staging_quota_bytes",
+                        "staging_quota_files"):
+                try:
+                    getattr(group, opt)
+                except (oslo_cfg.Error, ValueError) as exc:
+                    raise exception.ConfigError(
+                        reason="[peer:%s] %s: %s" % (name, opt, exc))
             self._peers[name] = (group, key)
         self._client_tls = None
         if any(g.tls for g, _ in self._peers.values()):

@@ -6,8 +6,11 @@ per-peer staging quota, stray partial copies swept.
 
 import os
 import time
+from unittest import mock
 import uuid
 
+from dtn_migrate.agent import service
+from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
@@ -111,3 +114,13 @@ class TestStaging(test_service.ServiceTestCase):
         self.assertEqual(P.FileStatus.REFUSED, reply.status, reply)
         self.assertIn("(%d held, this file %d)" % (3 * OBJ, 2 * OBJ),
                       reply.message)
+
+    def test_a_bad_value_is_refused_at_start(self):
+        conf = self.make_conf()
+        path = os.path.join(self.tmp, "bad.conf")
+        with open(path, "w") as f:
+            f.write("[peer:here]\nincoming_names = everywhere\n")
+        conf(["--config-file", path])
+        exc = self.assertRaises(exception.ConfigError, service.AgentService,
+                                conf, transport=mock.Mock())
+        self.assertIn("[peer:here] incoming_names", str(exc))
