@@ -10,13 +10,17 @@ import struct
 import threading
 import time
 
+from oslo_config import cfg as oslo_cfg
 from oslo_log import log as logging
 
+from dtn_migrate.common import staged
 from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
+from dtn_migrate.transfer import paths
 from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer import sinkquota
 from dtn_migrate.transfer import source
 
 LOG = logging.getLogger(__name__)
@@ -44,6 +48,13 @@ class PeerRegistry:
             if key is None:
                 raise exception.ConfigError(
                     reason="[peer:%s] needs key or key_file" % name)
+            for opt in ("incoming_names", "staging_quota_bytes",
+                        "staging_quota_files"):
+                try:
+                    getattr(group, opt)
+                except (oslo_cfg.Error, ValueError) as exc:
+                    raise exception.ConfigError(
+                        reason="[peer:%s] %s: %s" % (name, opt, exc))
             self._peers[name] = (group, key)
         self._client_tls = None
         if any(g.tls for g, _ in self._peers.values()):
@@ -63,6 +74,25 @@ class PeerRegistry:
         """
         entry = self._peers.get(name)
         return entry[1] if entry else None
+
+    def confinement(self, name):
+        """How far the names of peer ``name``'s transfers may reach at
+        this sink, and a migration's leaves (``SinkServer`` ``names``).
+        """
+        entry = self._peers.get(name)
+        mode = entry[0].incoming_names if entry else paths.MIGRATION
+        return mode, staged.LEAVES
+
+    def quota(self, name):
+        """The staging quota of peer ``name`` (``SinkServer`` ``quota``)."""
+        entry = self._peers.get(name)
+        if entry is None:
+            return sinkquota.Limits(0, 0, "", "")
+        group = peer_conf.group_name(name)
+        return sinkquota.Limits(
+            entry[0].staging_quota_bytes, entry[0].staging_quota_files,
+            "[%s] staging_quota_bytes" % group,
+            "[%s] staging_quota_files" % group)
 
     def require_tls(self, name):
         entry = self._peers.get(name)

@@ -239,11 +239,7 @@ class IncomingStore:
         (see ``retention``) are removed on the way, unless their transfer
         id is in ``active``.
         """
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        tids = {m.group(1) for m in map(_FILE.match, names) if m}
+        tids = self._tids()
         now = self.clock()
         out = []
         for tid in tids:
@@ -272,6 +268,24 @@ class IncomingStore:
         self._final.pop(tid, None)
         _unlink(self._path(tid))
         _unlink(self._path(tid, "report"))
+
+    def _tids(self):
+        """The transfer ids with a record."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return set()
+        return {m.group(1) for m in map(_FILE.match, names) if m}
+
+    def transfers_of(self, peer):
+        """The transfers recorded as sent by ``peer`` (none expires)."""
+        out = []
+        for tid in sorted(self._tids()):
+            with self.lock:
+                rec = self._load(tid)
+            if rec is not None and rec.get("peer") == peer:
+                out.append(tid)
+        return out
 
     def report_for(self, transfer_hex, peer, attempt=0):
         """Report bytes for a REPORT connection from ``peer``, waiting for

@@ -78,9 +78,10 @@ class AgentService(service.Service):
             tls_context=peers.server_tls_context(conf),
             require_tls=self.peers.require_tls, rdma_device=self.rdma,
             reports=self.feed, on_incoming=self.on_incoming,
-            owner=self.incoming.owner, on_session=self.on_session,
+            owner=self.owner_of, on_session=self.on_session,
             listener=self.on_file_event if self.pusher else None,
-            requests=handler)
+            requests=handler, names=self.peers.confinement,
+            quota=self.peers.quota, held=self.incoming.transfers_of)
         self.health = peers.PeerHealth.from_conf(
             conf, self.peers, self.host, self.cfg,
             last_transfer=self.outgoing.last_completed)
@@ -110,6 +111,30 @@ class AgentService(service.Service):
         if self.pusher is not None:
             threading.Thread(target=self._progress_loop, daemon=True,
                              name="transfer-progress").start()
+        threading.Thread(target=self._sweep_loop, daemon=True,
+                         name="stray-sweep").start()
+
+    def owner_of(self, transfer_id):
+        """The sink's owner lookup: the peer that sent ``transfer_id``,
+        or this DTN itself when it sends that transfer (its staged files
+        are this cloud's export: no peer may write them).
+        """
+        if self.outgoing.has(transfer_id):
+            return self.host
+        return self.incoming.owner(transfer_id)
+
+    def sweep_strays(self):
+        """Remove stray partial copies (see [agent] stray_max_age)."""
+        try:
+            self.sink.sweep_strays(self.conf.agent.stray_max_age)
+        except Exception:  # noqa: B902 - the next sweep tries again
+            LOG.exception("the sweep of stray partial copies failed")
+
+    def _sweep_loop(self):
+        """At start, then every [agent] stray_sweep_interval."""
+        self.sweep_strays()
+        while not self._stopped.wait(self.conf.agent.stray_sweep_interval):
+            self.sweep_strays()
 
     # Events pushed to this cloud's engine.
     def on_file_event(self, transfer_id, name):

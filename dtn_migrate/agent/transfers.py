@@ -373,6 +373,11 @@ class OutgoingTransfers:
         return self.get(manifest.transfer_id)
 
     # Persistence.
+    def has(self, transfer_hex):
+        """Does this DTN send (or did it send) transfer ``transfer_hex``?"""
+        return paths.is_transfer_id(transfer_hex) and \
+            self._load_manifest(transfer_hex) is not None
+
     def _dir(self, transfer_id):
         return os.path.join(self.state_dir, transfer_id)
 

@@ -74,6 +74,20 @@ agent_opts = [
         help='Seconds the result of a peer health check is reused before '
              'the peer is probed again; 0 probes on every request.'),
     cfg.FloatOpt(
+        'stray_max_age', default=172800.0, min=60.0,
+        help='Seconds after which the partial copies (and their '
+             'checkpoints) of an incoming transfer that has no session '
+             'and that nothing touched are strays: the agent removes them '
+             'when it starts and every stray_sweep_interval. A source '
+             'that resumes later sends those files whole again. Received '
+             'files and the staged files of migrations are never '
+             'removed by it (the engine removes those once imported). '
+             'Default: two days.'),
+    cfg.FloatOpt(
+        'stray_sweep_interval', default=3600.0, min=1.0,
+        help='Seconds between two sweeps of stray partial copies (see '
+             'stray_max_age).'),
+    cfg.FloatOpt(
         'peer_request_timeout', default=60.0, min=1.0,
         help='Seconds a request from a peer DTN (a mirror deletion) may '
              'wait for this cloud\'s engine, and this agent for a peer\'s '

@@ -44,6 +44,35 @@ peer_opts = [
                     'its address.'),
 ]
 
+#: What a peer may write into this DTN's staging root.
+staging_opts = [
+    cfg.StrOpt('incoming_names', default='migration',
+               choices=[('migration', 'only <transfer id>/image.json and '
+                                      '<transfer id>/image.data of the '
+                                      'transfer the session sends'),
+                        ('transfer', 'any file under <transfer id>/ of the '
+                                     'transfer the session sends'),
+                        ('any', 'any file of the staging root but in the '
+                                'directory of another transfer (operator '
+                                'transfers of arbitrary files with '
+                                'dtn-migrate-manage transfer start)')],
+               help='Receiving side: the names this peer\'s transfers may '
+                    'write under the staging root. Any other name is '
+                    'refused (the file fails, nothing is written) and '
+                    'logged with the peer\'s name.'),
+    cfg.IntOpt('staging_quota_bytes', default=4 << 40, min=1,
+               help='Receiving side: the bytes this peer\'s transfers may '
+                    'hold in the staging root at once (received files '
+                    'not yet imported and removed, and partial copies, '
+                    'at their full size). A file that would exceed it is '
+                    'refused before anything is written. Default 4 TiB.'),
+    cfg.IntOpt('staging_quota_files', default=10000, min=1,
+               help='Receiving side: the files this peer\'s transfers may '
+                    'hold in the staging root at once (a migration stages '
+                    'two). A file that would exceed it is refused before '
+                    'anything is written.'),
+]
+
 import_opts = [
     cfg.StrOpt('import_project',
                help='Receiving side: the Glance project (id) that images '
@@ -101,7 +130,7 @@ import_opts = [
                      '(and logged).'),
 ]
 
-peer_opts = peer_opts + import_opts
+peer_opts = peer_opts + staging_opts + import_opts
 
 
 def group_name(name):

@@ -11,6 +11,7 @@ import time
 from oslo_log import log as logging
 
 from dtn_migrate.agent import rpcapi as agent_rpcapi
+from dtn_migrate.common import staged
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.engine import events as events_mod
 from dtn_migrate import exception
@@ -21,12 +22,9 @@ from dtn_migrate.staging import factory
 LOG = logging.getLogger(__name__)
 
 #: Names of a migration's files, under the staging root of both DTNs.
-DESCRIPTOR = "image.json"
-DATA = "image.data"
-
-
-def staged_name(transfer_id, leaf):
-    return "%s/%s" % (transfer_id, leaf)
+DESCRIPTOR = staged.DESCRIPTOR
+DATA = staged.DATA
+staged_name = staged.staged_name
 
 
 #: Seconds the agent's answer to ping (what it pushes) is kept.

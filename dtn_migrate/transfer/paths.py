@@ -6,6 +6,11 @@ component, or starts with the reserved partial-data directory.  Files are
 then opened component by component with ``O_NOFOLLOW`` relative to a
 directory file descriptor, so a symlink anywhere on the path (including
 one planted after the name was checked) is refused rather than followed.
+
+``confine`` holds a session's names to its own transfer: ``migration``
+names are ``<transfer id>/<leaf>`` with a fixed set of leaves,
+``transfer`` names anything under ``<transfer id>/``, ``any`` names
+anything in the root but in the directory of another transfer.
 """
 
 import errno
@@ -16,6 +21,12 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol
 
 PARTIAL_DIR = ".dtn-partial"
+
+#: How far a session's names may reach (``confine``).
+MIGRATION = "migration"
+TRANSFER = "transfer"
+ANY = "any"
+CONFINEMENTS = (MIGRATION, TRANSFER, ANY)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not wait for a writer.
@@ -45,6 +56,42 @@ def check_name(name):
     if parts[0] == PARTIAL_DIR:
         raise errors.BadNameError("file name %r uses the reserved %s "
                                   "directory" % (name, PARTIAL_DIR))
+    return parts
+
+
+def is_transfer_id(component):
+    """Is ``component`` a transfer id (32 lower-case hex digits)?"""
+    return len(component) == 32 and \
+        all(c in "0123456789abcdef" for c in component)
+
+
+def confine(name, transfer_hex, mode=ANY, leaves=()):
+    """The components of ``name``, a file of transfer ``transfer_hex``,
+    or BadNameError if ``mode`` does not let the transfer write it:
+
+    * ``migration``: ``<transfer_hex>/<leaf>``, ``leaf`` one of
+      ``leaves``;
+    * ``transfer``: a file anywhere under ``<transfer_hex>/``;
+    * ``any``: anywhere in the root, but under the directory of another
+      transfer (a first component that is another transfer id).
+    """
+    parts = check_name(name)
+    own = parts[0] == transfer_hex
+    if mode == ANY:
+        if not own and is_transfer_id(parts[0]):
+            raise errors.BadNameError(
+                "%r is in the directory of another transfer, %s"
+                % (name, parts[0]))
+        return parts
+    if not own or len(parts) < 2:
+        raise errors.BadNameError(
+            "%r is not a file in this transfer's directory %s/"
+            % (name, transfer_hex))
+    if mode == MIGRATION and (len(parts) != 2 or parts[1] not in leaves):
+        raise errors.BadNameError(
+            "%r is not one of this transfer's files (%s)"
+            % (name, ", ".join("%s/%s" % (transfer_hex, leaf)
+                               for leaf in leaves)))
     return parts
 
 
@@ -126,6 +173,87 @@ class StagingRoot:
     def partial_dir(self, transfer_hex):
         """fd of ``<root>/.dtn-partial/<transfer>`` (created)."""
         return self._walk((PARTIAL_DIR, transfer_hex), True, 0o700)
+
+    def usage(self, transfer_hex):
+        """(bytes, files) that transfer ``transfer_hex`` holds: the
+        regular files under ``<root>/<transfer>/`` (not through a
+        symlink) and its partial copies (apparent sizes).
+        """
+        nbytes = nfiles = 0
+        for top, only in ((os.path.join(self.path, transfer_hex), None),
+                          (os.path.join(self.path, PARTIAL_DIR,
+                                        transfer_hex), ".part")):
+            try:
+                if not stat.S_ISDIR(os.lstat(top).st_mode):
+                    continue
+            except OSError:
+                continue
+            for dirpath, _dirs, files in os.walk(top):
+                for name in files:
+                    if only is not None and not name.endswith(only):
+                        continue
+                    try:
+                        st = os.lstat(os.path.join(dirpath, name))
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        nbytes += st.st_size
+                        nfiles += 1
+        return nbytes, nfiles
+
+    def partial_transfers(self):
+        """The transfers with a partial directory."""
+        try:
+            names = os.listdir(os.path.join(self.path, PARTIAL_DIR))
+        except OSError:
+            return []
+        return sorted(names)
+
+    def partial_mtime(self, transfer_hex):
+        """The newest modification time of a partial directory and its
+        files (None if it is gone or not a directory).
+        """
+        try:
+            pfd = self._walk((PARTIAL_DIR, transfer_hex), False, 0o700)
+        except (OSError, errors.BadNameError):
+            return None
+        try:
+            newest = os.fstat(pfd).st_mtime
+            for name in os.listdir(pfd):
+                try:
+                    st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                newest = max(newest, st.st_mtime)
+            return newest
+        finally:
+            os.close(pfd)
+
+    def remove_partial(self, transfer_hex):
+        """Remove a transfer's partial directory and the partial copies
+        and checkpoints in it (never anything outside it).  Returns the
+        number of files removed.
+        """
+        try:
+            pfd = self._walk((PARTIAL_DIR, transfer_hex), False, 0o700)
+        except (OSError, errors.BadNameError):
+            return 0
+        removed = 0
+        try:
+            for name in os.listdir(pfd):
+                try:
+                    os.unlink(name, dir_fd=pfd)
+                    removed += 1
+                except IsADirectoryError:
+                    pass
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOENT, errno.EISDIR,
+                                         errno.EPERM):
+                        raise
+        finally:
+            os.close(pfd)
+        self.remove_partial_dir(transfer_hex)
+        return removed
 
     def remove_partial_dir(self, transfer_hex):
         """Remove an empty per-transfer partial directory, if it is."""

@@ -38,6 +38,7 @@ import errno
 import logging
 import socket
 import threading
+import time
 
 from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import buffers
@@ -49,6 +50,7 @@ from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report as report_mod
 from dtn_migrate.transfer import request as request_mod
 from dtn_migrate.transfer import sinkfile
+from dtn_migrate.transfer import sinkquota
 from dtn_migrate.transfer import sinkrecv
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer.transport import stream
@@ -70,7 +72,8 @@ class SinkServer:
     def __init__(self, root, cfg, name, lookup_key, host="0.0.0.0", port=0,
                  tls_context=None, require_tls=None, rdma_device=None,
                  reports=None, on_incoming=None, owner=None,
-                 on_session=None, listener=None, requests=None):
+                 on_session=None, listener=None, requests=None,
+                 names=None, quota=None, held=None):
         """Callbacks, all optional:
 
         * ``owner(transfer_hex)``: the peer that sent the transfer, as
@@ -92,7 +95,13 @@ class SinkServer:
           on the connection's thread; a ``request.RequestFailed`` or
           ValueError is sent to the peer as an ERROR with its message,
           any other exception with a generic one.  None: this sink takes
-          no requests.
+          no requests;
+        * ``names(peer)``: how far the names of ``peer``'s sessions may
+          reach, one of ``paths.CONFINEMENTS`` (None: ``any``), and the
+          leaves of ``migration`` names;
+        * ``quota(peer)``: the staging quota of ``peer``, a
+          ``sinkquota.Limits`` (None: no quota); ``held(peer)``: the
+          transfers of ``peer`` it counts besides this run's.
         """
         self.root = paths.StagingRoot(root) if isinstance(root, str) else root
         self.cfg = cfg
@@ -131,6 +140,11 @@ class SinkServer:
         self.on_session = on_session
         self.listener = listener
         self.requests = requests
+        self.names = names or (lambda peer: (paths.ANY, ()))
+        self.quota = sinkquota.StagingQuota(self.root, quota, held) \
+            if quota is not None else None
+        # Transfers whose stray partial copies are being removed.
+        self.sweeping = set()
         # The optional capabilities this sink accepts (Caps).
         self.accept_caps = P.Caps.ZERO_EXTENTS | (
             P.Caps.ZSTD if sinkrecv.zstd_available() else P.Caps.NONE)
@@ -381,6 +395,10 @@ class SinkServer:
                     "sink %s is at its limit of %d sessions"
                     % (self.name, self.cfg.max_sessions),
                     code=errors.Code.LIMIT)
+            if tid in self.sweeping:
+                raise errors.ProtocolError(
+                    "transfer %s: its stray partial copies are being "
+                    "removed; retry" % tid, code=errors.Code.LIMIT)
             rec = self.records.get(tid)
             if rec is None:
                 rec = self.records[tid] = TransferRecord(
@@ -553,6 +571,48 @@ class SinkServer:
                                session.plane.kind, self.name, remote,
                                int(session.caps)))
         session.run_data(conn, connect.stream)
+
+    def confine(self, peer, transfer_hex, name):
+        """The components of ``name`` if ``peer``'s session of
+        ``transfer_hex`` may write it; else BadNameError.
+        """
+        mode, leaves = self.names(peer)
+        return paths.confine(name, transfer_hex, mode, leaves)
+
+    def record_list(self):
+        with self.lock:
+            return list(self.records.values())
+
+    def sweep_strays(self, max_age, now=None):
+        """Remove the partial copies (and their checkpoints) of transfers
+        with no session, untouched for ``max_age`` seconds; their final
+        files are never touched.  Returns the transfers swept.
+        """
+        now = time.time() if now is None else now
+        swept = []
+        for tid in self.root.partial_transfers():
+            with self.lock:
+                rec = self.records.get(tid)
+                if tid in self.sweeping or rec is not None and (
+                        rec.active or rec.session is not None):
+                    continue
+                newest = self.root.partial_mtime(tid)
+                if newest is None or now - newest < max_age:
+                    continue
+                self.sweeping.add(tid)
+            try:
+                removed = self.root.remove_partial(tid)
+                LOG.info("sink %s: removed %d stray partial files of "
+                         "transfer %s (untouched for %d s)", self.name,
+                         removed, tid, now - newest)
+                swept.append(tid)
+            except OSError as exc:
+                LOG.warning("sink %s: could not remove the stray partial "
+                            "copies of transfer %s: %s", self.name, tid, exc)
+            finally:
+                with self.lock:
+                    self.sweeping.discard(tid)
+        return swept
 
     def let_go(self, session):
         """``session``'s close has ended: its record stops holding it."""

@@ -6,6 +6,7 @@ watermarks, statistics), with the file-events ``listener`` of
 partial copy, durable objects and the state of its sha512.
 """
 
+import hashlib
 import threading
 import time
 
@@ -19,6 +20,13 @@ XATTR_SHA512 = "user.dtn_migrate.sha512"
 UNCONFIRMED = ".new"
 
 _local = threading.local()
+
+
+def partial_key(name):
+    """The base name (without suffix) of the partial copy of ``name``
+    and its checkpoints, in the transfer's partial directory.
+    """
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:40]
 
 
 def ranges(file_id, indices):

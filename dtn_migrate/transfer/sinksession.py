@@ -14,7 +14,6 @@ session's state, its files' opening and closing, and its teardown.
 """
 
 import errno
-import hashlib
 import logging
 import os
 import threading
@@ -83,6 +82,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
         # Set once close() has ended: a reconnection waits for it.
         self.gone = threading.Event()
         self.pdir = self.root.partial_dir(self.transfer_id)
+        # Has the peer's staging usage been counted for this session?
+        self.quota_counted = False
         self.pdir_durable = False
         # On tmpfs, fallocate would only zero-fill memory that the objects
         # overwrite anyway (0.3 s per GiB here): space is checked instead.
@@ -175,8 +176,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
                self.cfg.max_session_bitmap_bytes)))
 
     def _refuse(self, msg, exc):
-        LOG.warning("sink: transfer %s: refusing %r: %s", self.transfer_id,
-                    msg.name, exc)
+        LOG.warning("sink: transfer %s from %s: refusing %r: %s",
+                    self.transfer_id, self.peer, msg.name, exc)
         self.record.set_file(msg.name, size=msg.size, state="failed",
                              error=str(exc))
         self.retired.add(msg.file_id)
@@ -185,7 +186,8 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
 
     def _open_file(self, msg):
         try:
-            parts = paths.check_name(msg.name)
+            parts = self.server.confine(self.peer, self.transfer_id,
+                                        msg.name)
             self.root.check_dirs(parts)
         except errors.BadNameError as exc:
             return self._refuse(msg, exc)
@@ -228,6 +230,7 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
                                      path=os.path.join(self.root.path,
                                                        msg.name))
                 return P.FileId(msg.file_id, P.FileStatus.SKIP)
+            self._charge(msg)
             f, status = self._prepare(msg, parts, flags)
         except errors.TransferError as exc:
             return self._refuse(msg, exc)
@@ -278,9 +281,21 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
         finally:
             os.close(fd)
 
+    def _charge(self, msg):
+        """The peer's staging quota admits the file (QuotaError)."""
+        quota = self.server.quota
+        if quota is None:
+            return
+        try:
+            st = os.stat(sinkfile.partial_key(msg.name) + ".part",
+                         dir_fd=self.pdir, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        quota.admit(self, msg, st and st.st_size)
+
     def _prepare(self, msg, parts, flags):
         """Open (or create) the partial copy; return (SinkFile, status)."""
-        key = hashlib.sha256(msg.name.encode("utf-8")).hexdigest()[:40]
+        key = sinkfile.partial_key(msg.name)
         part = key + ".part"
         done = bitmap.Bitmap.decode_runs(msg.done, msg.nobjects)
         try:

@@ -361,8 +361,12 @@ class Agent(ServiceProcess):
             "transfer": dict(self.transfer),
         }
         for peer, (addr, port) in self.peers.items():
+            # These agents receive operator transfers of files of any
+            # name; a test of the default (a migration's two files, as
+            # devcloud's agents) sets it back through ``extra``.
             sections["peer:%s" % peer] = {"address": addr, "port": port,
-                                          "key": self.key}
+                                          "key": self.key,
+                                          "incoming_names": "any"}
         for section, values in self.extra.items():
             sections.setdefault(section, {}).update(values)
         write_conf(self.conf, sections)

@@ -387,3 +387,87 @@ class ResolveSourceTest(testcase.TestCase):
 
     def test_reserved_dir(self):
         self.refuse(".dtn-partial/x")
+
+
+TID = "0123456789abcdef0123456789abcdef"
+OTHER = "fedcba9876543210fedcba9876543210"
+LEAVES = ("image.json", "image.data")
+
+
+class ConfineTest(testtools.TestCase):
+    """A session's names held to its own transfer (issue 36, item 5)."""
+
+    def refuse(self, name, mode):
+        self.assertRaises(errors.BadNameError, paths.confine, name, TID,
+                          mode, LEAVES)
+
+    def test_migration(self):
+        for leaf in LEAVES:
+            self.assertEqual([TID, leaf], paths.confine(
+                "%s/%s" % (TID, leaf), TID, paths.MIGRATION, LEAVES))
+        for name in ("%s/image.json" % OTHER, "%s/image.data" % OTHER,
+                     "%s/other" % TID, "%s/d/image.json" % TID, TID,
+                     "image.json", "../%s/image.json" % TID,
+                     "/%s/image.json" % TID, "%s/../%s/image.json"
+                     % (TID, OTHER), "%s/./image.json" % TID,
+                     ".dtn-partial/%s/image.json" % TID,
+                     "%s/image.json" % TID.upper()):
+            self.refuse(name, paths.MIGRATION)
+
+    def test_transfer(self):
+        self.assertEqual([TID, "a", "b"], paths.confine(
+            "%s/a/b" % TID, TID, paths.TRANSFER))
+        for name in ("%s/image.json" % OTHER, TID, "a/b", "../x"):
+            self.refuse(name, paths.TRANSFER)
+
+    def test_any(self):
+        for name in ("a/b", "%s/x" % TID, "%s/x" % TID[:31], "A" * 32):
+            self.assertEqual(name.split("/"),
+                             paths.confine(name, TID, paths.ANY))
+        for name in ("%s/image.json" % OTHER, OTHER, "../x"):
+            self.refuse(name, paths.ANY)
+
+
+class PartialSweepTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.root = paths.StagingRoot(self.tmp)
+
+    def test_usage_counts_files_and_partial_copies(self):
+        os.makedirs(os.path.join(self.tmp, TID, "d"))
+        for rel, size in (("%s/image.json" % TID, 10),
+                          ("%s/d/x" % TID, 5), ("%s/y" % OTHER, 99)):
+            os.makedirs(os.path.dirname(os.path.join(self.tmp, rel)),
+                        exist_ok=True)
+            with open(os.path.join(self.tmp, rel), "wb") as f:
+                f.write(b"z" * size)
+        pfd = self.root.partial_dir(TID)
+        os.close(pfd)
+        pdir = os.path.join(self.tmp, paths.PARTIAL_DIR, TID)
+        with open(os.path.join(pdir, "k.part"), "wb") as f:
+            f.truncate(1000)
+        with open(os.path.join(pdir, "k.sha"), "wb") as f:
+            f.write(b"s" * 50)
+        os.symlink("/etc/passwd", os.path.join(self.tmp, TID, "link"))
+        self.assertEqual((1015, 3), self.root.usage(TID))
+        self.assertEqual((0, 0), self.root.usage("0" * 32))
+
+    def test_remove_partial_only_touches_its_directory(self):
+        os.close(self.root.partial_dir(TID))
+        os.close(self.root.partial_dir(OTHER))
+        pdir = os.path.join(self.tmp, paths.PARTIAL_DIR, TID)
+        for name in ("a.part", "a.sha", "a.new"):
+            open(os.path.join(pdir, name), "wb").close()
+        os.makedirs(os.path.join(self.tmp, TID))
+        final = os.path.join(self.tmp, TID, "image.data")
+        open(final, "wb").close()
+        self.assertEqual([TID, OTHER], self.root.partial_transfers())
+        self.assertIsNotNone(self.root.partial_mtime(TID))
+        self.assertEqual(3, self.root.remove_partial(TID))
+        self.assertFalse(os.path.exists(pdir))
+        self.assertTrue(os.path.exists(final))
+        self.assertEqual([OTHER], self.root.partial_transfers())
+        self.assertIsNone(self.root.partial_mtime(TID))
+        self.assertEqual(0, self.root.remove_partial(TID))
