@@ -22,7 +22,7 @@ from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
 from dtn_migrate.transfer import protocol as P
 from tests.functional import base
-from tests.functional import rawpeer
+from tests.functional.transfer import rawpeer
 
 MiB = base.MiB
 QUOTA = 32 * MiB
