@@ -394,7 +394,7 @@ OTHER = "fedcba9876543210fedcba9876543210"
 LEAVES = ("image.json", "image.data")
 
 
-class ConfineTest(testtools.TestCase):
+class ConfineTest(testcase.TestCase):
     """A session's names held to its own transfer (issue 36, item 5)."""
 
     def refuse(self, name, mode):
@@ -428,7 +428,7 @@ class ConfineTest(testtools.TestCase):
             self.refuse(name, paths.ANY)
 
 
-class PartialSweepTest(testtools.TestCase):
+class PartialSweepTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

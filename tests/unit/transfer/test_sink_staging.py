@@ -9,7 +9,6 @@ import tempfile
 import time
 
 import fixtures
-import testtools
 
 from dtn_migrate.common import staged
 from dtn_migrate.transfer import config
@@ -20,6 +19,7 @@ from dtn_migrate.transfer import sink
 from dtn_migrate.transfer import sinkquota
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer.transport import tcp
+from tests.unit import testcase
 from tests.unit.transfer import test_sink_session as base
 
 OBJ = base.OBJ
@@ -27,7 +27,7 @@ KEY = base.KEY
 PEER = "source"
 
 
-class StagingTestCase(testtools.TestCase):
+class StagingTestCase(testcase.TestCase):
     """A sink (not listening) and sessions of its peer ``source``."""
 
     mode = paths.MIGRATION
