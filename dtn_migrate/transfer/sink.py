@@ -281,7 +281,7 @@ class SinkServer:
             return
         try:
             connect, key = handshake.server(conn, self.lookup_key,
-                                            cfg.frame_auth)
+                                            cfg.frame_auth, name=self.name)
             self.admission.authenticated(ticket)
             if self.require_tls(connect.peer) and not conn.tls:
                 conn.send(P.Error(errors.Code.AUTH, 1, P.NO_FILE,

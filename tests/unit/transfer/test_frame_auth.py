@@ -36,12 +36,14 @@ def connected_pair(caps=P.Caps.FRAME_AUTH):
         s.settimeout(TIMEOUT)
     src, snk = stream.Connection(a, "sink"), stream.Connection(b, "src")
     connect = P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0, caps,
-                        os.urandom(16), 0, 1 << 20, 1, auth.nonce(), "src")
+                        os.urandom(16), 0, 1 << 20, 1, auth.nonce(), "src",
+                        sink="sink")
     out = {}
 
     def serve():
         out["server"] = handshake.server(snk, lambda p: KEY,
-                                         require_frame_auth=False)
+                                         require_frame_auth=False,
+                                         name="sink")
         snk.send(P.ConnectAck(1, 1 << 20, 1, 64, P.DataPlane.TCP, "sink"))
     t = threading.Thread(target=serve)
     t.start()
@@ -126,14 +128,14 @@ class TestFrameTags(testtools.TestCase):
 
         def serve():
             try:
-                handshake.server(snk, lambda p: KEY)
+                handshake.server(snk, lambda p: KEY, name="sink")
             except errors.TransferError as exc:
                 out["exc"] = exc
         t = threading.Thread(target=serve)
         t.start()
         connect = P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0,
                             os.urandom(16), 0, 1 << 20, 1, auth.nonce(),
-                            "src")
+                            "src", sink="sink")
         exc = self.assertRaises(errors.PeerError, handshake.client, src,
                                 connect, KEY)
         t.join(TIMEOUT)
@@ -148,7 +150,7 @@ class TestFrameTags(testtools.TestCase):
         self.addCleanup(a.close)
         a.sendall(P.HEADER.pack(P.MAGIC, 1, P.MsgType.CONNECT, 0, 0, 0))
         exc = self.assertRaises(errors.ProtocolError, handshake.server, snk,
-                                lambda p: KEY)
+                                lambda p: KEY, name="sink")
         self.assertEqual(errors.Code.VERSION, exc.code)
         self.assertIn("speaks protocol version 1, this agent %d" % P.VERSION,
                       str(exc))
