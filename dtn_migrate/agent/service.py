@@ -80,7 +80,8 @@ class AgentService(service.Service):
             reports=self.feed, on_incoming=self.on_incoming,
             owner=self.incoming.owner, on_session=self.on_session,
             listener=self.on_file_event if self.pusher else None,
-            requests=handler)
+            requests=handler,
+            preferred_sources=self.peers.source_addresses())
         self.health = peers.PeerHealth.from_conf(
             conf, self.peers, self.host, self.cfg,
             last_transfer=self.outgoing.last_completed)
@@ -97,6 +98,7 @@ class AgentService(service.Service):
 
     def start(self):
         super().start()
+        peers.check_key_files(self.conf)
         self.sink.start()
         target = messaging.Target(topic=rpcapi.TOPIC, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],
