@@ -11,6 +11,7 @@ import hashlib
 import os
 import socket
 import threading
+import zlib
 
 import testtools
 
@@ -141,6 +142,22 @@ class TestFrameTags(testtools.TestCase):
         t.join(TIMEOUT)
         self.assertIn("requires frame authentication", str(exc))
         self.assertIsInstance(out["exc"], errors.AuthenticationError)
+
+    def test_version_3_peer_named(self):
+        """An agent of before the sink name (v3) is told to upgrade."""
+        a, b = socket.socketpair()
+        snk = stream.Connection(b, "src")
+        self.addCleanup(snk.close)
+        self.addCleanup(a.close)
+        body = P.Connect(3, 3, P.Role.CONTROL, 0, 0, os.urandom(16), 0,
+                         1 << 20, 1, auth.nonce(), "src").encode()
+        a.sendall(P.HEADER.pack(P.MAGIC, 3, P.MsgType.CONNECT, 0, len(body),
+                                zlib.crc32(body)) + body)
+        exc = self.assertRaises(errors.ProtocolError, handshake.server, snk,
+                                lambda p: KEY, name="sink")
+        self.assertEqual(errors.Code.VERSION, exc.code)
+        self.assertIn("speaks protocol version 3, this agent 4: upgrade the "
+                      "older agent", str(exc))
 
     def test_older_peer_named(self):
         """A version 1 frame gets a clear answer."""
