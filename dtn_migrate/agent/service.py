@@ -51,6 +51,8 @@ class AgentService(service.Service):
         self.host = conf.host
         self.cfg = transfer_conf.engine_config(conf)
         self.peers = peers.PeerRegistry(conf)
+        # Logged at start-up: a key file others can read.
+        peers.check_key_files(conf)
         self.rdma = probe_rdma(conf, self.cfg)
         self.outgoing = transfers.OutgoingTransfers(
             conf, self.host, self.cfg, self.peers, self.rdma)
@@ -98,7 +100,6 @@ class AgentService(service.Service):
 
     def start(self):
         super().start()
-        peers.check_key_files(self.conf)
         self.sink.start()
         target = messaging.Target(topic=rpcapi.TOPIC, server=self.host)
         self.rpcserver = rpc.get_server(target, [self.manager],
