@@ -53,6 +53,10 @@ function configure_dtn_migrate_peers {
         iniset "$DTN_MIGRATE_CONF" "peer:$name" address "$addr"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" port "$port"
         iniset "$DTN_MIGRATE_CONF" "peer:$name" key_file "$key"
+        if dtn_migrate_tls; then
+            iniset "$DTN_MIGRATE_CONF" "peer:$name" tls True
+            iniset "$DTN_MIGRATE_CONF" "peer:$name" require_tls True
+        fi
         # The images this peer sends land in that project.
         if [[ -n "$project_id" ]]; then
             iniset "$DTN_MIGRATE_CONF" "peer:$name" import_project \
@@ -60,6 +64,45 @@ function configure_dtn_migrate_peers {
         fi
     done
     iniset "$DTN_MIGRATE_CONF" agent peers "$names"
+}
+
+function dtn_migrate_tls {
+    [[ "${DTN_MIGRATE_TLS,,}" =~ ^(true|yes|on|1)$ ]]
+}
+
+# [tls]: this DTN's certificate and key, self-signed and made when
+# missing, and the bundle of the certificates it trusts, which starts
+# with its own (the peers' are appended to it by hand, as their keys are
+# copied).
+function configure_dtn_migrate_tls {
+    local names name san
+    names="DNS:$(hostname)"
+    for name in ${HOST_IP:-} $DTN_MIGRATE_TLS_NAMES; do
+        if [[ "$name" =~ ^[0-9.]+$ || "$name" == *:* ]]; then
+            names="$names,IP:$name"
+        else
+            names="$names,DNS:$name"
+        fi
+    done
+    san="subjectAltName=$names"
+    mkdir -p "$(dirname "$DTN_MIGRATE_TLS_CERT")" \
+        "$(dirname "$DTN_MIGRATE_TLS_KEY")" "$(dirname "$DTN_MIGRATE_TLS_CA")"
+    if [[ ! -f "$DTN_MIGRATE_TLS_CERT" || ! -f "$DTN_MIGRATE_TLS_KEY" ]]; then
+        (umask 077 && openssl req -x509 -newkey ec \
+            -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+            -subj "/CN=$(hostname)" -addext "$san" \
+            -keyout "$DTN_MIGRATE_TLS_KEY" -out "$DTN_MIGRATE_TLS_CERT" \
+            2>/dev/null)
+        chmod 644 "$DTN_MIGRATE_TLS_CERT"
+    fi
+    if [[ ! -f "$DTN_MIGRATE_TLS_CA" ]]; then
+        cp "$DTN_MIGRATE_TLS_CERT" "$DTN_MIGRATE_TLS_CA"
+        echo "dtn-migrate: append $DTN_MIGRATE_TLS_CERT to" \
+            "$DTN_MIGRATE_TLS_CA on the node of each peer, and theirs here"
+    fi
+    iniset "$DTN_MIGRATE_CONF" tls cert_file "$DTN_MIGRATE_TLS_CERT"
+    iniset "$DTN_MIGRATE_CONF" tls key_file "$DTN_MIGRATE_TLS_KEY"
+    iniset "$DTN_MIGRATE_CONF" tls ca_file "$DTN_MIGRATE_TLS_CA"
 }
 
 function configure_dtn_migrate {
@@ -77,6 +120,9 @@ function configure_dtn_migrate {
     iniset "$DTN_MIGRATE_CONF" agent listen_port "$DTN_MIGRATE_PORT"
     iniset "$DTN_MIGRATE_CONF" agent staging_root "$DTN_MIGRATE_STAGING"
     iniset "$DTN_MIGRATE_CONF" agent state_dir "$DTN_MIGRATE_STATE"
+    if dtn_migrate_tls; then
+        configure_dtn_migrate_tls
+    fi
     configure_dtn_migrate_peers
 
     iniset "$DTN_MIGRATE_CONF" engine agent_host "$DTN_MIGRATE_AGENT_HOST"

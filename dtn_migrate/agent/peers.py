@@ -6,6 +6,7 @@ import concurrent.futures
 import datetime
 import os
 import socket
+import stat
 import struct
 import threading
 import time
@@ -16,6 +17,7 @@ from oslo_log import log as logging
 from dtn_migrate.common import staged
 from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate import exception
+from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
@@ -55,6 +57,11 @@ class PeerRegistry:
                 except (oslo_cfg.Error, ValueError) as exc:
                     raise exception.ConfigError(
                         reason="[peer:%s] %s: %s" % (name, opt, exc))
+            try:
+                admission.networks(group.source_addresses or ())
+            except ValueError as exc:
+                raise exception.ConfigError(
+                    reason="[peer:%s] source_addresses: %s" % (name, exc))
             self._peers[name] = (group, key)
         self._client_tls = None
         if any(g.tls for g, _ in self._peers.values()):
@@ -94,6 +101,11 @@ class PeerRegistry:
             "[%s] staging_quota_bytes" % group,
             "[%s] staging_quota_files" % group)
 
+    def source_addresses(self):
+        """Every peer's source_addresses: the sink admits them first."""
+        return [a for g, _ in self._peers.values()
+                for a in g.source_addresses or ()]
+
     def require_tls(self, name):
         entry = self._peers.get(name)
         return bool(entry and entry[0].require_tls)
@@ -121,6 +133,41 @@ class PeerRegistry:
         return source.Peer(name, group.address, group.port, key,
                            self._client_tls if group.tls else None,
                            group.server_name)
+
+
+#: Permission bits of a key file that let anyone but its owner read or
+#: change it.
+_KEY_FILE_OPEN_BITS = 0o066
+
+
+def key_file_warning(path, option):
+    """Why key file ``path`` (of ``option``, e.g. "[peer:east] key_file")
+    is exposed, or None: readable (or writable) by its group or others.
+    """
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None     # reading it fails, and says so, elsewhere
+    if not mode & _KEY_FILE_OPEN_BITS:
+        return None
+    return ("%s %s is readable by group or others (mode %04o): anyone who "
+            "can read it can pose as either side of the peering; fix it "
+            "with: chmod 600 %s" % (option, path, mode, path))
+
+
+def check_key_files(conf):
+    """Log a WARNING for each peering key file, and the TLS private key,
+    that its group or others can read; returns the warnings.
+    """
+    files = [("[%s] key_file" % peer_conf.group_name(name),
+              conf[peer_conf.group_name(name)].key_file)
+             for name in conf.agent.peers]
+    files.append(("[tls] key_file", conf.tls.key_file))
+    warnings = [w for w in (key_file_warning(path, option)
+                            for option, path in files if path) if w]
+    for warning in warnings:
+        LOG.warning("%s", warning)
+    return warnings
 
 
 def server_tls_context(conf):

@@ -51,6 +51,8 @@ class AgentService(service.Service):
         self.host = conf.host
         self.cfg = transfer_conf.engine_config(conf)
         self.peers = peers.PeerRegistry(conf)
+        # Logged at start-up: a key file others can read.
+        peers.check_key_files(conf)
         self.rdma = probe_rdma(conf, self.cfg)
         self.outgoing = transfers.OutgoingTransfers(
             conf, self.host, self.cfg, self.peers, self.rdma)
@@ -81,7 +83,8 @@ class AgentService(service.Service):
             owner=self.owner_of, on_session=self.on_session,
             listener=self.on_file_event if self.pusher else None,
             requests=handler, names=self.peers.confinement,
-            quota=self.peers.quota, held=self.incoming.transfers_of)
+            quota=self.peers.quota, held=self.incoming.transfers_of,
+            preferred_sources=self.peers.source_addresses())
         self.health = peers.PeerHealth.from_conf(
             conf, self.peers, self.host, self.cfg,
             last_transfer=self.outgoing.last_completed)

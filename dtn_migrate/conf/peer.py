@@ -42,6 +42,17 @@ peer_opts = [
     cfg.StrOpt('server_name',
                help='Name expected in the peer\'s TLS certificate; default: '
                     'its address.'),
+    cfg.ListOpt('source_addresses', default=[],
+                help='IP addresses or networks (CIDR) the peer\'s '
+                     'connections come from. They are admitted first: '
+                     'when every unauthenticated slot of this sink is '
+                     'taken, a connection from one of them closes the '
+                     'oldest one still authenticating from anywhere '
+                     'else, and each counts towards '
+                     '[transfer] max_unauthenticated_per_address by its '
+                     'own address, never its IPv6 /64. Connections from '
+                     'other addresses are still accepted (a firewall is '
+                     'the place to refuse them). Empty: no preference.'),
 ]
 
 #: What a peer may write into this DTN's staging root.

@@ -119,10 +119,23 @@ transfer_opts = [
     cfg.IntOpt('max_unauthenticated_per_address',
                default=_d.max_unauthenticated_per_address, min=1,
                help='Sink: connections not yet authenticated held at once '
-                    'from one source address.'),
+                    'from one source: one IPv4 address (IPv4-mapped IPv6 '
+                    'addresses count as IPv4), or one IPv6 /64. A peer\'s '
+                    'source_addresses count by their own address and come '
+                    'first.'),
     cfg.IntOpt('max_connections', default=_d.max_connections, min=1,
                help='Sink: connections held at once, each with one thread '
                     '(a session uses one plus one per stream).'),
+    cfg.IntOpt('max_connections_per_peer',
+               default=_d.max_connections_per_peer, min=1,
+               help='Sink: authenticated connections one peer holds at '
+                    'once, in all its sessions; more are refused (LIMIT, '
+                    'retried by the source), so that no peer takes all of '
+                    'max_connections.'),
+    cfg.IntOpt('max_open_files_per_peer',
+               default=_d.max_open_files_per_peer, min=1,
+               help='Sink: files one peer holds open at once, in all its '
+                    'sessions; a file over it is refused (LIMIT).'),
     cfg.BoolOpt('frame_auth', default=_d.frame_auth,
                 help='Authenticate every frame after the handshake with a '
                      'session key (an HMAC-SHA256 tag on every frame and an '

@@ -3,18 +3,24 @@
 Every connection, control or data, opens with an HMAC-SHA256 challenge
 over a key shared by the two DTNs of a peering::
 
-    source -> sink   CONNECT   (carries nonce_c and the source's name)
-    sink -> source   CHALLENGE nonce_s, proof_s
+    source -> sink   CONNECT   (nonce_c, the source's name, and the
+                                name of the sink it means to reach)
+    sink -> source   CHALLENGE nonce_s, proof_s, the sink's name
     source -> sink   AUTH      proof_c
     sink -> source   CONNECT_ACK
 
-    transcript = CONNECT body || nonce_s
+    transcript = CONNECT body || nonce_s || u16 length || sink name
     proof_s = HMAC(key, "dtn-migrate/1 sink"   || transcript)
     proof_c = HMAC(key, "dtn-migrate/1 source" || transcript || proof_s)
 
 Each side proves the key over a nonce chosen by the other, so neither a
 replay nor a reflected proof is accepted, and the source checks the
-sink's proof before it sends anything else.  TLS, when configured, wraps
+sink's proof before it sends anything else.  Both agents' names are in
+the transcript (protocol version 4), and each side checks the other's:
+the sink refuses a CONNECT meant for a sink of another name, and the
+source a CHALLENGE from a sink other than the one it dialled, so a
+connection redirected to another sink that holds the same key fails
+(``NameMismatch``) instead of delivering there.  TLS, when configured, wraps
 the connection first (encryption for links outside a Science DMZ, and
 certificate checks in both directions when a CA is given); the HMAC
 exchange still runs inside it.
@@ -75,6 +81,15 @@ SessionKeys = collections.namedtuple("SessionKeys",
 
 def nonce():
     return os.urandom(NONCE_SIZE)
+
+
+def transcript(connect_body, nonce_s, sink_name):
+    """What both proofs cover: the CONNECT body (the source's nonce and
+    name, and the sink name it asked for), the sink's nonce, and the
+    name the sink gives in its CHALLENGE.
+    """
+    name = sink_name.encode("utf-8")
+    return connect_body + nonce_s + struct.pack("!H", len(name)) + name
 
 
 def sink_proof(key, transcript):

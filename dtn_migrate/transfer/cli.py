@@ -158,8 +158,8 @@ def cmd_send(args):
     tls = None
     if args.tls_ca:
         tls = auth.client_context(args.tls_ca, args.tls_cert, args.tls_key)
-    peer = source.Peer(args.peer_name or "%s:%d" % (host, port), host, port,
-                       key, tls, args.server_name)
+    peer = source.Peer(args.peer_name or "sink", host, port, key, tls,
+                       args.server_name)
     tid = args.transfer_id or uuid.uuid4().hex
     tid = uuid.UUID(tid).hex
     tdir = os.path.join(args.state_dir, tid)
@@ -227,7 +227,9 @@ def parser():
     c = sub.add_parser("send", help="send files to a sink")
     c.add_argument("files", nargs="*", metavar="FILE")
     c.add_argument("--peer", type=host_port, required=True)
-    c.add_argument("--peer-name")
+    c.add_argument("--peer-name",
+                   help="the sink's name (its serve --name; default "
+                   "sink): a sink of another name refuses the connection")
     c.add_argument("--key-file", required=True)
     c.add_argument("--name", default="source",
                    help="this source's name, as the sink knows it")

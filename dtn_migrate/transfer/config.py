@@ -72,6 +72,10 @@ class TransferConfig:
     # Connections (and so handler threads) held at once, authenticated
     # or not.
     max_connections: int = 1024
+    # What one authenticated peer may hold at once, in all its sessions:
+    # connections, and files open for writing.
+    max_connections_per_peer: int = 512
+    max_open_files_per_peer: int = 1024
     # Authenticate every frame after the handshake (protocol.rst).
     frame_auth: bool = True
     # Send all-zero objects (holes, zero runs) as ZERO_BLOCKS, not bytes.
@@ -130,6 +134,10 @@ class TransferConfig:
         need(0 < self.compression_min_saving < 1,
              "compression_min_saving must be > 0 and < 1")
         need(self.max_open_files >= 1, "max_open_files must be >= 1")
+        need(self.max_connections_per_peer >= 1,
+             "max_connections_per_peer must be >= 1")
+        need(self.max_open_files_per_peer >= 1,
+             "max_open_files_per_peer must be >= 1")
         need(self.max_session_bitmap_bytes >= 1,
              "max_session_bitmap_bytes must be >= 1")
 

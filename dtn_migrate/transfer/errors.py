@@ -69,6 +69,12 @@ class AuthenticationError(TransferError):
     code = Code.AUTH
 
 
+class NameMismatch(AuthenticationError):
+    """The connection reached an agent other than the one it was meant
+    for (redirected, or a peering's address names another agent).
+    """
+
+
 class BadNameError(TransferError):
     """A file name would escape the staging root or is not acceptable."""
 

@@ -20,6 +20,8 @@ def client(conn, connect, key):
 
 
 def _client(conn, connect, key):
+    if not connect.sink:
+        raise ValueError("a CONNECT names the sink it means to reach")
     conn.send(connect)
     body = connect.encode()
     # A connection lost before the sink proved or refused anything is a
@@ -34,11 +36,19 @@ def _client(conn, connect, key):
         raise errors.PeerError("%s refused the connection: %s%s"
                                % (conn.peer, msg.message, _hint(msg)),
                                msg.code)
-    transcript = body + msg.nonce
+    transcript = auth.transcript(body, msg.nonce, msg.sink)
     if not auth.verify(auth.sink_proof(key, transcript), msg.proof):
         raise errors.AuthenticationError(
             "%s could not prove the shared key: wrong key for this "
-            "peering, or not the expected agent" % conn.peer)
+            "peering, or not the expected agent%s"
+            % (conn.peer, "" if msg.sink == connect.sink else
+               " (it calls itself %r, not %r)" % (msg.sink, connect.sink)))
+    if msg.sink != connect.sink:
+        raise errors.NameMismatch(
+            "%s: this connection from %r was meant for sink %r but reached "
+            "sink %r, which holds the same peering key: redirected, or "
+            "the peering's address names another agent; refused"
+            % (conn.peer, connect.peer, connect.sink, msg.sink))
     proof_c = auth.source_proof(key, transcript, msg.proof)
     conn.send(P.Auth(proof_c))
     if connect.caps & P.Caps.FRAME_AUTH:
@@ -63,9 +73,12 @@ def _hint(error):
     return ""
 
 
-def server(conn, lookup_key, require_frame_auth=True):
+def server(conn, lookup_key, require_frame_auth=True, *, name):
     """Sink side up to a verified AUTH.  Returns (Connect, key).
 
+    ``name`` is this sink's agent name: a CONNECT meant for another
+    sink is refused (before any key is looked up), and the name is sent
+    in the CHALLENGE, whose proof covers it.
     ``lookup_key(peer_name)`` gives the shared key or None.  An unknown
     peer gets the same treatment as a wrong key, so that a prober
     learns nothing about which peer names exist.  Frames are tagged from
@@ -85,14 +98,22 @@ def server(conn, lookup_key, require_frame_auth=True):
                                    % (conn.peer, connect.version_min,
                                       connect.version_max),
                                    code=errors.Code.VERSION)
+    if connect.sink != name:
+        _refuse(conn, "this is sink %r, not %r: the connection from %r "
+                "was redirected, or its peering's address names another "
+                "agent" % (name, connect.sink, connect.peer))
+        raise errors.NameMismatch(
+            "%s (peer %r) meant to reach sink %r, but this is sink %r: "
+            "redirected, or its peering's address names another agent; "
+            "refused" % (conn.peer, connect.peer, connect.sink, name))
     key = lookup_key(connect.peer)
     known = key is not None
     if not known:
         key = auth.nonce()
     nonce = auth.nonce()
-    transcript = body + nonce
+    transcript = auth.transcript(body, nonce, name)
     proof_s = auth.sink_proof(key, transcript)
-    conn.send(P.Challenge(P.VERSION, nonce, proof_s))
+    conn.send(P.Challenge(P.VERSION, nonce, proof_s, name))
     reply = conn.recv(expect=(P.MsgType.AUTH,), max_body=P.MAX_PREAUTH_BODY)
     if not known or not auth.verify(
             auth.source_proof(key, transcript, proof_s), reply.proof):

@@ -1,10 +1,10 @@
-"""The DTN object-transfer wire protocol, version 2.
+"""The DTN object-transfer wire protocol, version 4 (``VERSION``).
 
 Every message travels in a frame::
 
     offset size field
     0      4    magic      b"DTNM"
-    4      1    version    protocol version of this frame (2)
+    4      1    version    protocol version of this frame (VERSION)
     5      1    type       MsgType
     6      2    flags      FLAG_TAG or 0; other bits reserved, must be 0
     8      4    length     body length in bytes (<= MAX_BODY)
@@ -57,10 +57,10 @@ import zlib
 from dtn_migrate.transfer import errors
 
 MAGIC = b"DTNM"
-VERSION = 3
+VERSION = 4
 # Versions whose frame header is understood: enough to read a peer's
 # refusal (an ERROR) and to name the mismatch clearly.
-KNOWN_VERSIONS = (1, 2, 3)
+KNOWN_VERSIONS = (1, 2, 3, 4)
 FLAG_TAG = 0x0001
 TAG_SIZE = 16
 
@@ -273,7 +273,7 @@ def _check_text(text, field, limit=MAX_MESSAGE_TEXT):
     ("version_min", "u8"), ("version_max", "u8"), ("role", "u8"),
     ("stream", "u16"), ("caps", "u32"), ("transfer_id", "b16"),
     ("epoch", "u32"), ("object_size", "u32"), ("streams", "u16"),
-    ("nonce", "b32"), ("peer", "str"), ("rdma", "blob")])
+    ("nonce", "b32"), ("peer", "str"), ("rdma", "blob"), ("sink", "str")])
 class Connect(Message):
     """First message of every connection, from the source.
 
@@ -286,6 +286,10 @@ class Connect(Message):
     waits for (0: unspecified).  A REQUEST connection (one stream, no
     RDMA, epoch 0) carries one request, its ``transfer_id`` a random
     request id.
+
+    ``peer`` is the source's agent name, ``sink`` the name of the sink
+    it means to reach (the peer it dialled): both are in the handshake's
+    transcript, and a sink of another name refuses the connection.
     """
 
     version_min: int
@@ -300,6 +304,7 @@ class Connect(Message):
     nonce: bytes
     peer: str
     rdma: bytes = b""
+    sink: str = ""
 
     def validate(self):
         _check(self.role in set(Role), "unknown role")
@@ -318,16 +323,23 @@ class Connect(Message):
                "object size out of range")
         _check(0 < len(self.peer) <= 255, "peer name length out of range")
         _check(len(self.rdma) <= 4096, "RDMA endpoint too long")
+        _check(len(self.sink) <= 255, "sink name length out of range")
 
 
 @_message(MsgType.CHALLENGE, [("version", "u8"), ("nonce", "b32"),
-                              ("proof", "b32")])
+                              ("proof", "b32"), ("sink", "str")])
 class Challenge(Message):
-    """Sink's nonce and its proof of the shared key."""
+    """Sink's nonce, its name and its proof of the shared key (over a
+    transcript that holds both agents' names, see ``auth``).
+    """
 
     version: int
     nonce: bytes
     proof: bytes
+    sink: str = ""
+
+    def validate(self):
+        _check(len(self.sink) <= 255, "sink name length out of range")
 
 
 @_message(MsgType.AUTH, [("proof", "b32")])

@@ -73,8 +73,11 @@ class SinkServer:
                  tls_context=None, require_tls=None, rdma_device=None,
                  reports=None, on_incoming=None, owner=None,
                  on_session=None, listener=None, requests=None,
-                 names=None, quota=None, held=None):
-        """Callbacks, all optional:
+                 names=None, quota=None, held=None, preferred_sources=()):
+        """``preferred_sources``: addresses and networks of the peers'
+        connections, admitted first (``admission``).
+
+        Callbacks, all optional:
 
         * ``owner(transfer_hex)``: the peer that sent the transfer, as
           recorded across restarts (None if unknown);
@@ -120,7 +123,8 @@ class SinkServer:
         self._stopping = threading.Event()
         self.admission = admission.Admission(
             cfg.max_connections, cfg.max_unauthenticated,
-            cfg.max_unauthenticated_per_address, cfg.handshake_timeout)
+            cfg.max_unauthenticated_per_address, cfg.handshake_timeout,
+            cfg.max_connections_per_peer, preferred_sources)
         if self.rdma_device is not None:
             # The sink's buffers are READ targets only: peers may not
             # read them.
@@ -295,8 +299,10 @@ class SinkServer:
             return
         try:
             connect, key = handshake.server(conn, self.lookup_key,
-                                            cfg.frame_auth)
-            self.admission.authenticated(ticket)
+                                            cfg.frame_auth, name=self.name)
+            why = self.admission.authenticated(ticket, connect.peer)
+            if why is not None:
+                raise errors.ProtocolError(why, code=errors.Code.LIMIT)
             if self.require_tls(connect.peer) and not conn.tls:
                 conn.send(P.Error(errors.Code.AUTH, 1, P.NO_FILE,
                                   "this sink requires TLS from %s"
@@ -329,6 +335,13 @@ class SinkServer:
                      conn.peer, exc)
         finally:
             conn.close()
+
+    def open_files(self, peer, but=None):
+        """Files the sessions of ``peer`` but session ``but`` hold open."""
+        with self.lock:
+            sessions = [s for (p, _), s in self.sessions.items()
+                        if p == peer and s is not but]
+        return sum(s.held_files() for s in sessions)
 
     def _owner(self, tid):
         """The peer that sent transfer ``tid``: the one of this run, or

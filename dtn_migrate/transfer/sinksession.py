@@ -147,15 +147,26 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
             return self._refuse(msg, errors.BoundsError(
                 "%s: object size %d differs from the session's %d"
                 % (msg.name, msg.object_size, self.object_size)))
-        with self.lock:
-            held = sum(1 for f in self.files.values()
-                       if f.state in ("open", "closing") and
-                       f.file_id != msg.file_id)
+        held = self.held_files(msg.file_id)
         if held >= self.cfg.max_open_files:
             return self._refuse(msg, errors.TransferError(
                 "%s: the session already holds %d open files, the sink's "
                 "limit" % (msg.name, held), errors.Code.LIMIT))
+        held += self.server.open_files(self.peer, but=self)
+        if held >= self.cfg.max_open_files_per_peer:
+            return self._refuse(msg, errors.TransferError(
+                "%s: peer %s already holds %d open files, the sink's limit "
+                "per peer" % (msg.name, self.peer, held), errors.Code.LIMIT))
         return None
+
+    def held_files(self, but=None):
+        """Files this session holds open (``but``: a file id not
+        counted).
+        """
+        with self.lock:
+            return sum(1 for f in self.files.values()
+                       if f.state in ("open", "closing") and
+                       f.file_id != but)
 
     def _check_bitmaps(self, msg):
         """The session's done-set bitmaps stay within

@@ -49,6 +49,9 @@ def open_connection(peer, connect, cfg, timeout=None, buffer_bytes=0):
     authentication, and every later frame is tagged (see auth).
     """
     timeout = cfg.connect_timeout if timeout is None else timeout
+    # The sink checks that it is the one meant, the source that the one
+    # meant answered (handshake).
+    connect.sink = peer.name
     if cfg.frame_auth:
         connect.caps |= P.Caps.FRAME_AUTH
     conn = stream.connect(peer.host, peer.port, timeout, buffer_bytes,

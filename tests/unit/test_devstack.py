@@ -25,10 +25,12 @@ import pathlib
 import re
 import shlex
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 
 import fixtures
 from keystoneauth1 import loading as ks_loading
@@ -37,9 +39,11 @@ from oslo_config import generator
 from oslo_log import log
 from oslo_messaging import opts as messaging_opts
 
+from dtn_migrate.agent import peers
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.dashboard import install as dashboard_install
 from dtn_migrate.conf import peer as peer_conf
+from dtn_migrate.transfer import auth
 
 from tests.unit import testcase
 
@@ -472,6 +476,64 @@ class TestPluginPhases(PluginPhasesBase):
                        "wait_for_service", "create_service_user"):
             self.assertNotIn(absent, names)
         self.assertIn(["install_package", "python3-pyverbs"], calls)
+
+    # Issue 36 item 13.
+    def test_tls_is_on_with_a_self_signed_certificate(self):
+        self.run_phases(["stack post-config"],
+                        disabled=["dtn-api", "dtn-engine"],
+                        peers="west=198.51.100.7", HOST_IP="192.0.2.10",
+                        DTN_MIGRATE_TLS_NAMES="dtn-east.example 2001:db8::7")
+        conf = self.load_conf()
+        tls_dir = self.conf_dir / "tls"
+        self.assertEqual(str(tls_dir / "dtn.crt"), conf.tls.cert_file)
+        self.assertEqual(str(tls_dir / "dtn.key"), conf.tls.key_file)
+        self.assertEqual(str(tls_dir / "peers.pem"), conf.tls.ca_file)
+        self.assertTrue(conf["peer:west"].tls)
+        self.assertTrue(conf["peer:west"].require_tls)
+        key = pathlib.Path(conf.tls.key_file)
+        self.assertEqual(0o600, key.stat().st_mode & 0o777)
+        cert = pathlib.Path(conf.tls.cert_file).read_text()
+        self.assertEqual(cert, pathlib.Path(conf.tls.ca_file).read_text())
+        text = subprocess.run(
+            ["openssl", "x509", "-noout", "-text", "-in", conf.tls.cert_file],
+            capture_output=True, text=True, check=True).stdout
+        for name in ("DNS:%s" % socket.gethostname(),
+                     "IP Address:192.0.2.10", "DNS:dtn-east.example",
+                     "IP Address:2001:DB8:0:0:0:0:0:7"):
+            self.assertIn(name, text)
+        # The agent's TLS contexts take them, and a client that trusts
+        # the bundle completes a mutual TLS handshake with the sink.
+        server = auth.server_context(conf.tls.cert_file, conf.tls.key_file,
+                                     conf.tls.ca_file)
+        client = auth.client_context(conf.tls.ca_file, conf.tls.cert_file,
+                                     conf.tls.key_file)
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            server.wrap_socket(a, server_side=True)))
+        t.start()
+        tls = client.wrap_socket(b, server_hostname="dtn-east.example")
+        t.join(10)
+        self.assertEqual(1, len(done))
+        self.assertIsNotNone(done[0].getpeercert())
+        self.assertIsNotNone(tls.getpeercert())
+        # A second run keeps them (the peers hold copies).
+        self.run_phases(["stack post-config"],
+                        disabled=["dtn-api", "dtn-engine"],
+                        peers="west=198.51.100.7")
+        self.assertEqual(cert, pathlib.Path(conf.tls.cert_file).read_text())
+        self.assertEqual([], peers.check_key_files(self.load_conf()))
+
+    def test_tls_off(self):
+        self.run_phases(["stack post-config"],
+                        disabled=["dtn-api", "dtn-engine"],
+                        peers="west=198.51.100.7", DTN_MIGRATE_TLS="False")
+        conf = self.load_conf()
+        self.assertIsNone(conf.tls.cert_file)
+        self.assertFalse(conf["peer:west"].tls)
+        self.assertFalse((self.conf_dir / "tls").exists())
 
     def test_engine_without_api(self):
         calls = self.run_phases(["stack post-config", "stack extra"],

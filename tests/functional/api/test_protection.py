@@ -707,7 +707,8 @@ class TestProtection(api.ApiPairTestCase):
                                   "target_project": None, "verify": True,
                                   "mode": "serial"}}
         sess = rawpeer.Session.open(self.b.port, self.evil, self.evil_key,
-                                    transfer_id=tid, streams=2)
+                                    transfer_id=tid, streams=2,
+                                    sink=self.b.agent_name)
         try:
             for file_id, (leaf, body) in enumerate((
                     ("image.json", json.dumps(descriptor).encode()),

@@ -6,7 +6,8 @@ runs the handshake with any peer name and any key, sends valid or
 crafted frames, raw bytes, half frames and frames whose header lies
 about their length, and reads the sink's replies with a timeout::
 
-    sess = rawpeer.Session.open(port, "src-1", key, streams=4)
+    sess = rawpeer.Session.open(port, "src-1", key, streams=4,
+                                sink="dst-1")
     reply = sess.new_file(0, "../x", 4096)      # FileId, REFUSED
     data = sess.data(0)                           # data stream 0
     data.send_block(0, 0, b"...", offset=1)       # a lying NEW_BLOCK
@@ -57,7 +58,8 @@ class RawPeer:
     """One TCP (or TLS) connection to an agent's transfer port."""
 
     def __init__(self, port, host="127.0.0.1", timeout=10.0,
-                 tls_context=None, server_hostname=None):
+                 tls_context=None, server_hostname=None, sink=""):
+        self.sink = sink          # the name its CONNECTs ask for
         self.conn = stream.connect(host, port, timeout, 0, 0, tls_context,
                                    server_hostname)
         self.conn.settimeout(timeout)
@@ -156,13 +158,14 @@ class RawPeer:
             key = bytes.fromhex(key)
         connect = P.Connect(version[0], version[1], role, stream_index, caps,
                             transfer_id or os.urandom(16), epoch,
-                            object_size, streams, auth.nonce(), peer)
+                            object_size, streams, auth.nonce(), peer,
+                            sink=self.sink)
         body = connect.encode()
         self.send_raw(frame(connect))
         challenge = self.expect(P.MsgType.CHALLENGE, P.MsgType.ERROR)
         if challenge.TYPE == P.MsgType.ERROR:
             return challenge
-        transcript = body + challenge.nonce
+        transcript = auth.transcript(body, challenge.nonce, challenge.sink)
         self.sink_proved = auth.verify(auth.sink_proof(key, transcript),
                                        challenge.proof)
         proof_c = auth.source_proof(key, transcript, challenge.proof)
@@ -207,13 +210,13 @@ class Session:
     """A control connection and its data streams, as one transfer."""
 
     def __init__(self, port, peer, key, transfer_id, streams, object_size,
-                 timeout, host):
-        self.port, self.host = port, host
+                 timeout, host, sink):
+        self.port, self.host, self.sink = port, host, sink
         self.peer, self.key = peer, key
         self.transfer_id = transfer_id
         self.streams = streams
         self.timeout = timeout
-        self.control = RawPeer(port, host, timeout)
+        self.control = RawPeer(port, host, timeout, sink=sink)
         self.reply = self.control.hello(peer, key, P.Role.CONTROL,
                                         transfer_id, 0, 0, streams,
                                         object_size)
@@ -222,12 +225,12 @@ class Session:
 
     @classmethod
     def open(cls, port, peer, key, transfer_id=None, streams=4,
-             object_size=4096, timeout=10.0, host="127.0.0.1"):
-        """Authenticate a control connection; raise if the sink
-        refuses it.
+             object_size=4096, timeout=10.0, host="127.0.0.1", sink=""):
+        """Authenticate a control connection to sink ``sink`` (its
+        agent name); raise if the sink refuses it.
         """
         sess = cls(port, peer, key, transfer_id or os.urandom(16), streams,
-                   object_size, timeout, host)
+                   object_size, timeout, host, sink)
         if sess.ack is None:
             sess.close()
             raise AssertionError("sink refused the session: %r"
@@ -240,7 +243,7 @@ class Session:
 
     def data(self, index):
         """Open and authenticate data stream ``index``."""
-        conn = RawPeer(self.port, self.host, self.timeout)
+        conn = RawPeer(self.port, self.host, self.timeout, sink=self.sink)
         reply = conn.hello(self.peer, self.key, P.Role.DATA,
                            self.transfer_id, self.ack.epoch, index,
                            self.streams, self.ack.object_size)

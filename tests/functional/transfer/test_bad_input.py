@@ -238,7 +238,7 @@ class TestBadInput(base.FunctionalTestCase):
         ]
         messages = set()
         for name, key, role, tid, epoch in attacks:
-            peer = rawpeer.RawPeer(dst.port)
+            peer = rawpeer.RawPeer(dst.port, sink=dst.name)
             reply = peer.hello(name, key, role, tid, epoch, streams=4)
             self.assertRefusedAuth(reply, peer)
             messages.add(reply.message)
@@ -313,7 +313,7 @@ class TestBadInput(base.FunctionalTestCase):
         bad_tid = self.start_transfer(bad, dst, ["evil.raw"])
 
         # Plain TCP from the src peer, right key: refused (require_tls).
-        plain = rawpeer.RawPeer(dst.port)
+        plain = rawpeer.RawPeer(dst.port, sink=dst.name)
         reply = plain.hello(src.name, self.key)
         self.assertEqual(P.MsgType.ERROR, reply.TYPE, reply)
         self.assertEqual(errors.Code.AUTH, reply.code)
@@ -329,6 +329,7 @@ class TestBadInput(base.FunctionalTestCase):
             peer = None
             try:
                 peer = rawpeer.RawPeer(dst.port, tls_context=ctx,
+                                       sink=dst.name,
                                        server_hostname=sink_name)
                 peer.hello(src.name, self.key)
             except (errors.TransferError, ConnectionError,
@@ -412,7 +413,8 @@ class TestBadInput(base.FunctionalTestCase):
             (partial_of_legit, "reserved"),
             ("n" * 256, "longer than 255"),
         ]
-        sess = rawpeer.Session.open(dst.port, src.name, self.key)
+        sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                    sink=dst.name)
         for file_id, (name, why) in enumerate(bad):
             reply = sess.new_file(file_id, name, 4096)
             self.assertEqual(P.MsgType.FILE_ID, reply.TYPE, reply)
@@ -452,7 +454,8 @@ class TestBadInput(base.FunctionalTestCase):
         src, dst = self.pair()
         guard = Guard(dst, self.workdir)
         legit = Legit(self, src, dst, 64 * MiB, 8 * MiB)
-        sess = rawpeer.Session.open(dst.port, src.name, self.key, streams=16,
+        sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                    sink=dst.name, streams=16,
                                     object_size=4096)
         size = 10000                       # objects of 4096, 4096, 1808
         data = os.urandom(size)
@@ -525,7 +528,8 @@ class TestBadInput(base.FunctionalTestCase):
         self.assertIsNotNone(sess.control.wait_closed(5))
         sess.close()
         # So does one with more objects than the protocol allows.
-        sess = rawpeer.Session.open(dst.port, src.name, self.key)
+        sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                    sink=dst.name)
         reply = sess.new_file(0, "many.bin", (P.MAX_OBJECTS + 1) * 4096,
                               object_size=4096)
         self.assertEqual(P.MsgType.ERROR, reply.TYPE, reply)
@@ -564,7 +568,8 @@ class TestBadInput(base.FunctionalTestCase):
                         bytes(64), "huge.bin", done)
 
         def attack(_):
-            sess = rawpeer.Session.open(dst.port, src.name, self.key)
+            sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                        sink=dst.name)
             start = time.monotonic()
             sess.control.send(msg)
             try:
@@ -598,10 +603,10 @@ class TestBadInput(base.FunctionalTestCase):
         legit = Legit(self, src, dst, 64 * MiB, 8 * MiB)
         connect = rawpeer.frame(P.Connect(
             P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0, os.urandom(16), 0,
-            4096, 1, os.urandom(32), src.name))
+            4096, 1, os.urandom(32), src.name, sink=dst.name))
 
         def closed_after(data):
-            peer = rawpeer.RawPeer(dst.port)
+            peer = rawpeer.RawPeer(dst.port, sink=dst.name)
             addr = "%s:%d" % peer.sock.getsockname()[:2]
             peer.send_raw(data)
             peer.sock.shutdown(socket.SHUT_WR)
@@ -615,7 +620,7 @@ class TestBadInput(base.FunctionalTestCase):
         short = closed_after(connect[:P.HEADER_SIZE + 10])
         # A header promising a body beyond MAX_BODY gets an ERROR at
         # once, whatever follows.
-        liar = rawpeer.RawPeer(dst.port)
+        liar = rawpeer.RawPeer(dst.port, sink=dst.name)
         liar.send_raw(rawpeer.frame(mtype=P.MsgType.CONNECT, body=b"x" * 64,
                                     length=2 ** 32 - 1))
         self.assertError(liar, "frame body of 4294967295 bytes exceeds %d"
@@ -625,7 +630,8 @@ class TestBadInput(base.FunctionalTestCase):
 
         # After the handshake, on a control connection: a NEW_FILE whose
         # header promises more than is sent.
-        sess = rawpeer.Session.open(dst.port, src.name, self.key)
+        sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                    sink=dst.name)
         new_file = rawpeer.frame(P.NewFile(0, P.FileFlags.NO_SHA512, 4096, 0,
                                            0o644, 4096, bytes(64), "t.bin"),
                                  flags=P.FLAG_TAG)
@@ -636,7 +642,8 @@ class TestBadInput(base.FunctionalTestCase):
         control_tid = sess.tid
 
         # On a data stream: a NEW_BLOCK whose payload is cut short.
-        sess = rawpeer.Session.open(dst.port, src.name, self.key)
+        sess = rawpeer.Session.open(dst.port, src.name, self.key,
+                                    sink=dst.name)
         data = os.urandom(8192)
         reply = sess.new_file(0, "cut.bin", len(data),
                               sha512=hashlib.sha512(data).digest())
@@ -695,7 +702,7 @@ class TestBadInput(base.FunctionalTestCase):
 
         def quick(data, reply=None):
             """Send ``data``; the agent must hang up within 3 s."""
-            peer = rawpeer.RawPeer(dst.port)
+            peer = rawpeer.RawPeer(dst.port, sink=dst.name)
             peer.send_raw(data)
             if reply is not None:
                 self.assertError(peer, reply)
@@ -709,7 +716,7 @@ class TestBadInput(base.FunctionalTestCase):
             """Send ``prefix``, then nothing: dropped by the handshake
             timeout, not kept forever.
             """
-            peer = rawpeer.RawPeer(dst.port, timeout=30)
+            peer = rawpeer.RawPeer(dst.port, timeout=30, sink=dst.name)
             start = time.monotonic()
             peer.send_raw(prefix)
             took = peer.wait_closed(HANDSHAKE_TIMEOUT + 10)
@@ -720,7 +727,7 @@ class TestBadInput(base.FunctionalTestCase):
 
         hello = rawpeer.frame(P.Connect(
             P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0, os.urandom(16), 0,
-            4096, 1, os.urandom(32), src.name))
+            4096, 1, os.urandom(32), src.name, sink=dst.name))
         # Less than a frame header, or a CONNECT and no AUTH: the agent
         # cannot tell yet, and waits for the handshake timeout.
         silent_prefixes = (b"", junk(1), junk(P.HEADER_SIZE - 1),

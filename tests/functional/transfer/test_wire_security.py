@@ -13,6 +13,10 @@ connections for at most 2 s, 8 at once, 3 per source address.
   CRC-32 and xxh3, in sha512 and xxh3-only modes: each change is
   detected by the agent, never accepted, and the transfers complete
   bit-exact once the attack stops.
+* The man in the middle redirects ``msrc``'s connections for ``dst`` to
+  ``dst2``, a sink that holds the same key and knows ``msrc`` (issue 36,
+  item 10): the transfer fails with an error that names both sinks,
+  and nothing reaches ``dst2``.
 """
 
 import hashlib
@@ -52,7 +56,7 @@ class TestWireSecurity(base.FunctionalTestCase):
         cls.shared_key = os.urandom(32).hex()
         api = base.rpc_api(cls.broker.url())
         names = {r: "%s-%s" % (r, uuid.uuid4().hex[:6])
-                 for r in ("src", "msrc", "dst")}
+                 for r in ("src", "msrc", "dst", "dst2")}
         ports = {r: base.free_port() for r in names}
         # The man in the middle listens before msrc is configured to
         # dial it, on a port of its own choosing.
@@ -74,13 +78,17 @@ class TestWireSecurity(base.FunctionalTestCase):
                               {names["dst"]: ("127.0.0.1", cls.mitm_port)},
                               port=ports["msrc"],
                               transfer={"reconnect_max_interval": 0.5})
-        cls.all_agents = (cls.dst, cls.src, cls.msrc)
+        # Another sink with the same key, which knows msrc too.
+        cls.dst2 = base.Agent(cls.shared, names["dst2"], cls.shared_key,
+                              url, {names["msrc"]: ("127.0.0.1",
+                                                    ports["msrc"])},
+                              port=ports["dst2"])
+        cls.all_agents = (cls.dst, cls.src, cls.msrc, cls.dst2)
         try:
             base.start_agents(cls.all_agents, lambda a: a.wait_ready(api),
                               relays=[cls.mitm])
         except BaseException:
             cls.tearDownClass()
-            raise
             raise
 
     @classmethod
@@ -190,3 +198,35 @@ class TestWireSecurity(base.FunctionalTestCase):
                 self.assertSame(path, os.path.join(dst.staging, name))
                 attacks.append((kind, verify, status["attempts"]))
         self.assertLogged(dst, "fails its authentication tag")
+
+    # Issue 36 item 10.
+    def test_redirected_to_another_sink(self):
+        msrc, dst, dst2 = self.msrc, self.dst, self.dst2
+        relay = self.mitm
+        relay.attack = mitm.Attacks("object", 0)
+        upstream = relay.upstream
+        self.addCleanup(setattr, relay, "upstream", upstream)
+        for _round in range(2):
+            relay.upstream = ("127.0.0.1", dst2.port)
+            name = "redirected-%s.raw" % uuid.uuid4().hex[:6]
+            base.make_file(os.path.join(msrc.staging, name), MiB,
+                           seed=_round)
+            tid = self.start_transfer(msrc, dst, [name])
+            status = self.wait_for(msrc, tid, timeout=60)
+            self.assertEqual("failed", status["state"], status)
+            self.assertIn("this is sink %r, not %r" % (dst2.name, dst.name),
+                          status["error"])
+            self.assertEqual(1, status["attempts"], status)
+            self.assertFalse(os.path.exists(os.path.join(dst2.staging,
+                                                         name)))
+            # With the connection going where it was meant to, the same
+            # file gets across.
+            relay.upstream = upstream
+            tid = self.start_transfer(msrc, dst, [name])
+            status = self.wait_for(msrc, tid, timeout=60)
+            self.assertEqual("complete", status["state"], status)
+            self.assertSame(os.path.join(msrc.staging, name),
+                            os.path.join(dst.staging, name))
+        self.assertLogged(dst2, "(peer %r) meant to reach sink %r, but "
+                          "this is sink %r" % (msrc.name, dst.name,
+                                               dst2.name))

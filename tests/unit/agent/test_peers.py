@@ -71,6 +71,60 @@ class TestPeerRegistry(testcase.TestCase):
                           make_conf({"east": {"key": "k" * 16,
                                               "tls": True}}))
 
+    def test_source_addresses(self):
+        reg = peers.PeerRegistry(make_conf({
+            "east": {"key": "k" * 16,
+                     "source_addresses": ["192.0.2.1", "2001:db8::/64"]},
+            "west": {"key": "w" * 16}}))
+        self.assertEqual(["192.0.2.1", "2001:db8::/64"],
+                         reg.source_addresses())
+        exc = self.assertRaises(exception.ConfigError, peers.PeerRegistry,
+                                make_conf({"east": {
+                                    "key": "k" * 16,
+                                    "source_addresses": ["dtn-east"]}}))
+        self.assertIn("[peer:east] source_addresses: 'dtn-east' is not",
+                      str(exc))
+
+
+class TestKeyFiles(testcase.TestCase):
+    """Issue 36 item 13: a key file others can read is warned of."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.agent.peers"))
+
+    def key_file(self, name, mode):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write("k" * 32)
+        os.chmod(path, mode)
+        return path
+
+    def test_readable_key_files_are_warned_of(self):
+        east = self.key_file("east.key", 0o644)
+        west = self.key_file("west.key", 0o600)
+        tls_key = self.key_file("tls.key", 0o640)
+        conf = make_conf({"east": {"key_file": east},
+                          "west": {"key_file": west}})
+        conf.set_override("key_file", tls_key, "tls")
+        warnings = peers.check_key_files(conf)
+        self.assertEqual(2, len(warnings), warnings)
+        self.assertIn("[peer:east] key_file %s is readable by group or "
+                      "others (mode 0644)" % east, self.log.output)
+        self.assertIn("chmod 600 %s" % east, self.log.output)
+        self.assertIn("[tls] key_file %s is readable by group or others "
+                      "(mode 0640)" % tls_key, self.log.output)
+        self.assertNotIn(west, self.log.output)
+
+    def test_private_or_inline_keys_are_not(self):
+        east = self.key_file("east.key", 0o400)
+        conf = make_conf({"east": {"key_file": east},
+                          "west": {"key": "w" * 16}})
+        self.assertEqual([], peers.check_key_files(conf))
+        self.assertEqual("", self.log.output)
+
 
 class HealthTestCase(testcase.TestCase):
     """A real sink ("east", reached over loopback) and a registry that

@@ -117,6 +117,26 @@ class ServiceTestCase(testcase.TestCase):
         return conn, ack
 
 
+class TestKeyFileWarning(ServiceTestCase):
+
+    def test_a_key_file_others_read_is_warned_of_at_start(self):
+        log = self.useFixture(fixtures.FakeLogger(
+            name="dtn_migrate.agent.peers"))
+        path = os.path.join(self.tmp, "here.key")
+        with open(path, "w") as f:
+            f.write(KEY.decode())
+        os.chmod(path, 0o644)
+        conf = self.make_conf()
+        conf.clear_override("key", "peer:here")
+        conf.set_override("key_file", path, "peer:here")
+        east = service.AgentService(conf, transport=mock.Mock())
+        self.addCleanup(east.health.close)
+        self.assertIn("[peer:here] key_file %s is readable by group or "
+                      "others (mode 0644)" % path, log.output)
+        self.assertIn("chmod 600 %s" % path, log.output)
+        self.assertEqual(KEY, east.peers.key("here"))
+
+
 class TestSessions(ServiceTestCase):
     def test_recorded_before_the_ack_even_if_the_engine_hangs(self):
         # The engine's cast of one transfer (bounded retries, seconds)

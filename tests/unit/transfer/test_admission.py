@@ -5,13 +5,16 @@ source address) and on connections in all, while a real transfer goes
 on.
 """
 
+import ipaddress
 import os
+import socket
 import threading
 import time
 
 import fixtures
 
 from dtn_migrate.transfer import admission
+from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report
 from dtn_migrate.transfer import source
@@ -155,3 +158,136 @@ class TestAcceptTrouble(testcase.TestCase):
     def test_mended_without_a_run_says_nothing(self):
         self.trouble.mended()
         self.assertEqual("", self.log.output)
+
+
+class TestSources(testcase.TestCase):
+    """Issue 36 item 9: what the pre-auth caps count as one source, the
+    peers' addresses first, and what one authenticated peer may hold.
+    """
+
+    def admission(self, **kw):
+        a = admission.Admission(kw.pop("max_connections", 100),
+                                kw.pop("max_unauthenticated", 8),
+                                kw.pop("max_per_address", 3), 10.0, **kw)
+        self.addCleanup(a.stop)
+        return a
+
+    def admit(self, a, address):
+        """(ticket or None, reason, the client end of its socket)."""
+        ours, theirs = socket.socketpair()
+        self.addCleanup(ours.close)
+        self.addCleanup(theirs.close)
+        ticket, why = a.admit(ours, address)
+        if ticket is not None:
+            self.addCleanup(ticket.close)
+        return ticket, why, theirs
+
+    def test_an_ipv6_64_is_one_source(self):
+        a = self.admission()
+        held = [self.admit(a, "2001:db8:1:2::%x" % i)[0]
+                for i in range(1, 9)]
+        self.assertEqual(3, sum(t is not None for t in held))
+        _t, why, _s = self.admit(a, "2001:db8:1:2:ffff::1")
+        self.assertIn("from 2001:db8:1:2::/64 still authenticating", why)
+        # Another /64 still gets in.
+        self.assertIsNotNone(self.admit(a, "2001:db8:1:3::1")[0])
+
+    def test_an_ipv4_mapped_address_counts_as_ipv4(self):
+        a = self.admission()
+        for _ in range(3):
+            self.assertIsNotNone(self.admit(a, "192.0.2.7")[0])
+        ticket, why, _s = self.admit(a, "::ffff:192.0.2.7")
+        self.assertIsNone(ticket)
+        self.assertIn("from 192.0.2.7 still", why)
+        # IPv4 addresses are counted one by one.
+        self.assertIsNotNone(self.admit(a, "192.0.2.8")[0])
+
+    def test_a_peer_address_gets_a_slot_when_all_are_taken(self):
+        a = self.admission(preferred=["192.0.2.10", "2001:db8:1:2::10/128"])
+        first = self.admit(a, "198.51.100.1")
+        for i in range(2, 9):
+            self.assertIsNotNone(self.admit(a, "198.51.100.%d" % i)[0])
+        self.assertIsNone(self.admit(a, "198.51.100.9")[0])
+        ticket, why, _s = self.admit(a, "192.0.2.10")
+        self.assertIsNone(why)
+        self.assertTrue(ticket.preferred)
+        # The oldest connection from elsewhere made room: closed.
+        first[2].settimeout(5)
+        self.assertEqual(b"", first[2].recv(1))
+        self.assertEqual("closed to make room for a peer address",
+                         a.authenticated(first[0], "x"))
+        counts = a.counts()
+        self.assertEqual(1, counts["evicted"])
+        self.assertEqual(8, counts["unauthenticated"])
+        # A peer's IPv6 address counts as itself, not as its /64.
+        for i in range(1, 4):
+            self.admit(a, "2001:db8:1:2::%x" % i)
+        self.assertIsNotNone(self.admit(a, "2001:db8:1:2::10")[0])
+        self.assertIsNotNone(self.admit(a, "::ffff:192.0.2.10")[0])
+        # Peer addresses never evict each other.
+        for _ in range(8):
+            self.admit(a, "192.0.2.10")
+        self.assertEqual(8, a.counts()["unauthenticated"])
+
+    def test_a_peer_is_held_to_its_connection_cap(self):
+        a = self.admission(max_per_peer=2)
+        tickets = [self.admit(a, "192.0.2.%d" % i)[0] for i in range(1, 5)]
+        self.assertIsNone(a.authenticated(tickets[0], "east"))
+        self.assertIsNone(a.authenticated(tickets[1], "east"))
+        why = a.authenticated(tickets[2], "east")
+        self.assertEqual("peer east already holds 2 connections, this "
+                         "sink's limit per peer", why)
+        # Another peer is not affected; a released slot is free again.
+        self.assertIsNone(a.authenticated(tickets[3], "west"))
+        a.release(tickets[0])
+        ticket = self.admit(a, "192.0.2.9")[0]
+        self.assertIsNone(a.authenticated(ticket, "east"))
+        self.assertEqual({"east": 2, "west": 1}, a.counts()["peers"])
+
+    def test_preferred_networks_are_checked(self):
+        self.assertRaises(ValueError, admission.networks, ["dtn-east"])
+        self.assertEqual(
+            (ipaddress.ip_network("10.0.0.0/8"),),
+            admission.networks(["::ffff:10.0.0.0/104"]))
+
+
+class TestPeerCaps(test_engine.EngineTestCase):
+    """The sink refuses what one peer holds beyond its caps."""
+
+    def control(self, server, cfg):
+        peer = source.Peer("sink", "127.0.0.1", server.port, KEY)
+        conn, ack = source.open_connection(peer, P.Connect(
+            P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0, os.urandom(16), 0,
+            cfg.object_size, 1, os.urandom(32), "source"), cfg)
+        self.addCleanup(conn.close)
+        return conn
+
+    def test_connections_over_the_peer_cap_are_refused(self):
+        cfg = self.cfg(max_connections_per_peer=2)
+        server = self.start_sink(cfg)
+        self.control(server, cfg)
+        self.control(server, cfg)
+        exc = self.assertRaises(errors.PeerError, self.control, server, cfg)
+        # LIMIT: a source tries again later.
+        self.assertEqual(errors.Code.LIMIT, exc.code)
+        self.assertIn("peer source already holds 2 connections, this sink's "
+                      "limit per peer", str(exc))
+
+    def test_open_files_over_the_peer_cap_are_refused(self):
+        cfg = self.cfg(max_open_files_per_peer=3)
+        server = self.start_sink(cfg)
+        first, second = self.control(server, cfg), self.control(server, cfg)
+
+        def new_file(conn, file_id):
+            conn.send(P.NewFile(file_id, P.FileFlags.NO_SHA512, 1 << 20, 0,
+                                0o644, cfg.object_size, bytes(64),
+                                "f%d-%s.img" % (file_id, os.urandom(4).hex())))
+            return conn.recv(expect=(P.MsgType.FILE_ID,))
+        for i in range(2):
+            self.assertEqual(P.FileStatus.OPEN, new_file(first, i).status)
+        self.assertEqual(P.FileStatus.OPEN, new_file(second, 0).status)
+        refused = new_file(second, 1)
+        self.assertEqual(P.FileStatus.REFUSED, refused.status)
+        self.assertEqual(errors.Code.LIMIT, refused.code)
+        self.assertIn("peer source already holds 3 open files, the sink's "
+                      "limit per peer", refused.message)

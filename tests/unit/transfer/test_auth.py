@@ -28,10 +28,14 @@ NONCE_S = bytes(range(50, 82))
 TIMEOUT = 5.0
 
 
+SINK = "sink-1"
+
+
 def make_connect(peer="source-1", version_min=P.VERSION,
-                 version_max=P.VERSION, caps=P.Caps.FRAME_AUTH):
+                 version_max=P.VERSION, caps=P.Caps.FRAME_AUTH, sink=SINK):
     return P.Connect(version_min, version_max, P.Role.CONTROL, 0, caps,
-                     os.urandom(16), 0, 4 << 20, 4, auth.nonce(), peer)
+                     os.urandom(16), 0, 4 << 20, 4, auth.nonce(), peer,
+                     sink=sink)
 
 
 def make_ack():
@@ -190,8 +194,9 @@ class ServerThread(threading.Thread):
     On success, send ``reply`` (a ConnectAck unless told otherwise).
     """
 
-    def __init__(self, conn, lookup, reply=None):
+    def __init__(self, conn, lookup, reply=None, name=SINK):
         super().__init__(daemon=True)
+        self.name = name
         self.conn = conn
         self.lookup = lookup
         self.reply = reply if reply is not None else make_ack()
@@ -205,7 +210,8 @@ class ServerThread(threading.Thread):
 
     def run(self):
         try:
-            self.result = handshake.server(self.conn, self._lookup)
+            self.result = handshake.server(self.conn, self._lookup,
+                                           name=self.name)
             self.conn.send(self.reply)
         except Exception as exc:  # noqa: B902 - examined by the test
             self.exc = exc
@@ -227,8 +233,8 @@ class HandshakeTest(testcase.TestCase):
         self.addCleanup(self.sconn.close)
         self.addCleanup(self.cconn.close)
 
-    def serve(self, lookup=lambda peer: KEY, reply=None):
-        t = ServerThread(self.sconn, lookup, reply)
+    def serve(self, lookup=lambda peer: KEY, reply=None, name=SINK):
+        t = ServerThread(self.sconn, lookup, reply, name)
         t.start()
         return t
 
@@ -299,7 +305,8 @@ class HandshakeTest(testcase.TestCase):
         self.cconn.send(connect)
         challenge = self.cconn.recv(expect=(P.MsgType.CHALLENGE,))
         self.assertEqual(P.VERSION, challenge.version)
-        transcript = connect.encode() + challenge.nonce
+        transcript = auth.transcript(connect.encode(), challenge.nonce,
+                                     challenge.sink)
         proof_c = proof_fn(transcript, challenge.proof)
         self.cconn.send(P.Auth(proof_c))
         # Keys as a source holding KEY derives them: a sink that accepted
@@ -340,6 +347,57 @@ class HandshakeTest(testcase.TestCase):
             lambda peer: KEY, lambda t, ps: auth.source_proof(KEY, t, ps))
         self.assertIsNone(server.exc)
         self.assertEqual(make_ack(), reply)
+
+    # Issue 36 item 10: both agents' names are bound.
+    def test_sink_refuses_connection_meant_for_another_sink(self):
+        # sink-2 holds the same key, but the source dialled sink-1.
+        server = self.serve(name="sink-2")
+        exc = self.assertRaises(errors.PeerError, handshake.client,
+                                self.cconn, make_connect(), KEY)
+        server.finish(self)
+        self.assertEqual(errors.Code.AUTH, exc.code)
+        self.assertTrue(exc.fatal)
+        self.assertIn("this is sink 'sink-2', not 'sink-1'", str(exc))
+        self.assertIsInstance(server.exc, errors.NameMismatch)
+        self.assertIn("(peer 'source-1') meant to reach sink 'sink-1', but "
+                      "this is sink 'sink-2'", str(server.exc))
+        self.assertIsNone(server.result)
+        self.assertEqual([], server.peers)      # no key looked up
+
+    def challenge_as(self, proved, named):
+        """Play a sink that holds KEY and answers CONNECT with a proof
+        over the sink name ``proved`` and the name ``named``.
+        """
+        def action(connect):
+            transcript = auth.transcript(connect.encode(), NONCE_S, proved)
+            self.sconn.send(P.Challenge(P.VERSION, NONCE_S,
+                                        auth.sink_proof(KEY, transcript),
+                                        named))
+        self.sink_that(action, with_connect=True)
+
+    def test_source_refuses_sink_of_another_name(self):
+        # A sink that shares the key and proves it, but answers with its
+        # own name (sink-2) where the source dialled sink-1.
+        self.challenge_as("sink-2", "sink-2")
+        exc = self.assertRaises(errors.NameMismatch, handshake.client,
+                                self.cconn, make_connect(), KEY)
+        self.assertIsInstance(exc, errors.AuthenticationError)
+        self.assertIn("from 'source-1' was meant for sink 'sink-1' but "
+                      "reached sink 'sink-2'", str(exc))
+
+    def test_sink_name_is_in_the_proof(self):
+        # The name in the CHALLENGE changed on the way: the proof fails.
+        self.challenge_as("sink-1", "sink-2")
+        exc = self.assertRaises(errors.AuthenticationError,
+                                handshake.client, self.cconn,
+                                make_connect(), KEY)
+        self.assertNotIsInstance(exc, errors.NameMismatch)
+        self.assertIn("could not prove the shared key", str(exc))
+        self.assertIn("calls itself 'sink-2', not 'sink-1'", str(exc))
+
+    def test_source_must_name_the_sink(self):
+        self.assertRaises(ValueError, handshake.client, self.cconn,
+                          make_connect(sink=""), KEY)
 
     def test_version_mismatch(self):
         server = self.serve()
@@ -420,11 +478,16 @@ class HandshakeTest(testcase.TestCase):
         server.finish(self)
         self.assertIsInstance(server.exc, errors.TruncatedFrame)
 
-    def sink_that(self, action):
-        """Play a sink that reads CONNECT, then runs ``action``."""
+    def sink_that(self, action, with_connect=False):
+        """Play a sink that reads CONNECT, then runs ``action`` (given
+        the CONNECT ``with_connect``).
+        """
         def run():
-            self.sconn.recv(expect=(P.MsgType.CONNECT,))
-            action()
+            connect = self.sconn.recv(expect=(P.MsgType.CONNECT,))
+            if with_connect:
+                action(connect)
+            else:
+                action()
         t = threading.Thread(target=run, daemon=True)
         t.start()
         self.addCleanup(t.join, TIMEOUT)
@@ -438,7 +501,7 @@ class HandshakeTest(testcase.TestCase):
         self.assertIn("closed", str(exc))
 
     def test_sink_truncates_challenge(self):
-        frame = P.encode_frame(P.Challenge(1, NONCE_S, bytes(32)))
+        frame = P.encode_frame(P.Challenge(1, NONCE_S, bytes(32), SINK))
 
         def action():
             self.sconn.sock.sendall(frame[:P.HEADER_SIZE + 10])
@@ -599,7 +662,8 @@ class TlsTest(testcase.TestCase):
                                      tls_context=self.server_ctx(),
                                      handshake_timeout=TIMEOUT)
                 out["conn"] = conn
-                out["result"] = handshake.server(conn, lambda p: KEY)
+                out["result"] = handshake.server(conn, lambda p: KEY,
+                                                 name=SINK)
                 conn.send(make_ack())
             except Exception as exc:  # noqa: B902 - examined by the test
                 out["exc"] = exc

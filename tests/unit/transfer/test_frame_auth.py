@@ -11,6 +11,7 @@ import hashlib
 import os
 import socket
 import threading
+import zlib
 
 
 from dtn_migrate.transfer import auth
@@ -36,12 +37,14 @@ def connected_pair(caps=P.Caps.FRAME_AUTH):
         s.settimeout(TIMEOUT)
     src, snk = stream.Connection(a, "sink"), stream.Connection(b, "src")
     connect = P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0, caps,
-                        os.urandom(16), 0, 1 << 20, 1, auth.nonce(), "src")
+                        os.urandom(16), 0, 1 << 20, 1, auth.nonce(), "src",
+                        sink="sink")
     out = {}
 
     def serve():
         out["server"] = handshake.server(snk, lambda p: KEY,
-                                         require_frame_auth=False)
+                                         require_frame_auth=False,
+                                         name="sink")
         snk.send(P.ConnectAck(1, 1 << 20, 1, 64, P.DataPlane.TCP, "sink"))
     t = threading.Thread(target=serve)
     t.start()
@@ -126,19 +129,35 @@ class TestFrameTags(testcase.TestCase):
 
         def serve():
             try:
-                handshake.server(snk, lambda p: KEY)
+                handshake.server(snk, lambda p: KEY, name="sink")
             except errors.TransferError as exc:
                 out["exc"] = exc
         t = threading.Thread(target=serve)
         t.start()
         connect = P.Connect(P.VERSION, P.VERSION, P.Role.CONTROL, 0, 0,
                             os.urandom(16), 0, 1 << 20, 1, auth.nonce(),
-                            "src")
+                            "src", sink="sink")
         exc = self.assertRaises(errors.PeerError, handshake.client, src,
                                 connect, KEY)
         t.join(TIMEOUT)
         self.assertIn("requires frame authentication", str(exc))
         self.assertIsInstance(out["exc"], errors.AuthenticationError)
+
+    def test_version_3_peer_named(self):
+        """An agent of before the sink name (v3) is told to upgrade."""
+        a, b = socket.socketpair()
+        snk = stream.Connection(b, "src")
+        self.addCleanup(snk.close)
+        self.addCleanup(a.close)
+        body = P.Connect(3, 3, P.Role.CONTROL, 0, 0, os.urandom(16), 0,
+                         1 << 20, 1, auth.nonce(), "src").encode()
+        a.sendall(P.HEADER.pack(P.MAGIC, 3, P.MsgType.CONNECT, 0, len(body),
+                                zlib.crc32(body)) + body)
+        exc = self.assertRaises(errors.ProtocolError, handshake.server, snk,
+                                lambda p: KEY, name="sink")
+        self.assertEqual(errors.Code.VERSION, exc.code)
+        self.assertIn("speaks protocol version 3, this agent 4: upgrade the "
+                      "older agent", str(exc))
 
     def test_older_peer_named(self):
         """A version 1 frame gets a clear answer."""
@@ -148,7 +167,7 @@ class TestFrameTags(testcase.TestCase):
         self.addCleanup(a.close)
         a.sendall(P.HEADER.pack(P.MAGIC, 1, P.MsgType.CONNECT, 0, 0, 0))
         exc = self.assertRaises(errors.ProtocolError, handshake.server, snk,
-                                lambda p: KEY)
+                                lambda p: KEY, name="sink")
         self.assertEqual(errors.Code.VERSION, exc.code)
         self.assertIn("speaks protocol version 1, this agent %d" % P.VERSION,
                       str(exc))
