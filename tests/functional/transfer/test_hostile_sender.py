@@ -70,7 +70,7 @@ class TestHostileSender(base.FunctionalTestCase):
         before = {p: snapshot(p) for p in kept}
 
         sess = rawpeer.Session.open(dst.port, src.name, self.key,
-                                    streams=1)
+                                    sink=dst.name, streams=1)
         self.addCleanup(sess.close)
         own = sess.tid
         hostile = [
@@ -109,10 +109,11 @@ class TestHostileSender(base.FunctionalTestCase):
         # A session for the transfer dst sends: refused outright.
         refused = rawpeer.Session(dst.port, src.name, self.key,
                                   bytes.fromhex(export), 1, 4096, 10.0,
-                                  "127.0.0.1")
+                                  "127.0.0.1", sink=dst.name)
         self.addCleanup(refused.close)
         self.assertEqual(P.MsgType.ERROR, refused.reply.TYPE, refused.reply)
         self.assertEqual(errors.Code.AUTH, refused.reply.code)
+        self.assertIn("another peer", refused.reply.message)
         self.assertEqual({p: snapshot(p) for p in kept}, before)
         log = dst.log_text()
         for name in hostile:
