@@ -150,6 +150,55 @@ class TestCreateImageRevert(testtools.TestCase):
         self.assertEqual({}, self.images.images)
 
 
+class TestPlantedMarkers(testtools.TestCase):
+    """Images that a Glance user marked with an import's transfer id:
+    in another project, or in the import's own, the import never
+    reuses, deletes nor unprotects them, and warns of each.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        self.images = fakes.FakeImages("b")
+        self.res = make_res(images=self.images)
+        self.incoming = incoming_payload()
+        self.incoming["target"] = {"owner": "p1", "visibility": "private"}
+        self.planted = [self.plant(owner="p2"),
+                        self.plant(owner="p1"),
+                        self.plant(owner="p1", status="queued"),
+                        self.plant(owner="p1", status="killed")]
+
+    def plant(self, **fields):
+        fields.setdefault("protected", True)
+        fields.setdefault("status", "active")
+        fields["os_hash_value"] = HASH
+        fields[incoming.MARKER] = TID
+        return self.images.add(b"abc", **fields)
+
+    def assertUntouched(self):
+        for image in self.planted:
+            self.assertEqual(image, self.images.images.get(image["id"]))
+
+    def test_create_makes_a_new_image(self):
+        task = incoming.CreateImage(self.res)
+        image_id = task.execute(MID, TID, self.incoming, "west")
+        self.assertNotIn(image_id, [i["id"] for i in self.planted])
+        self.assertEqual("p1", self.images.get(image_id)["owner"])
+        self.assertUntouched()
+        for image in self.planted[1:]:
+            self.assertIn("image %s carries the marker of transfer %s"
+                          % (image["id"], TID), self.log.output)
+
+    def test_revert_deletes_none_of_them(self):
+        task = incoming.CreateImage(self.res)
+        image_id = task.execute(MID, TID, self.incoming, "west")
+        fail = failure.Failure.from_exception(RuntimeError("boom"))
+        task.revert(TID, self.incoming, result=image_id,
+                    flow_failures={"upload-image": fail}, peer="west")
+        self.assertNotIn(image_id, self.images.images)
+        self.assertUntouched()
+
+
 class TestVerifyImage(testtools.TestCase):
     def test_duplicates_are_deleted(self):
         images = fakes.FakeImages("b")
