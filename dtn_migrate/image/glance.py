@@ -43,8 +43,8 @@ MiB = 1 << 20
 RETRY_STATUSES = (429, 502, 503, 504)
 #: What metadata calls also retry: Glance answers 500 to a database
 #: error of a moment (a deadlock, a lock held too long, a lost
-#: connection).  A create asked twice so may make two images: the
-#: import keeps the verified one and removes the others.
+#: connection).  A create asked twice: the import names the image's id,
+#: so the second one gets 409 and the import takes the first one's.
 METADATA_RETRY_STATUSES = RETRY_STATUSES + (500,)
 FIRST_DELAY = 0.5
 # States in which Glance takes (or will take again) an upload.
