@@ -19,10 +19,10 @@ class TestDbCommands(test_manage.ManageTestCase):
         rc, out, _ = self.run_main("db", "version", conf=self.conf)
         self.assertEqual((0, "none (run 'db sync')\n"), (rc, out))
         rc, out, _ = self.run_main("db", "sync", conf=self.conf)
-        self.assertEqual((0, "database at revision 0004\n"), (rc, out))
+        self.assertEqual((0, "database at revision 0005\n"), (rc, out))
         self.assertFalse(self.rpc_init.called)      # no bus needed
         rc, out, _ = self.run_main("db", "version", conf=self.conf)
-        self.assertEqual((0, "0004\n"), (rc, out))
+        self.assertEqual((0, "0005\n"), (rc, out))
         # The tables are there.
         db = db_api.Database(connection=self.url)
         self.addCleanup(db.dispose)
@@ -33,9 +33,9 @@ class TestDbCommands(test_manage.ManageTestCase):
     def test_deprecated_engine_option(self):
         conf = "[engine]\npersistence_connection = %s\n" % self.url
         rc, out, _ = self.run_main("db", "sync", conf=conf)
-        self.assertEqual((0, "database at revision 0004\n"), (rc, out))
+        self.assertEqual((0, "database at revision 0005\n"), (rc, out))
         rc, out, _ = self.run_main("db", "version", conf=self.conf)
-        self.assertEqual("0004\n", out)
+        self.assertEqual("0005\n", out)
 
     def test_unreachable_database(self):
         conf = "[database]\nconnection = mysql+pymysql://u@127.0.0.1:1/x\n"
