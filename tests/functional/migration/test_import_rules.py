@@ -152,8 +152,8 @@ class TestImportRules(migration.MigrationTestCase):
                   "dtn_migrate_transfer_id": tid}
         queued = member.images.create(name="hostile-queued", **fields)
         active = member.images.create(
-            name="hostile-active", dtn_migrate_import_seal=sealed[
-                "dtn_migrate_import_seal"], **fields)
+            name="hostile-active", dtn_migrate_import_seal=sealed.get(
+                "dtn_migrate_import_seal", "0" * 64), **fields)
         member.images.upload(active["id"], io.BytesIO(data))
         other = outsider.images.create(name="hostile-other", **fields)
         outsider.images.upload(other["id"], io.BytesIO(data))
