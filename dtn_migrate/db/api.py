@@ -10,9 +10,11 @@ raises :class:`~dtn_migrate.exception.DatabaseUnavailable`.
 """
 
 import os
+import secrets
 import threading
 import uuid
 
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -334,6 +336,37 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
                 Event.migration_id == migration_id).order_by(
                     Event.created_at, Event.id)
             return [_event(obj) for obj in query.all()]
+
+    # The service's own secrets.
+    def service_key(self, name):
+        """The secret ``name`` of the service (hex, 64 digits), made at
+        its first use; two components making it at once agree on the
+        first one written.
+        """
+        for _ in range(2):
+            found = self._service_key(name)
+            if found is not None:
+                return found
+            try:
+                return self._new_service_key(name)
+            except db_exc.DBDuplicateEntry:
+                continue
+        raise exception.DatabaseUnavailable(
+            reason='service key %s neither read nor written' % name)
+
+    @_wrap
+    def _service_key(self, name):
+        with self.reader() as session:
+            obj = session.get(models.ServiceKey, name)
+            return obj.value if obj is not None else None
+
+    @_wrap
+    def _new_service_key(self, name):
+        with self.writer() as session:
+            obj = models.ServiceKey(name=name, value=secrets.token_hex(32))
+            session.add(obj)
+            session.flush()
+            return obj.value
 
     @_wrap
     def ping(self):

@@ -68,6 +68,19 @@ class Migration(Base):
     )
 
 
+class ServiceKey(Base):
+    """A secret of the service itself, made at its first use: only the
+    service's components, which hold the database's credentials, read
+    it (the import seal's key, see dtn_migrate.image.marker).
+    """
+
+    __tablename__ = 'service_keys'
+
+    name = sa.Column(sa.String(64), primary_key=True)
+    value = sa.Column(sa.String(128), nullable=False)
+    created_at = sa.Column(DateTime, default=_now)
+
+
 class MigrationEvent(Base):
     """A step of a migration's timeline."""
 

@@ -31,6 +31,7 @@ from dtn_migrate.engine import requests
 from dtn_migrate.engine import running as running_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.image import metadata
 from dtn_migrate import utils
 
@@ -46,8 +47,15 @@ _INCOMING_NS = uuid.UUID("8f0d3b8e-2f36-4c55-9d52-6d7c1b7f3a11")
 RETRY_WAIT = 10.0
 
 
-def incoming_id(transfer_id):
-    """Id of the import of ``transfer_id`` in this cloud."""
+def incoming_id(transfer_id, peer):
+    """Id of the import of ``peer``'s ``transfer_id`` in this cloud: a
+    transfer id that another peer also sends is another import.
+    """
+    return uuid.uuid5(_INCOMING_NS, "%s/%s" % (peer, transfer_id)).hex
+
+
+def legacy_incoming_id(transfer_id):
+    """Id an import had before it named its peer."""
     return uuid.uuid5(_INCOMING_NS, transfer_id).hex
 
 
@@ -61,6 +69,9 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         self.conf = conf
         self.store = store
         self.res = resources
+        # Only this service's database holds the import seal's key.
+        resources.use_seal_key(
+            lambda: store.db.service_key(marker.KEY_NAME))
         self.notifier = notifier
         self.lock = threading.RLock()
         self.pending = set()            # ids queued or running here
@@ -221,8 +232,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         transfer_id = requests.uuid_hex(transfer_id, "transfer_id")
         peer = requests.peer(peer)
         attempt = requests.attempt(attempt)
-        migration_id = incoming_id(transfer_id)
         with self.lock:
+            migration_id = self._incoming_id(transfer_id, peer)
             self._settle(migration_id)
             if migration_id in self.pending:
                 if attempt:
@@ -260,6 +271,22 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                     self.wanted[migration_id] = attempt
             self._submit(migration_id, INCOMING)
         return self.get(migration_id)
+
+    def _incoming_id(self, transfer_id, peer):
+        """The import of ``peer``'s ``transfer_id``: one that an older
+        engine began under the id without the peer keeps that id, but
+        only for that peer.
+        """
+        new = incoming_id(transfer_id, peer)
+        if new in self.pending:
+            return new
+        legacy = legacy_incoming_id(transfer_id)
+        known = records.saved(self.store.record, legacy)
+        if known is not None and known.get("direction") == INCOMING and \
+                known.get("peer") == peer and \
+                records.saved(self.store.record, new) is None:
+            return legacy
+        return new
 
     def reconcile(self):
         """Remove the staged files finished migrations left; import

@@ -5,6 +5,7 @@ Tasks are rebuilt from code whenever a flow is loaded, so they hold a
 reference to these resources instead of persisting them.
 """
 
+import secrets
 import threading
 import time
 
@@ -15,6 +16,7 @@ from dtn_migrate.common import staged
 from dtn_migrate.conf import staging as staging_conf
 from dtn_migrate.engine import events as events_mod
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import factory
@@ -147,6 +149,35 @@ class Resources:
         #: What the agent pushed (RPC cast transfer_event).
         self.events = events_mod.EventBoard()
         self._pushes = (None, frozenset())   # (when asked, kinds)
+        # The import seal's key (dtn_migrate.image.marker): read from
+        # the service's database at its first use (see use_seal_key).
+        self._seal_source = None
+        self._seal_key = None
+        self._seal_lock = threading.Lock()
+
+    # The import seal.
+    def use_seal_key(self, source):
+        """Take the import seal's key (hex) from ``source()``, at its
+        first use: the service's database, which the engine's Store
+        reads.  Without one, the key is this process's own: an engine
+        restarted does not know its earlier imports' images.
+        """
+        self._seal_source = source
+
+    def seal_key(self):
+        with self._seal_lock:
+            if self._seal_key is None:
+                self._seal_key = bytes.fromhex(self._seal_source()) \
+                    if self._seal_source is not None \
+                    else secrets.token_bytes(32)
+            return self._seal_key
+
+    def imported(self, transfer_id, peer, owner):
+        """This service's images of ``peer``'s ``transfer_id`` in
+        project ``owner`` (see dtn_migrate.image.marker.find).
+        """
+        return marker.find(self.images, self.seal_key(), transfer_id, peer,
+                           owner)
 
     # Staging.
     def backend(self):

@@ -43,8 +43,8 @@ MiB = 1 << 20
 RETRY_STATUSES = (429, 502, 503, 504)
 #: What metadata calls also retry: Glance answers 500 to a database
 #: error of a moment (a deadlock, a lock held too long, a lost
-#: connection).  A create asked twice so may make two images: the
-#: import keeps the verified one and removes the others.
+#: connection).  A create asked twice: the import names the image's id,
+#: so the second one gets 409 and the import takes the first one's.
 METADATA_RETRY_STATUSES = RETRY_STATUSES + (500,)
 FIRST_DELAY = 0.5
 # States in which Glance takes (or will take again) an upload.
@@ -487,9 +487,23 @@ class ImageService:
                                               properties)
                 if image.get('status') == 'active']
 
-    def find(self, property_key, value):
-        """Images of any status whose property PROPERTY_KEY is VALUE."""
-        return self._list({}, properties={property_key: value})
+    def find(self, property_key, value, owner=None):
+        """Images of any status whose property PROPERTY_KEY is VALUE (of
+        project OWNER only, when given).
+        """
+        filters = {'owner': owner} if owner else {}
+        found = self._list(filters, properties={property_key: value})
+        return [image for image in found
+                if not owner or image.get('owner') == owner]
+
+    def own_project(self):
+        """The project this service's session is scoped to (where the
+        images it creates without an owner go), or None when unknown.
+        """
+        try:
+            return self.session.get_project_id()
+        except (ks_exc.ClientException, AttributeError):
+            return None
 
     def create(self, kwargs):
         """Create an image from ``images.create`` KWARGS (see

@@ -2,8 +2,8 @@
 
 ``failover`` makes this cloud primary for the images of a policy it
 learnt from its peer (role ``replica``): each replica in the catalog
-becomes a first-class image (it loses the import marker), and a reverse
-policy (role ``failback``, manual, towards the peer) is prepared.
+becomes a first-class image (it loses the import marker and seal), and
+a reverse policy (role ``failback``, manual, towards the peer) is prepared.
 ``failback`` sends back, through that reverse policy, only what was
 created or changed here since: an image whose bytes the peer already
 holds (the catalog's incoming row, same hash) is not sent, only its
@@ -31,13 +31,12 @@ from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine import records
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 
 LOG = logging.getLogger(__name__)
 
 FAILED_OVER = replicas.FAILED_OVER
 FAILBACK = "failback"
-#: The property an import sets on the images it creates.
-MARKER = "dtn_migrate_transfer_id"
 
 
 class Failover:
@@ -123,7 +122,9 @@ class Failover:
                              "without a free name for its reverse policy")
 
     def _promote(self, replica):
-        """Make a replica a first-class image (no import marker)."""
+        """Make a replica a first-class image (no import marker nor
+        seal).
+        """
         try:
             image = self.res.images.get(replica["replica_image_id"])
         except exception.ImageNotFound:
@@ -131,8 +132,9 @@ class Failover:
                         replica["replica_image_id"],
                         replica["source_image_id"])
             return False
-        if MARKER in image:
-            self.res.images.remove_properties(image["id"], [MARKER])
+        if any(key in image for key in marker.PROPERTIES):
+            self.res.images.remove_properties(image["id"],
+                                              list(marker.PROPERTIES))
         return True
 
     def failback(self, ctx, policy_id):

@@ -36,6 +36,7 @@ from dtn_migrate.engine.protection import peer_requests
 from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.image import metadata
 
 LOG = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ UPDATED, UNCHANGED, REFUSED = "updated", "unchanged", "refused"
 #: No failback of the policy is open on A (yet, or any more).
 CLOSED = "closed"
 ANSWERS = (UPDATED, UNCHANGED, REFUSED, CLOSED)
-#: The import marker, never sent back (failover removes it anyway).
-MARKER = "dtn_migrate_transfer_id"
 FIELDS = ("name", "min_disk", "min_ram")
 #: Properties a peer never sets nor removes, whatever [protection]
 #: failback_properties says: image signatures, Glance's own and the
@@ -81,7 +80,7 @@ def of(image):
     return {"name": desc.get("name"), "min_disk": desc.get("min_disk"),
             "min_ram": desc.get("min_ram"), "tags": desc["tags"],
             "properties": {k: v for k, v in desc["properties"].items()
-                           if k != MARKER}}
+                           if k not in marker.PROPERTIES}}
 
 
 def check(value):
@@ -111,7 +110,7 @@ def check(value):
         raise _invalid("properties are a mapping of at most %d"
                        % MAX_PROPERTIES)
     for key, item in props.items():
-        if not 0 < len(key) <= MAX_TEXT or key == MARKER or \
+        if not 0 < len(key) <= MAX_TEXT or key in marker.PROPERTIES or \
                 metadata.is_glance_owned(key):
             raise _invalid("property %r may not be set" % key[:64])
         if not isinstance(item, str) or len(item) > MAX_VALUE:

@@ -8,6 +8,7 @@ the agent.
 """
 
 import json
+import uuid
 
 from oslo_log import log as logging
 import tenacity
@@ -19,6 +20,7 @@ from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.image import metadata
 from dtn_migrate import pusher
 from dtn_migrate.staging import backend as staging_backend
@@ -27,8 +29,6 @@ from dtn_migrate.staging import watermark
 
 LOG = logging.getLogger(__name__)
 
-#: Image property marking an image this engine imported (its transfer).
-MARKER = "dtn_migrate_transfer_id"
 #: Tasks of one import attempt (retried together; see flows.incoming).
 ATTEMPT_TASKS = frozenset(("create-image", "upload-image", "verify-image"))
 #: Longest wait between two tries of the final report.
@@ -209,10 +209,19 @@ class ReadDescriptor(base.MigrationTask):
         return payload
 
 
+def _owner(incoming):
+    """The project an import's image is in (None: the engine's own)."""
+    return (incoming.get("target") or {}).get("owner")
+
+
 class CreateImage(base.MigrationTask):
     """Create the image (no data yet) with the source's metadata, in the
     project and with the visibility the receiving cloud's rules gave it;
     reuse the one a previous run of this import created.
+
+    Only the images this service imported from ``peer``'s transfer into
+    that project count (dtn_migrate.image.marker): others that a Glance
+    user marked with the transfer id are never reused nor deleted.
     """
 
     default_name = "create-image"
@@ -225,7 +234,8 @@ class CreateImage(base.MigrationTask):
         # existed decides here, still before any image is created.
         target = incoming.get("target") or import_target(
             self.conf, peer, desc, opts, transfer_id)
-        found = sorted(images.find(MARKER, transfer_id),
+        found = sorted(self.res.imported(transfer_id, peer,
+                                         target["owner"]),
                        key=lambda i: i.get("status") != "active")
         for image in found:
             if image.get("status") in ("queued", "active", "saving",
@@ -234,16 +244,29 @@ class CreateImage(base.MigrationTask):
                          image["id"], image["status"])
                 return image["id"]
             images.delete(image["id"])
+        keep_id = bool(opts.get("keep_id"))
+        # The seal names the image's id: chosen here, not by Glance.
+        image_id = desc.get("id") if keep_id else str(uuid.uuid4())
         args = metadata.create_args(
-            desc, keep_id=bool(opts.get("keep_id")),
-            visibility=target["visibility"], owner=target["owner"],
-            extra_properties={MARKER: transfer_id})
-        image = images.create(args)
+            desc, keep_id=keep_id, visibility=target["visibility"],
+            owner=target["owner"], extra_properties=marker.properties(
+                self.res.seal_key(), image_id, transfer_id, peer,
+                target["owner"]))
+        args["id"] = image_id
+        try:
+            image = images.create(args)
+        except exception.Conflict:
+            # A create that Glance's retries asked twice: the first one
+            # made it.  Another image of that id is not this import's.
+            image = images.get(image_id)
+            if not marker.genuine(self.res.seal_key(), image, transfer_id,
+                                  peer, target["owner"]):
+                raise
         LOG.info("import %s: created image %s", migration_id, image["id"])
         return image["id"]
 
     def revert(self, transfer_id, incoming, result=None, flow_failures=None,
-               **kwargs):
+               peer=None, **kwargs):
         """Delete the half-imported images of this transfer, but never a
         verified one: after a failure later in the flow (the report, the
         cleanup) the image is kept.
@@ -251,7 +274,7 @@ class CreateImage(base.MigrationTask):
         after_import = not set(flow_failures or ()) & ATTEMPT_TASKS
         ids = {result} if isinstance(result, str) else set()
         try:
-            found = self.res.images.find(MARKER, transfer_id)
+            found = self.res.imported(transfer_id, peer, _owner(incoming))
         except exception.DtnMigrateException as exc:
             LOG.warning("import of %s: could not look for images to "
                         "remove: %s", transfer_id, exc)
@@ -397,7 +420,7 @@ class VerifyImage(base.MigrationTask):
     default_name = "verify-image"
     default_provides = "peer_image"
 
-    def execute(self, transfer_id, incoming, image_id):
+    def execute(self, transfer_id, incoming, image_id, peer):
         desc, opts = incoming["image"], incoming["options"]
         image = self.res.images.get(image_id)
         if image.get("status") != "active":
@@ -412,21 +435,23 @@ class VerifyImage(base.MigrationTask):
                 expected=desc["os_hash_value"])
         differences = []
         if opts.get("verify", True):
-            seen = {k: v for k, v in image.items() if k != MARKER}
+            seen = {k: v for k, v in image.items()
+                    if k not in marker.PROPERTIES}
             differences = [str(d) for d in metadata.compare(desc, seen)]
             if differences:
                 raise exception.MetadataMismatch(
                     image_id=image_id, differences="; ".join(differences))
-        self._remove_others(transfer_id, image_id)
+        self._remove_others(transfer_id, image_id, peer,
+                            _owner(incoming))
         return {"image_id": image_id, "status": "active",
                 "os_hash_value": image["os_hash_value"],
                 "verified": bool(opts.get("verify", True)),
                 "differences": differences}
 
-    def _remove_others(self, transfer_id, image_id):
+    def _remove_others(self, transfer_id, image_id, peer, owner):
         try:
-            others = [i["id"] for i in self.res.images.find(MARKER,
-                                                            transfer_id)
+            others = [i["id"] for i in self.res.imported(transfer_id, peer,
+                                                         owner)
                       if i["id"] != image_id]
             for other in others:
                 LOG.info("import of %s: deleting image %s, a duplicate of "

@@ -8,6 +8,7 @@ logs it.  One pair of clouds serves every case: its migrations run at
 once.
 """
 
+import io
 import os
 import uuid
 
@@ -127,3 +128,65 @@ class TestImportRules(migration.MigrationTestCase):
             self.assertIn("WARNING dtn_migrate.engine.tasks.incoming "
                           "[-] import of transfer %s refused: Peer %s may "
                           "not import" % (tid, a.agent_name), log)
+
+        self.check_planted_markers(a, b, peer)
+
+    def check_planted_markers(self, a, b, sealed):
+        """Glance users of B mark images with the id of a transfer that
+        is on its way (B's engine is down meanwhile): a member of the
+        import's project twice (a queued image, and an active one with
+        the source's data and the seal of another import, ``sealed``,
+        copied), a member of another project once, all protected.  The
+        import makes an image of its own and leaves theirs as they were.
+        """
+        data = os.urandom(MiB)
+        source = self.upload(a, data=data, name="planted",
+                             visibility="private")
+        b.engine.stop()
+        req = self.migrate(images=[source["id"]])
+        rec = req["migrations"][0]
+        tid = rec["transfer_id"]
+        member = b.glance.client(project_id=IMPORT_PROJECT)
+        outsider = b.glance.client(project_id=DENIED_PROJECT)
+        fields = {"disk_format": "raw", "container_format": "bare",
+                  "dtn_migrate_transfer_id": tid}
+        queued = member.images.create(name="hostile-queued", **fields)
+        active = member.images.create(
+            name="hostile-active", dtn_migrate_import_seal=sealed.get(
+                "dtn_migrate_import_seal", "0" * 64), **fields)
+        member.images.upload(active["id"], io.BytesIO(data))
+        other = outsider.images.create(name="hostile-other", **fields)
+        outsider.images.upload(other["id"], io.BytesIO(data))
+        planted = {}
+        for client, image in ((member, queued), (member, active),
+                              (outsider, other)):
+            client.images.update(image["id"], protected=True)
+            planted[image["id"]] = dict(client.images.get(image["id"]))
+        b.engine.start()
+        b.wait_ready()
+
+        rec = self.wait_migration(rec["migration_id"])
+        self.assertEqual("complete", rec["state"], rec.get("error"))
+        imported = rec["peer_image"]["image_id"]
+        self.assertNotIn(imported, planted)
+        admin = b.admin()
+        peer = dict(admin.images.get(imported))
+        self.assertEqual((IMPORT_PROJECT, "active", source["os_hash_value"],
+                          tid),
+                         (peer["owner"], peer["status"],
+                          peer["os_hash_value"],
+                          peer["dtn_migrate_transfer_id"]))
+        log = b.engine.log_text()
+        for image_id, before in planted.items():
+            after = dict(admin.images.get(image_id))
+            self.assertEqual(
+                {k: before[k] for k in before if k != "updated_at"},
+                {k: after[k] for k in before if k != "updated_at"},
+                image_id)
+            self.assertTrue(after["protected"])
+        # Each of the project's is logged; the outsider's is not even
+        # asked for (Glance is asked for the project's images only).
+        for image in (queued, active):
+            self.assertIn("WARNING dtn_migrate.image.marker [-] image %s "
+                          "carries the marker of transfer %s"
+                          % (image["id"], tid), log)

@@ -4,6 +4,7 @@ import datetime
 import shutil
 import tempfile
 import time
+from unittest import mock
 
 from alembic import autogenerate
 from alembic import migration as alembic_migration
@@ -118,7 +119,7 @@ class TestSchema(DatabaseTestCase):
         self.assertEqual([], diff)
         self.assertEqual(
             {'migrations', 'migration_events', 'protection_policies',
-             'policy_images', 'replicas', 'drills',
+             'policy_images', 'replicas', 'drills', 'service_keys',
              migration.VERSION_TABLE},
             set(sa.inspect(engine).get_table_names()))
 
@@ -209,6 +210,23 @@ class TestMigrations(DatabaseTestCase):
 
     def test_unknown_column(self):
         self.assertRaises(exception.InvalidInput, self.add, colour='red')
+
+
+class TestServiceKeys(DatabaseTestCase):
+    def test_made_once_and_kept(self):
+        key = self.db.service_key('import-seal')
+        self.assertEqual(64, len(bytes.fromhex(key)) * 2)
+        self.assertEqual(key, self.db.service_key('import-seal'))
+        other = api.Database(self.conf)
+        self.addCleanup(other.dispose)
+        self.assertEqual(key, other.service_key('import-seal'))
+        self.assertNotEqual(key, self.db.service_key('another'))
+
+    def test_two_writers_agree(self):
+        first = self.db.service_key('k')
+        with mock.patch.object(api.Database, '_service_key',
+                               side_effect=[None, first]):
+            self.assertEqual(first, self.db.service_key('k'))
 
 
 class TestList(DatabaseTestCase):

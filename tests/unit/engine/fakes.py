@@ -11,6 +11,7 @@ import threading
 import uuid
 
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.transfer import dataset
 
 CORE = ("id", "name", "status", "size", "os_hash_algo", "os_hash_value",
@@ -153,12 +154,20 @@ class FakeImages:
                  "os_hash_value": None, "tags": [], "min_disk": 0,
                  "min_ram": 0, "visibility": "shared", "protected": False}
         image.update(kwargs)
+        image["owner"] = kwargs.get("owner") or self.own_project()
         image["tags"] = sorted(image.get("tags") or [])
         self.images[image_id] = image
         return dict(image)
 
-    def find(self, key, value):
-        return [dict(i) for i in self.images.values() if i.get(key) == value]
+    def find(self, key, value, owner=None):
+        return [dict(i) for i in self.images.values()
+                if i.get(key) == value and owner in (None, i.get("owner"))]
+
+    def own_project(self):
+        """The project of the service's own images (those it creates
+        without an owner).
+        """
+        return "svc"
 
     def delete(self, image_id, unprotect=False):
         self.images.pop(image_id, None)
@@ -191,6 +200,18 @@ class FakeImages:
                      os_hash_value=hashlib.sha512(data).hexdigest(),
                      checksum=hashlib.md5(data).hexdigest())
         self.data[image_id] = data
+
+
+def add_imported(images, key, transfer_id, peer, owner=None, data=b"abc",
+                 **fields):
+    """An image of ``images`` as an import of ``peer``'s ``transfer_id``
+    under seal ``key`` makes it (owner None: the service's own).
+    """
+    image_id = str(uuid.uuid4())
+    fields.update(marker.properties(key, image_id, transfer_id, peer,
+                                    owner))
+    return images.add(data, id=image_id,
+                      owner=owner or images.own_project(), **fields)
 
 
 class FakeAgents:

@@ -22,6 +22,7 @@ from dtn_migrate import context
 from dtn_migrate.common import states
 from dtn_migrate.db import models as db_models
 from dtn_migrate.engine.flows import incoming as incoming_flow
+from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming as incoming_tasks
@@ -295,6 +296,74 @@ class TestMigrations(base.EngineTestCase):
                           "a", 0)
         self.assertRaises(exception.InvalidInput, self.b.incoming, tid,
                           "a", "2")
+
+    def plant(self, tid, **fields):
+        """An image a Glance user made, carrying ``tid``'s marker (and a
+        copy of a genuine image's other properties, when ``fields``
+        name them): protected, active, with the right data.
+        """
+        fields.setdefault("protected", True)
+        fields["dtn_migrate_transfer_id"] = tid
+        return self.glance_b.add(b"planted", **fields)
+
+    def test_planted_markers_are_never_reused_or_deleted(self):
+        """Images a Glance user marked with the transfer's id, in another
+        project and in the import's own (but not created by this
+        service), are left alone: the retry imports into a new image.
+        """
+        image = self.image()
+        first = self.fail_first_import(image)
+        tid = first["transfer_id"]
+        planted = [self.plant(tid, owner="other"),
+                   self.plant(tid, owner="svc", status="queued",
+                              size=None),
+                   self.plant(tid, owner="svc", status="killed")]
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        imported = m["peer_image"]["image_id"]
+        self.assertNotIn(imported, [p["id"] for p in planted])
+        for p in planted:
+            self.assertEqual(p, self.glance_b.images[p["id"]])
+        self.assertEqual(self.glance_a.data[image["id"]],
+                         self.glance_b.data[imported])
+
+    def test_same_transfer_id_from_two_peers(self):
+        """Peer c's transfer that reuses peer a's transfer id is an
+        import of its own: it neither resumes nor answers a's record.
+        """
+        tid = "3" * 32
+        rec_a = self.b.incoming(tid, "a")
+        self.b.cancel(rec_a["migration_id"])
+        self.assertTrue(self.b.wait_idle(10))
+        rec_c = self.b.incoming(tid, "c", 2)
+        self.assertNotEqual(rec_a["migration_id"], rec_c["migration_id"])
+        self.assertEqual(("c", 2), (rec_c["peer"], rec_c["attempt"]))
+        again = self.b.get(rec_a["migration_id"])
+        self.assertEqual(("a", "cancelled", 1),
+                         (again["peer"], again["state"], again["attempt"]))
+        self.b.cancel(rec_c["migration_id"])
+
+    def test_an_older_engines_import_keeps_its_id(self):
+        """An import an older engine began (its id without the peer) is
+        resumed under that id, for its own peer only.
+        """
+        tid = "4" * 32
+        with mock.patch.object(migrations, "incoming_id",
+                               lambda t, p: migrations.legacy_incoming_id(t)):
+            old = self.b.incoming(tid, "a")
+        self.assertEqual(migrations.legacy_incoming_id(tid),
+                         old["migration_id"])
+        self.b.cancel(old["migration_id"])
+        self.assertTrue(self.b.wait_idle(10))
+        again = self.b.incoming(tid, "a", 2)
+        self.assertEqual((old["migration_id"], 2),
+                         (again["migration_id"], again["attempt"]))
+        self.b.cancel(again["migration_id"])
+        self.assertTrue(self.b.wait_idle(10))
+        other = self.b.incoming(tid, "c")
+        self.assertEqual(migrations.incoming_id(tid, "c"),
+                         other["migration_id"])
+        self.b.cancel(other["migration_id"])
 
     def test_report_failure_keeps_the_verified_image(self):
         image = self.image()

@@ -23,6 +23,7 @@ from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
@@ -122,13 +123,13 @@ class TestCreateImageRevert(testcase.TestCase):
     def add(self, **fields):
         fields.setdefault("status", "active")
         fields.setdefault("os_hash_value", HASH)
-        fields[incoming.MARKER] = TID
-        return self.images.add(b"abc", **fields)["id"]
+        return fakes.add_imported(self.images, self.task.res.seal_key(),
+                                  TID, "west", **fields)["id"]
 
     def revert(self, failed_at):
         fail = failure.Failure.from_exception(RuntimeError("boom"))
         self.task.revert(TID, self.incoming, result=None,
-                         flow_failures={failed_at: fail})
+                         flow_failures={failed_at: fail}, peer="west")
 
     def test_failure_after_verification_keeps_the_image(self):
         verified = self.add()
@@ -149,20 +150,125 @@ class TestCreateImageRevert(testcase.TestCase):
         self.assertEqual({}, self.images.images)
 
 
+class TestPlantedMarkers(testcase.TestCase):
+    """Images that a Glance user marked with an import's transfer id:
+    in another project, or in the import's own, the import never
+    reuses, deletes nor unprotects them, and warns of each.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        self.images = fakes.FakeImages("b")
+        self.res = make_res(images=self.images)
+        self.incoming = incoming_payload()
+        self.incoming["target"] = {"owner": "p1", "visibility": "private"}
+        self.planted = [self.plant(owner="p2"),
+                        self.plant(owner="p1"),
+                        self.plant(owner="p1", status="queued"),
+                        self.plant(owner="p1", status="killed")]
+
+    def plant(self, **fields):
+        fields.setdefault("protected", True)
+        fields.setdefault("status", "active")
+        fields["os_hash_value"] = HASH
+        fields[marker.MARKER] = TID
+        return self.images.add(b"abc", **fields)
+
+    def assertUntouched(self):
+        for image in self.planted:
+            self.assertEqual(image, self.images.images.get(image["id"]))
+
+    def test_create_makes_a_new_image(self):
+        task = incoming.CreateImage(self.res)
+        image_id = task.execute(MID, TID, self.incoming, "west")
+        self.assertNotIn(image_id, [i["id"] for i in self.planted])
+        self.assertEqual("p1", self.images.get(image_id)["owner"])
+        self.assertUntouched()
+        for image in self.planted[1:]:
+            self.assertIn("image %s carries the marker of transfer %s"
+                          % (image["id"], TID), self.log.output)
+
+    def test_a_copied_seal_is_no_proof(self):
+        """Both properties copied from a genuine image (which the
+        project's members see) onto another: that one is not reused;
+        the genuine one is.  Another peer's import of the same transfer
+        id is not this one's either.
+        """
+        key = self.res.seal_key()
+        real = fakes.add_imported(self.images, key, TID, "west", "p1",
+                                  status="queued")
+        copied = {k: real[k] for k in marker.PROPERTIES}
+        self.planted.append(self.images.add(b"abc", owner="p1",
+                                            status="queued", **copied))
+        self.planted.append(fakes.add_imported(self.images, key, TID,
+                                               "east", "p1"))
+        task = incoming.CreateImage(self.res)
+        self.assertEqual(real["id"],
+                         task.execute(MID, TID, self.incoming, "west"))
+        self.assertUntouched()
+
+    def test_revert_deletes_none_of_them(self):
+        task = incoming.CreateImage(self.res)
+        image_id = task.execute(MID, TID, self.incoming, "west")
+        fail = failure.Failure.from_exception(RuntimeError("boom"))
+        task.revert(TID, self.incoming, result=image_id,
+                    flow_failures={"upload-image": fail}, peer="west")
+        self.assertNotIn(image_id, self.images.images)
+        self.assertUntouched()
+
+
+class TestCreateImageTwice(testcase.TestCase):
+    """A create that Glance's retries sent twice: the second gets 409
+    for the id the import chose, and the first one's image is its own.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.images = fakes.FakeImages("b")
+        self.task = incoming.CreateImage(make_res(images=self.images))
+        self.incoming = incoming_payload()
+        self.incoming["target"] = {"owner": "p1", "visibility": "private"}
+
+    def test_the_first_create_is_taken(self):
+        create = self.images.create
+
+        def twice(kwargs):
+            create(kwargs)
+            return create(kwargs)
+
+        with mock.patch.object(self.images, "create", side_effect=twice):
+            image_id = self.task.execute(MID, TID, self.incoming, "west")
+        self.assertEqual([image_id], list(self.images.images))
+
+    def test_a_kept_id_that_another_image_holds(self):
+        self.incoming["options"]["keep_id"] = True
+        squatter = self.images.add(b"abc", id="src", owner="p1",
+                                   status="queued",
+                                   **{marker.MARKER: TID})
+        self.assertRaises(exception.Conflict, self.task.execute, MID, TID,
+                          self.incoming, "west")
+        self.assertEqual(squatter, self.images.images["src"])
+
+
 class TestVerifyImage(testcase.TestCase):
     def test_duplicates_are_deleted(self):
         images = fakes.FakeImages("b")
+        task = incoming.VerifyImage(make_res(images=images))
+        key = task.res.seal_key()
         data = b"abc"
-        keep = images.add(data, **{incoming.MARKER: TID})
-        images.add(b"", status="queued", size=None,
-                   **{incoming.MARKER: TID})
-        other = images.add(data, **{incoming.MARKER: "3" * 32})
+        keep = fakes.add_imported(images, key, TID, "west", data)
+        fakes.add_imported(images, key, TID, "west", b"", status="queued",
+                           size=None)
+        other = fakes.add_imported(images, key, "3" * 32, "west", data)
+        # Another peer's transfer of the same id: not this import's.
+        elsewhere = fakes.add_imported(images, key, TID, "east", data)
         payload = incoming_payload(os_hash_value=keep["os_hash_value"])
         payload["options"]["verify"] = False
-        task = incoming.VerifyImage(make_res(images=images))
-        result = task.execute(TID, payload, keep["id"])
+        result = task.execute(TID, payload, keep["id"], "west")
         self.assertEqual(keep["id"], result["image_id"])
-        self.assertEqual({keep["id"], other["id"]}, set(images.images))
+        self.assertEqual({keep["id"], other["id"], elsewhere["id"]},
+                         set(images.images))
 
     def test_metadata_difference_is_its_own_failure(self):
         images = fakes.FakeImages("b")
@@ -172,7 +278,7 @@ class TestVerifyImage(testcase.TestCase):
                                    container_format="bare")
         task = incoming.VerifyImage(make_res(images=images))
         self.assertRaises(exception.MetadataMismatch, task.execute, TID,
-                          payload, image["id"])
+                          payload, image["id"], "west")
 
 
 class TestReportImport(testcase.TestCase):

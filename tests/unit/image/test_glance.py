@@ -481,6 +481,38 @@ class TestRemoveProperties(ServiceTestCase):
             IMAGE_ID, remove_props=['tier'])
 
 
+class TestFind(ServiceTestCase):
+    def setUp(self):
+        super().setUp()
+        self.svc.client = mock.Mock()
+        self.svc.client.images.list.side_effect = lambda filters: [
+            {'id': 'a', 'owner': 'p1', 'm': 'x'},
+            {'id': 'b', 'owner': 'p2', 'm': 'x'},
+            {'id': 'c', 'owner': 'p1', 'm': 'y'}]
+
+    def test_within_an_owner(self):
+        self.assertEqual(['a'], [i['id'] for i in self.svc.find(
+            'm', 'x', owner='p1')])
+        filters = [c.kwargs['filters'] for c in
+                   self.svc.client.images.list.call_args_list]
+        self.assertEqual([('p1', 'x', 'false'), ('p1', 'x', 'true')],
+                         [(f['owner'], f['m'], f['os_hidden'])
+                          for f in filters])
+
+    def test_any_owner(self):
+        self.assertEqual(['a', 'b'], [i['id'] for i in self.svc.find(
+            'm', 'x')])
+        self.assertNotIn('owner', self.svc.client.images.list.call_args
+                         .kwargs['filters'])
+
+    def test_own_project(self):
+        self.session.get_project_id.return_value = 'svc'
+        self.assertEqual('svc', self.svc.own_project())
+        self.session.get_project_id.side_effect = \
+            ks_exc.MissingAuthPlugin('none')
+        self.assertIsNone(self.svc.own_project())
+
+
 class TestFromConf(testcase.TestCase):
     def conf(self, text):
         return utils.conf_from_text(self, glance_conf.register_opts, text)

@@ -12,11 +12,12 @@ from dtn_migrate.engine.protection import metadata_sync
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import selectors
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from tests.unit.engine.protection import test_sync as base
 
 SOURCE = "dtn-c"        # the protected cloud's DTN (A), a peer of B
 PROJECT = "p7"          # the replicas' project on B
-MARKER = failover.MARKER
+MARKER = marker.MARKER
 
 
 class FakeGlance(base.FakeGlance):
@@ -118,8 +119,8 @@ class TestFailover(FailoverTestCase):
         self.assertEqual(2, out["promoted"])
         for image in (first, second):
             self.assertNotIn(MARKER, self.glance.images[image["id"]])
-        self.assertEqual(sorted([(first["id"], [MARKER]),
-                                 (second["id"], [MARKER])]),
+        self.assertEqual(sorted([(first["id"], list(marker.PROPERTIES)),
+                                 (second["id"], list(marker.PROPERTIES))]),
                          sorted(self.glance.removed))
         self.assertIn(MARKER, self.glance.images[other["id"]])
         self.assertIn(MARKER, self.glance.images[stale["id"]])
@@ -180,7 +181,8 @@ class TestFailover(FailoverTestCase):
         self.assertEqual(1, len(self.failbacks()))
         self.assertEqual(1, again["promoted"])
         # The marker went once.
-        self.assertEqual([(image["id"], [MARKER])], self.glance.removed)
+        self.assertEqual([(image["id"], list(marker.PROPERTIES))],
+                         self.glance.removed)
         failover_record = self.policy_row()["options"]["failover"]
         self.assertEqual(at, failover_record["at"])
         self.assertEqual(out["reverse_policy"]["id"],

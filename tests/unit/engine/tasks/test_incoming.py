@@ -20,6 +20,7 @@ from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
 from dtn_migrate import exception
+from dtn_migrate.image import marker
 from tests.unit.engine import fakes
 from tests.unit import testcase
 
@@ -328,7 +329,7 @@ class TestTasks(RulesTestCase):
         image = self.images.get(image_id)
         self.assertEqual(("p1", "shared", TID),
                          (image["owner"], image["visibility"],
-                          image[incoming.MARKER]))
+                          image[marker.MARKER]))
 
     def test_read_descriptor_maps_the_source_project(self):
         # The source says which of its projects migrates; the rules say
