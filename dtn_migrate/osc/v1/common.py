@@ -30,6 +30,13 @@ class BlankColumn(columns.FormattableColumn):
     def machine_readable(self):
         return None
 
+    # After every value in a sorted column (--sort-column), as None was.
+    def __lt__(self, other):
+        return False
+
+    def __gt__(self, other):
+        return not isinstance(other, BlankColumn)
+
 
 def properties(item, fields, formatters=None):
     """``item``'s values of ``fields`` (osc-lib's get_dict_properties),

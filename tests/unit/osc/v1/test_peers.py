@@ -46,6 +46,16 @@ class TestPeers(base.CommandTestCase):
         self.assertEqual((None, None), (json.loads(out)["rtt_ms"],
                                         json.loads(out)["port"]))
 
+    def test_blank_cells_sort_last(self):
+        self.api.peers["cloud-a"] = fakeapi.peer("cloud-a", rtt_ms=2.0)
+        for direction, names in (("asc", ["cloud-b", "cloud-a", "cloud-c"]),
+                                 ("desc", ["cloud-c", "cloud-a", "cloud-b"])):
+            _, out = self.run_command(peers.ListPeer, [
+                "-f", "value", "-c", "Name", "--sort-column", "RTT (ms)",
+                "--sort-" + ("ascending" if direction == "asc"
+                             else "descending")])
+            self.assertEqual(names, out.split())
+
     def test_list_json(self):
         _, out = self.run_command(peers.ListPeer, ["-f", "json"])
         rows = json.loads(out)
