@@ -14,10 +14,11 @@ import jsonschema
 from jsonschema import exceptions as js_exceptions
 from oslo_utils import timeutils
 
+from dtn_migrate.common import text as text_mod
 from dtn_migrate import exception
 from dtn_migrate.i18n import _
 
-#: Longest piece of a client's value quoted back in an error message.
+#: Longest piece of jsonschema's or json's own message kept.
 _QUOTE = 80
 
 FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
@@ -71,10 +72,7 @@ def parse_time(value):
 
 
 def _quote(value):
-    text = repr(value)
-    if len(text) > _QUOTE:
-        text = text[:_QUOTE] + '...'
-    return text
+    return text_mod.quote(value)
 
 
 def _where(error, what):
@@ -118,10 +116,12 @@ def _describe(error, what):
         return _("%(where)s is not a valid %(format)s: %(value)s") % {
             'where': where, 'format': error.validator_value,
             'value': _quote(error.instance)}
+    if v in ('pattern', 'minLength', 'maxLength') and \
+            error.schema.get('pattern') == _uuid_pattern():
+        # Too short or too long: not a UUID either.
+        return _("%(where)s is not a UUID: %(value)s") % {
+            'where': where, 'value': _quote(error.instance)}
     if v == 'pattern':
-        if error.validator_value == _uuid_pattern():
-            return _("%(where)s is not a UUID: %(value)s") % {
-                'where': where, 'value': _quote(error.instance)}
         return _("%(where)s must be printable text (no control "
                  "characters): %(value)s") % {
             'where': where, 'value': _quote(error.instance)}

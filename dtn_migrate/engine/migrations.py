@@ -24,6 +24,7 @@ from oslo_log import log as logging
 
 from dtn_migrate import context as context_mod
 from dtn_migrate.common import states
+from dtn_migrate.common import text
 from dtn_migrate.engine import outcomes
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
@@ -124,8 +125,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             found = images.select(**selector)
             if not found:
                 raise exception.InvalidInput(
-                    reason="no active image matches the selector %s"
-                           % selector)
+                    reason="no active image this project can see has %s"
+                           % _asked(selector))
         else:
             found = [images.readable(image_id) if ctx.auth_token
                      else images.get(image_id) for image_id in ids]
@@ -389,7 +390,9 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         record = self.get(migration_id, project_id)
         migration_id = record["migration_id"]
         if record["state"] in states.FINAL_STATES:
-            return record
+            raise exception.MigrationStateConflict(
+                migration_id=migration_id,
+                state="already %s" % record["state"], action="cancel")
         with self.lock:
             running = migration_id in self.running
             pending = migration_id in self.pending
@@ -418,6 +421,19 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             rec["stages"] = stages
             rec.update(persistence.derive(rec))
         return rec
+
+
+def _asked(selector):
+    """A selector in words: ``tag 'dr' and properties os=linux``."""
+    asked = []
+    if selector.get("tag") is not None:
+        asked.append("tag %s" % text.quote(selector["tag"]))
+    props = selector.get("properties") or {}
+    if props:
+        asked.append("properties %s" % ", ".join(
+            "%s=%s" % (text.shorten(str(k)), text.shorten(str(v)))
+            for k, v in sorted(props.items())))
+    return " and ".join(asked)
 
 
 def _comparable(opts):

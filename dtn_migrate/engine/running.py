@@ -42,8 +42,25 @@ def _reason(exc):
     if isinstance(exc, tf_exc.WrappedFailure):
         for failure in exc:
             if not failure.check(*_SECONDARY):
-                return failure.exception_str
-        return exc[0].exception_str
+                return _failure_text(failure)
+        return _failure_text(exc[0])
+    return _text(exc)
+
+
+def _failure_text(failure):
+    if failure.exception is not None:
+        return _text(failure.exception)
+    return failure.exception_str
+
+
+def _text(exc):
+    """What ``exc`` says, less the "Migration <id> failed: " of a
+    MigrationFailed: the record it goes to is that migration's, and
+    whoever shows it names the migration.
+    """
+    if isinstance(exc, exception.MigrationFailed) and \
+            exc.kwargs.get("reason"):
+        return str(exc.kwargs["reason"])
     return str(exc) or exc.__class__.__name__
 
 

@@ -5,6 +5,7 @@ import urllib.parse
 import uuid
 
 from dtn_migrate.api import middleware
+from dtn_migrate.common import text
 from dtn_migrate import exception
 from dtn_migrate.i18n import _
 from dtn_migrate import policy
@@ -102,8 +103,8 @@ def owned(api, ctxt, action, record_id, fetch, not_found):
     try:
         key = uuid_hex(record_id)
     except ValueError:
-        raise not_found(record_id[:64])
+        raise not_found(text.shorten(record_id))
     row = fetch(key)
     if not may(api, ctxt, action, row.get('project_id')):
-        raise not_found(record_id[:64])
+        raise not_found(text.shorten(record_id))
     return row

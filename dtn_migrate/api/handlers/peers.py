@@ -12,6 +12,7 @@ from dtn_migrate.api import middleware
 from dtn_migrate.api.schemas import peers as schemas
 from dtn_migrate.api import validation
 from dtn_migrate.api import views
+from dtn_migrate.common import text
 from dtn_migrate import exception
 from dtn_migrate.i18n import _
 
@@ -41,6 +42,6 @@ def show(api, req, name):
     common.authorize(api, ctxt, 'dtn:peer:show')
     if not _NAME.match(name):
         raise exception.PeerNotFound(
-            message=_("Unknown peer DTN %s.") % repr(name)[:80])
+            message=_("Unknown peer DTN %s.") % text.quote(name))
     peer = common.engine_call(api.engine.get_peer, ctxt.to_dict(), name)
     return middleware.json_response(200, {'peer': _view(api, ctxt)(peer)})

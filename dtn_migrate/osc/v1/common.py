@@ -7,13 +7,45 @@ import time
 
 from cliff import columns
 from osc_lib import exceptions
+from osc_lib import utils
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from dtn_migrate.client import exceptions as client_exc
 from dtn_migrate.client import progress as client_progress
 from dtn_migrate.common import states
+from dtn_migrate.common import text
 from dtn_migrate.common import units
+
+
+class BlankColumn(columns.FormattableColumn):
+    """A value not set: blank in tables, as the formatted columns' (a
+    size, rate, progress or ETA not known), rather than ``None``; null
+    in json/yaml.
+    """
+
+    def human_readable(self):
+        return ""
+
+    def machine_readable(self):
+        return None
+
+    # After every value in a sorted column (--sort-column), as None was.
+    def __lt__(self, other):
+        return False
+
+    def __gt__(self, other):
+        return not isinstance(other, BlankColumn)
+
+
+def properties(item, fields, formatters=None):
+    """``item``'s values of ``fields`` (osc-lib's get_dict_properties),
+    each formatted by its column of ``formatters``, and blank when not
+    set.
+    """
+    return tuple(BlankColumn(None) if value is None else value
+                 for value in utils.get_dict_properties(
+                     item, fields, formatters=formatters))
 
 
 def human_bytes(value):
@@ -118,19 +150,37 @@ def check_time(value, option):
     return value
 
 
+def check_uuid(value, option):
+    """``value`` when it is a UUID, or CommandError naming ``option``."""
+    if value is not None and not uuidutils.is_uuid_like(value):
+        raise exceptions.CommandError(
+            "%s must be a UUID, such as %s, not %s"
+            % (option, EXAMPLE_UUID, text.quote(value)))
+    return value
+
+
+#: The UUID the messages show.
+EXAMPLE_UUID = "0b7e9c1d-5d8f-4a2b-9c61-3f2e8d7a6b54"
+
+
 def image_id(image_client, value):
     """An image id for ``value``, an id or a name looked up in Glance."""
     if uuidutils.is_uuid_like(value):
         return value
     if image_client is None:
         raise exceptions.CommandError(
-            "%r is not an image id, and no image service to look it up "
-            "by name" % value)
+            "%s is not an image id, and no image service to look it up "
+            "by name" % text.quote(value))
     try:
         return image_client.find_image(value, ignore_missing=False).id
     except Exception as exc:
-        raise exceptions.CommandError(
-            "Cannot find image %r: %s" % (value, exc))
+        reason = str(exc)
+    if value in reason:
+        # The image service's own words name it: once, shortened.
+        raise exceptions.CommandError("Cannot find image: %s" % reason.replace(
+            value, text.shorten(value)))
+    raise exceptions.CommandError(
+        "Cannot find image %s: %s" % (text.quote(value), reason))
 
 
 def call(func, *args, **kwargs):

@@ -6,7 +6,6 @@ is the one the incoming replicas brought, with the same ID and name).
 from cliff import columns
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
 from dtn_migrate.client import progress
 from dtn_migrate.common import states
@@ -65,8 +64,8 @@ def _show(drill):
     flat = flatten(drill)
     fields = [f for f in SHOW_FIELDS if f in flat]
     fields += sorted(set(flat) - set(SHOW_FIELDS) - {"policy"})
-    return fields, utils.get_dict_properties(flat, fields,
-                                             formatters=FORMATTERS)
+    return fields, common.properties(flat, fields,
+                                     formatters=FORMATTERS)
 
 
 def failure(drill):
@@ -164,8 +163,8 @@ class ListDrill(command.Lister):
                             all_projects=parsed_args.all_projects)
         keys = [key for key, _ in COLUMNS]
         return ([heading for _, heading in COLUMNS],
-                [utils.get_dict_properties(flatten(d), keys,
-                                           formatters=FORMATTERS)
+                [common.properties(flatten(d), keys,
+                                   formatters=FORMATTERS)
                  for d in found])
 
 

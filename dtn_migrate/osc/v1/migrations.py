@@ -6,7 +6,6 @@ import sys
 from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
 from dtn_migrate.client import migrations as client_migrations
 from dtn_migrate.common import states
@@ -48,15 +47,15 @@ FORMATTERS = {"progress": common.ProgressColumn,
 def _rows(migrations, columns):
     keys = [key for key, _ in columns]
     return ([heading for _, heading in columns],
-            [utils.get_dict_properties(m, keys, formatters=FORMATTERS)
+            [common.properties(m, keys, formatters=FORMATTERS)
              for m in migrations])
 
 
 def _show(migration):
     fields = [f for f in SHOW_FIELDS if f in migration]
     fields += sorted(set(migration) - set(SHOW_FIELDS))
-    return fields, utils.get_dict_properties(migration, fields,
-                                             formatters=FORMATTERS)
+    return fields, common.properties(migration, fields,
+                                     formatters=FORMATTERS)
 
 
 def _add_wait_options(parser):
@@ -170,6 +169,7 @@ class Migrate(_WaitingLister):
             raise exceptions.CommandError(
                 "Give the images to migrate, or select them with --tag "
                 "and/or --property")
+        common.check_uuid(parsed_args.request_id, "--request-id")
         client = self.app.client_manager.dtn
         images = None
         if parsed_args.images:
@@ -277,6 +277,7 @@ class ListMigration(command.Lister):
             limit = common.check_limit(parsed_args.limit)
         if parsed_args.changes_since is not None:
             common.check_time(parsed_args.changes_since, "--changes-since")
+        common.check_uuid(parsed_args.request_id, "--request-id")
         image_id = None
         if parsed_args.image:
             image_id = common.image_id(

@@ -1,7 +1,6 @@
 """``openstack dtn peer list|show``: peer DTNs and their health."""
 
 from osc_lib.command import command
-from osc_lib import utils
 
 from dtn_migrate.osc.v1 import common
 
@@ -33,7 +32,7 @@ class ListPeer(command.Lister):
         columns = _columns(peers)
         fields = [key for key, _ in columns]
         return ([heading for _, heading in columns],
-                [utils.get_dict_properties(p, fields, formatters=FORMATTERS)
+                [common.properties(p, fields, formatters=FORMATTERS)
                  for p in peers])
 
 
@@ -50,5 +49,5 @@ class ShowPeer(command.ShowOne):
                            parsed_args.peer)
         fields = [f for f in FIELDS if f in peer]
         fields += sorted(set(peer) - set(FIELDS))
-        return fields, utils.get_dict_properties(peer, fields,
-                                                 formatters=FORMATTERS)
+        return fields, common.properties(peer, fields,
+                                         formatters=FORMATTERS)

@@ -12,7 +12,6 @@ from cliff import columns
 from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
 from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
@@ -80,7 +79,7 @@ def flatten(policy):
 def _rows(items, cols):
     keys = [key for key, _ in cols]
     return ([heading for _, heading in cols],
-            [utils.get_dict_properties(i, keys, formatters=FORMATTERS)
+            [common.properties(i, keys, formatters=FORMATTERS)
              for i in items])
 
 
@@ -88,8 +87,8 @@ def _show(policy):
     flat = flatten(policy)
     fields = [f for f in SHOW_FIELDS if f in flat]
     fields += sorted(set(flat) - set(SHOW_FIELDS))
-    return fields, utils.get_dict_properties(flat, fields,
-                                             formatters=FORMATTERS)
+    return fields, common.properties(flat, fields,
+                                     formatters=FORMATTERS)
 
 
 def _positive(value, option, minimum=1):
@@ -472,8 +471,8 @@ class Failover(command.ShowOne):
                 order.extend(FAILOVER_EXTRA)
         fields = [f for f in order if f in flat]
         fields += sorted(set(flat) - set(fields))
-        return fields, utils.get_dict_properties(flat, fields,
-                                                 formatters=FORMATTERS)
+        return fields, common.properties(flat, fields,
+                                         formatters=FORMATTERS)
 
 
 def _migration_ids(answer):
@@ -558,7 +557,7 @@ class Failback(command.ShowOne):
                 "reverse_policy_name": reverse.get("name"),
                 "complete": bool(result.get("complete")),
                 "migrations": len(seen), "migration_ids": list(seen)}
-        return FAILBACK_FIELDS, utils.get_dict_properties(
+        return FAILBACK_FIELDS, common.properties(
             flat, FAILBACK_FIELDS, formatters={"migration_ids": ListColumn})
 
     def run(self, parsed_args):

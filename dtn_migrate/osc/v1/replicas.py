@@ -1,7 +1,6 @@
 """``openstack dtn replica list``: the replica catalog."""
 
 from osc_lib.command import command
-from osc_lib import utils
 
 from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
@@ -47,5 +46,5 @@ class ListReplica(command.Lister):
                             all_projects=parsed_args.all_projects)
         keys = [key for key, _ in COLUMNS]
         return ([heading for _, heading in COLUMNS],
-                [utils.get_dict_properties(r, keys, formatters=FORMATTERS)
+                [common.properties(r, keys, formatters=FORMATTERS)
                  for r in found])

@@ -112,6 +112,35 @@ class TestApi(api.ApiPairTestCase):
         self.assertNotEqual(0, proc.returncode)
         self.assertIn("404", proc.stdout + proc.stderr)
 
+    def test_messages(self):
+        """What a new operator trying the commands by hand reads (issue
+        37): one "Migration X failed", a selector in words, a UUID, a
+        finished migration not cancelled, blank empty cells.
+        """
+        proc = self.openstack("alice", "dtn", "migrate", "--tag",
+                              "no-image-has-this", "--peer",
+                              self.b.agent_name, check=False)
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("no active image this project can see has tag "
+                      "'no-image-has-this' (HTTP 400)", proc.stderr)
+        proc = self.openstack("alice", "dtn", "migrate", "x", "--peer",
+                              self.b.agent_name, "--request-id", "r",
+                              check=False)
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("--request-id must be a UUID", proc.stderr)
+        source = self.upload(1 * MiB)
+        self.openstack("alice", "dtn", "migrate", source["id"], "--peer",
+                       self.b.agent_name, "--wait")
+        [rec] = self.migrations_of(source["id"])
+        proc = self.openstack("alice", "dtn", "migration", "cancel",
+                              rec["id"], check=False)
+        self.assertEqual(1, proc.returncode)
+        self.assertIn("is already complete: cannot cancel it. (HTTP 409)",
+                      proc.stderr)
+        proc = self.openstack("admin", "dtn", "peer", "list")
+        self.assertIn(self.b.agent_name, proc.stdout)
+        self.assertNotIn("None", proc.stdout)
+
     # Who may do what.
 
     def test_reader_cannot_create(self):

@@ -265,6 +265,11 @@ class FakeEngine(FakePolicyEngine):
 
     def cancel_migration(self, ctxt, migration_id):
         self._called('cancel_migration', ctxt, migration_id=migration_id)
+        state = self.db.migration_get(migration_id)['state']
+        if state not in ('queued', 'running'):
+            raise exception.MigrationStateConflict(
+                migration_id=migration_id, state='already %s' % state,
+                action='cancel')
         row = self.db.migration_update(
             migration_id, {'state': 'cancelled'},
             expected_state=['queued', 'running'])

@@ -94,6 +94,31 @@ class TestCreate(base.ApiTestCase):
                                                body), words)
         self.assertEqual([], self.engine.calls)
 
+    def test_request_id_must_be_a_uuid(self):
+        for value in ('r', 'r' * 40, 'g' * 32):
+            resp = self.request('POST', '/v1/migrations', {
+                'peer': 'b', 'images': [base.IMAGE], 'request_id': value})
+            self.assertError(400, resp,
+                             'body request_id is not a UUID: %r' % value)
+        self.assertError(400, self.request(
+            'GET', '/v1/migrations?request_id=r'),
+            'query parameter request_id is not a UUID')
+
+    def test_long_values_are_quoted_once_and_short(self):
+        long = 'n' * 5000
+        for resp in (
+                self.request('POST', '/v1/migrations',
+                             {'peer': 'b', 'images': [base.IMAGE],
+                              long: 1}),
+                self.request('POST', '/v1/migrations',
+                             {'peer': 'b', 'images': [long]}),
+                self.request('GET', '/v1/migrations/' + long),
+                self.request('GET', '/v1/peers/' + long)):
+            message = self.assertError(resp.status_int, resp)['message']
+            self.assertIn("…(5000 characters)", message)
+            self.assertEqual(1, message.count('n' * 64), message)
+            self.assertLess(len(message), 300, message)
+
     def test_engine_not_found_404(self):
         self.assertError(404, self.request(
             'POST', '/v1/migrations', {'peer': 'nowhere',
@@ -299,7 +324,8 @@ class TestActions(base.ApiTestCase):
     def test_conflict_409(self):
         row = self.add(state='complete')
         self.assertError(409, self.action(row, {'retry': None}), 'complete')
-        self.assertError(409, self.action(row, {'cancel': None}))
+        self.assertError(409, self.action(row, {'cancel': None}),
+                         'is already complete: cannot cancel it')
 
     def test_bad_actions_400(self):
         row = self.add()

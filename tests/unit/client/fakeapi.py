@@ -322,8 +322,8 @@ class FakeAPI(fixtures.Fixture):
         rec = self._get(mid)
         if body == {"cancel": None}:
             if rec["state"] not in ("queued", "running"):
-                raise Error(409, "Migration %s is %s; it cannot be "
-                            "cancelled" % (mid, rec["state"]))
+                raise Error(409, "Migration %s is already %s: cannot "
+                            "cancel it." % (mid, rec["state"]))
             rec.update(state="cancelled", error="cancelled by request")
         elif body == {"retry": None}:
             if rec["state"] not in ("failed", "cancelled"):

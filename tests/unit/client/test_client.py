@@ -270,7 +270,7 @@ class TestMigrations(ClientTestCase):
         self.assertEqual({"cancel": None}, json.loads(self.last()["body"]))
         exc = self.assertRaises(exceptions.HttpConflict,
                                 self.dtn.migrations.cancel, rec["id"])
-        self.assertIn("cannot be cancelled", exc.message)
+        self.assertIn("cannot cancel it", exc.message)
         again = self.dtn.migrations.retry(rec["id"])
         self.assertEqual(("queued", 2), (again["state"], again["attempt"]))
         self.assertEqual({"retry": None}, json.loads(self.last()["body"]))

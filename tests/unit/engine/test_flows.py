@@ -97,7 +97,7 @@ class TestSiblingsStop(testcase.TestCase):
     def stop_all(self):
         for rec in self.engine_a.list():
             if rec["state"] in states.ACTIVE_STATES:
-                self.engine_a.cancel(rec["migration_id"])
+                base.cancel(self.engine_a, rec["migration_id"])
         self.engine_a.wait_idle(STALL)
 
     def migrate(self, engine, on_start=None):

@@ -116,6 +116,21 @@ class TestMigrations(base.EngineTestCase):
         self.assertEqual([tagged["id"]],
                          [m["image_id"] for m in req["migrations"]])
 
+    def test_a_selector_that_matches_nothing_says_what_it_asked(self):
+        self.image(tags=["other"])
+        exc = self.assertRaises(exception.InvalidInput, self.a.request, "b",
+                                selector={"tag": "dr",
+                                          "properties": {"os": "linux",
+                                                         "tier": "gold"}})
+        self.assertEqual("Invalid input: no active image this project can "
+                         "see has tag 'dr' and properties os=linux, "
+                         "tier=gold",
+                         str(exc))
+        exc = self.assertRaises(exception.InvalidInput, self.a.request, "b",
+                                selector={"properties": {"os": "linux"}})
+        self.assertEqual("Invalid input: no active image this project can "
+                         "see has properties os=linux", str(exc))
+
     def test_bad_requests_create_nothing(self):
         image = self.image()
         queued = self.glance_a.add(b"", status="queued", size=None)
@@ -236,6 +251,25 @@ class TestMigrations(base.EngineTestCase):
         [imp] = self.b.list()
         self.assertEqual(("failed", 1), (imp["state"], imp["attempt"]))
         return m
+
+    def test_a_failure_names_the_migration_once(self):
+        # The record is the migration's: its error does not say again
+        # "Migration <id> failed: ", nor does the peer's in it.
+        image = self.image()
+        m = self.fail_first_import(image)
+        self.assertNotIn("Migration ", m["error"])
+        [imp] = self.b.list()
+        self.assertNotIn("Migration ", imp["error"])
+
+    def test_cancel_of_a_finished_migration_409(self):
+        image = self.image()
+        [m] = self.run_request([image["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        exc = self.assertRaises(exception.MigrationStateConflict,
+                                self.a.cancel, m["migration_id"])
+        self.assertEqual("Migration %s is already complete: cannot cancel "
+                         "it." % m["migration_id"], str(exc))
+        self.assertEqual("complete", self.a.get(m["migration_id"])["state"])
 
     def test_retry_after_a_failed_import(self):
         """The retry reuses the transfer, which the peer already holds

@@ -65,8 +65,29 @@ class TestMigrate(base.CommandTestCase):
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
                                 migrations.Migrate,
                                 ["nope", "--peer", "cloud-b"])
-        self.assertIn("Cannot find image 'nope'", str(exc))
+        self.assertEqual("Cannot find image: No Image found for nope",
+                         str(exc))
         self.assertEqual([], self.posted())
+
+    def test_a_long_image_name_is_quoted_once_and_short(self):
+        long = "n" * 5000
+        for cls, argv in ((migrations.Migrate, [long, "--peer", "cloud-b"]),
+                          (migrations.ListMigration, ["--image", long])):
+            exc = self.assertRaises(exceptions.CommandError,
+                                    self.run_command, cls, argv)
+            self.assertEqual("Cannot find image: No Image found for %s…"
+                             "(5000 characters)" % long[:64], str(exc))
+        self.assertEqual([], self.api.requests)
+
+    def test_request_id_must_be_a_uuid(self):
+        for cls, argv in ((migrations.Migrate, [IMAGE, "--peer", "cloud-b",
+                                                "--request-id", "r"]),
+                          (migrations.ListMigration, ["--request-id", "r"])):
+            exc = self.assertRaises(exceptions.CommandError,
+                                    self.run_command, cls, argv)
+            self.assertEqual("--request-id must be a UUID, such as %s, not "
+                             "'r'" % common.EXAMPLE_UUID, str(exc))
+        self.assertEqual([], self.api.requests)
 
     def test_api_error_message(self):
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
@@ -338,13 +359,13 @@ class TestList(base.CommandTestCase):
     def test_filters_reach_the_api(self):
         _, out = self.run_command(migrations.ListMigration, [
             "--state", "failed", "--peer", "cloud-b", "--direction",
-            "outgoing", "--request-id", "r1", "--image", "cirros",
+            "outgoing", "--request-id", "1" * 32, "--image", "cirros",
             "--changes-since", "2026-11-24T09:00:00Z", "--sort-key",
             "image_name", "--sort-dir", "asc", "--all-projects",
             "--marker", "%032x" % 3, "-f", "value", "-c", "ID"])
         query = self.api.requests[-1]["query"]
         self.assertEqual({"state": ["failed"], "peer": ["cloud-b"],
-                          "direction": ["outgoing"], "request_id": ["r1"],
+                          "direction": ["outgoing"], "request_id": ["1" * 32],
                           "image_id": ["1" * 32],
                           "changes-since": ["2026-11-24T09:00:00Z"],
                           "sort_key": ["image_name"], "sort_dir": ["asc"],
@@ -441,7 +462,8 @@ class TestShowCancelRetry(base.CommandTestCase):
         self.assertEqual("cancelled", out.strip())
         exc = self.assertRaises(exceptions.CommandError, self.run_command,
                                 migrations.CancelMigration, [rec["id"]])
-        self.assertIn("cannot be cancelled (HTTP 409)", str(exc))
+        self.assertEqual("Migration %s is already cancelled: cannot cancel "
+                         "it. (HTTP 409)" % rec["id"], str(exc))
         _, out = self.run_command(migrations.RetryMigration,
                                   [rec["id"], "-f", "yaml"])
         self.assertIn("state: queued", out.splitlines())

@@ -28,6 +28,34 @@ class TestPeers(base.CommandTestCase):
         self.assertIn("connection refused",
                       [line for line in lines if "cloud-c" in line][0])
 
+    def test_unset_values_are_blank_in_tables(self):
+        self.api.peers["cloud-c"].update(last_transfer_at=None, port=None)
+        for cls, argv in ((peers.ListPeer, []), (peers.ShowPeer, ["cloud-c"]),
+                          (peers.ShowPeer, ["cloud-b"])):
+            _, out = self.run_command(cls, argv)
+            self.assertNotIn("None", out)
+        _, out = self.run_command(peers.ShowPeer, ["cloud-c"])
+        rows = dict((cells[1].strip(), cells[2].strip())
+                    for cells in (line.split("|") for line in
+                                  out.splitlines() if line.startswith("|")))
+        self.assertEqual(("", "", "", ""),
+                         (rows["port"], rows["rtt_ms"],
+                          rows["last_throughput"], rows["last_transfer_at"]))
+        # Still null in json.
+        _, out = self.run_command(peers.ShowPeer, ["cloud-c", "-f", "json"])
+        self.assertEqual((None, None), (json.loads(out)["rtt_ms"],
+                                        json.loads(out)["port"]))
+
+    def test_blank_cells_sort_last(self):
+        self.api.peers["cloud-a"] = fakeapi.peer("cloud-a", rtt_ms=2.0)
+        for direction, names in (("asc", ["cloud-b", "cloud-a", "cloud-c"]),
+                                 ("desc", ["cloud-c", "cloud-a", "cloud-b"])):
+            _, out = self.run_command(peers.ListPeer, [
+                "-f", "value", "-c", "Name", "--sort-column", "RTT (ms)",
+                "--sort-" + ("ascending" if direction == "asc"
+                             else "descending")])
+            self.assertEqual(names, out.split())
+
     def test_list_json(self):
         _, out = self.run_command(peers.ListPeer, ["-f", "json"])
         rows = json.loads(out)

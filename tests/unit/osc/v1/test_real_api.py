@@ -68,6 +68,25 @@ class TestCommandsOnRealApi(test_real_api.RealApiTestCase):
         self.assertIn("failed: ImportNotAllowed: visibility public",
                       str(exc))
 
+    def test_cancel_of_a_finished_migration_exits_nonzero(self):
+        row = self.add(state="complete")
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.CancelMigration, [row["id"]])
+        self.assertEqual("Migration %s is already complete: cannot cancel "
+                         "it. (HTTP 409)" % row["id"], str(exc))
+
+    def test_long_names_through_the_api(self):
+        # What the CLI does not check itself, the API says as briefly.
+        long = "n" * 5000
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                migrations.ShowMigration, [long])
+        self.assertEqual("Migration %s…(5000 characters) could not be "
+                         "found. (HTTP 404)" % long[:64], str(exc))
+        exc = self.assertRaises(exceptions.CommandError, self.run_command,
+                                peers.ShowPeer, [long])
+        self.assertEqual("Unknown peer DTN '%s'…(5000 characters). "
+                         "(HTTP 404)" % long[:64], str(exc))
+
     def test_reader_cannot_cancel(self):
         row = self.add()
         self.use_persona("reader")
