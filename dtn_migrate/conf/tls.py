@@ -10,7 +10,9 @@ tls_group = cfg.OptGroup(
          'accepts TLS and plain connections on one port and can require '
          'TLS per peer ([peer:<name>] require_tls). Peers authenticate '
          'with their HMAC key in both cases; with ca_file set, the sink '
-         'also requires client certificates (mutual TLS).')
+         'also requires client certificates (mutual TLS). TLS is off '
+         'until it is turned on for a peer ([peer:<name>] tls = true, '
+         'with ca_file set here); DevStack turns it on.')
 
 tls_opts = [
     cfg.StrOpt('cert_file',
