@@ -262,6 +262,11 @@ class CreateImage(base.MigrationTask):
             if not marker.genuine(self.res.seal_key(), image, transfer_id,
                                   peer, target["owner"]):
                 raise
+            # Glance writes an image's tags after its row: a first create
+            # that failed (500) in between left the image without them.
+            tags = list(args.get("tags") or ())
+            if sorted(image.get("tags") or ()) != sorted(tags):
+                image = images.update(image_id, {"tags": tags})
         LOG.info("import %s: created image %s", migration_id, image["id"])
         return image["id"]
 

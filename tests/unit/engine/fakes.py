@@ -159,6 +159,14 @@ class FakeImages:
         self.images[image_id] = image
         return dict(image)
 
+    def update(self, image_id, changes, remove=()):
+        image = self.images[image_id]
+        image.update(changes)
+        for name in remove:
+            image.pop(name, None)
+        image["tags"] = sorted(image.get("tags") or [])
+        return dict(image)
+
     def find(self, key, value, owner=None):
         return [dict(i) for i in self.images.values()
                 if i.get(key) == value and owner in (None, i.get("owner"))]

@@ -241,6 +241,21 @@ class TestCreateImageTwice(testcase.TestCase):
             image_id = self.task.execute(MID, TID, self.incoming, "west")
         self.assertEqual([image_id], list(self.images.images))
 
+    def test_tags_the_first_create_lost_are_set(self):
+        # Glance's first answer was a 500 after the image's row and before
+        # its tags; the retried create gets 409 for that id.
+        self.incoming["image"]["tags"] = ["dr-set", "gold"]
+        create = self.images.create
+
+        def lost_tags(kwargs):
+            create(dict(kwargs, tags=[]))
+            return create(kwargs)
+
+        with mock.patch.object(self.images, "create", side_effect=lost_tags):
+            image_id = self.task.execute(MID, TID, self.incoming, "west")
+        self.assertEqual(["dr-set", "gold"],
+                         self.images.images[image_id]["tags"])
+
     def test_a_kept_id_that_another_image_holds(self):
         self.incoming["options"]["keep_id"] = True
         squatter = self.images.add(b"abc", id="src", owner="p1",
