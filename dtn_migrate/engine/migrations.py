@@ -55,11 +55,6 @@ def incoming_id(transfer_id, peer):
     return uuid.uuid5(_INCOMING_NS, "%s/%s" % (peer, transfer_id)).hex
 
 
-def legacy_incoming_id(transfer_id):
-    """Id an import had before it named its peer."""
-    return uuid.uuid5(_INCOMING_NS, transfer_id).hex
-
-
 class Migrations(running_mod.Running, outcomes.Outcomes):
     """The migrations of one engine: its requests and queries here, the
     running of their flows in :class:`running.Running`, their outcomes
@@ -234,7 +229,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         peer = requests.peer(peer)
         attempt = requests.attempt(attempt)
         with self.lock:
-            migration_id = self._incoming_id(transfer_id, peer)
+            migration_id = incoming_id(transfer_id, peer)
             self._settle(migration_id)
             if migration_id in self.pending:
                 if attempt:
@@ -272,22 +267,6 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                     self.wanted[migration_id] = attempt
             self._submit(migration_id, INCOMING)
         return self.get(migration_id)
-
-    def _incoming_id(self, transfer_id, peer):
-        """The import of ``peer``'s ``transfer_id``: one that an older
-        engine began under the id without the peer keeps that id, but
-        only for that peer.
-        """
-        new = incoming_id(transfer_id, peer)
-        if new in self.pending:
-            return new
-        legacy = legacy_incoming_id(transfer_id)
-        known = records.saved(self.store.record, legacy)
-        if known is not None and known.get("direction") == INCOMING and \
-                known.get("peer") == peer and \
-                records.saved(self.store.record, new) is None:
-            return legacy
-        return new
 
     def reconcile(self):
         """Remove the staged files finished migrations left; import

@@ -22,7 +22,6 @@ from dtn_migrate import context
 from dtn_migrate.common import states
 from dtn_migrate.db import models as db_models
 from dtn_migrate.engine.flows import incoming as incoming_flow
-from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming as incoming_tasks
@@ -376,28 +375,6 @@ class TestMigrations(base.EngineTestCase):
         self.assertEqual(("a", "cancelled", 1),
                          (again["peer"], again["state"], again["attempt"]))
         self.b.cancel(rec_c["migration_id"])
-
-    def test_an_older_engines_import_keeps_its_id(self):
-        """An import an older engine began (its id without the peer) is
-        resumed under that id, for its own peer only.
-        """
-        tid = "4" * 32
-        with mock.patch.object(migrations, "incoming_id",
-                               lambda t, p: migrations.legacy_incoming_id(t)):
-            old = self.b.incoming(tid, "a")
-        self.assertEqual(migrations.legacy_incoming_id(tid),
-                         old["migration_id"])
-        self.b.cancel(old["migration_id"])
-        self.assertTrue(self.b.wait_idle(10))
-        again = self.b.incoming(tid, "a", 2)
-        self.assertEqual((old["migration_id"], 2),
-                         (again["migration_id"], again["attempt"]))
-        self.b.cancel(again["migration_id"])
-        self.assertTrue(self.b.wait_idle(10))
-        other = self.b.incoming(tid, "c")
-        self.assertEqual(migrations.incoming_id(tid, "c"),
-                         other["migration_id"])
-        self.b.cancel(other["migration_id"])
 
     def test_report_failure_keeps_the_verified_image(self):
         image = self.image()
