@@ -9,6 +9,9 @@ PANEL_GROUP_DASHBOARD = 'project'
 
 ADD_INSTALLED_APPS = ['dtn_migrate.dashboard']
 
+# Ellipses for long names and hashes, the form's image list.
+ADD_SCSS_FILES = ['dtn_migrate/scss/dtn_migrate.scss']
+
 # API errors become Horizon messages: 401 logs the user out, 404 and
 # every other client error are recoverable (a message, no traceback).
 ADD_EXCEPTIONS = {

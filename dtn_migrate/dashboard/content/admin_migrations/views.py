@@ -2,6 +2,7 @@
 
 import logging
 
+from openstack_dashboard.api import glance
 from openstack_dashboard.api import keystone
 
 from dtn_migrate.dashboard.content.admin_migrations import tables
@@ -22,6 +23,26 @@ def project_names(request):
     return {p.id: p.name for p in projects}
 
 
+def import_owner(request, migration):
+    """The project an incoming migration's image was imported into
+    (its owner in this cloud's Glance), or None when it is not known
+    (not imported yet, or Glance does not answer).
+    """
+    for image_id in (migration.get("peer_image_id"),
+                     migration.get("image_id")):
+        if not image_id:
+            continue
+        try:
+            owner = getattr(glance.image_get(request, image_id), "owner",
+                            None)
+        except Exception as exc:
+            LOG.debug("No owner of image %s: %s", image_id, exc)
+            continue
+        if owner:
+            return owner
+    return None
+
+
 class IndexView(views.IndexView):
     table_class = tables.AdminMigrationsTable
     all_projects = True
@@ -32,6 +53,11 @@ class IndexView(views.IndexView):
             names = project_names(self.request)
             for migration in migrations:
                 migration.project_name = names.get(migration.project_id)
+                if migration.get("direction") == "incoming" and \
+                        not migration.get("project_id"):
+                    owner = import_owner(self.request, migration)
+                    if owner:
+                        migration.import_project = names.get(owner, owner)
         return migrations
 
 

@@ -111,3 +111,17 @@ class EventsTable(tables.DataTable):
     class Meta(object):
         name = "events"
         verbose_name = _("Events")
+
+
+def failed_stage(migration):
+    """The stage that failed, for a failed migration: that of the
+    latest attempt's last ``failed`` event naming one (the record's
+    events, when it has them), else the record's stage; None for a
+    migration that did not fail.
+    """
+    if migration.get("state") != "failed":
+        return None
+    for event in reversed(_latest_attempt(migration.get("events"))):
+        if event.get("event") == "failed" and event.get("stage"):
+            return event["stage"]
+    return migration.get("stage")

@@ -6,9 +6,13 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 from horizon import exceptions
 from horizon import tables
+from openstack_dashboard import policy as horizon_policy
 
 from dtn_migrate.common import states
+from dtn_migrate.common import text
 from dtn_migrate.dashboard import api
+from dtn_migrate.dashboard import cells
+from dtn_migrate.dashboard.content.migrations import stages
 from dtn_migrate.dashboard import policy
 from dtn_migrate.dashboard import utils
 
@@ -167,20 +171,59 @@ def image_label(migration):
     return migration.get("image_name") or migration.get("image_id")
 
 
+def stage_label(migration):
+    """The stage the migration is in; for a failed one, the stage that
+    failed, said so.
+    """
+    names = dict(STAGE_DISPLAY)
+    failed = stages.failed_stage(migration)
+    if failed:
+        return _("%s (failed)") % names.get(failed, failed)
+    stage = migration.get("stage")
+    return names.get(stage, stage) if stage else None
+
+
+def failure_reason(migration):
+    """Why a failed or cancelled migration ended: its error; None for
+    the others.
+    """
+    if migration.get("state") not in states.UNSUCCESSFUL_STATES:
+        return None
+    return migration.get("error") or None
+
+
+def usable_row_actions(table):
+    """The row actions whose policy lets the table's user run them on
+    a migration of the user's project.
+    """
+    return [action for action in table._meta.row_actions
+            if horizon_policy.check(action.policy_rules, table.request)]
+
+
 class MigrationsTable(tables.DataTable):
-    image = tables.WrappingColumn(image_label, verbose_name=_("Image"),
-                                  link=DETAIL_URL)
-    peer = tables.Column("peer", verbose_name=_("Peer"))
+    image = cells.EllipsisColumn(image_label, verbose_name=_("Image"),
+                                 link=DETAIL_URL)
+    peer = cells.EllipsisColumn("peer", verbose_name=_("Peer"))
     state = tables.Column("state", verbose_name=_("State"), status=True,
                           status_choices=STATUS_CHOICES,
                           display_choices=STATE_DISPLAY)
-    stage = tables.Column("stage", verbose_name=_("Stage"),
-                          display_choices=STAGE_DISPLAY, empty_value="-")
+    stage = tables.Column(stage_label, verbose_name=_("Stage"),
+                          empty_value="-")
     progress = tables.Column(progress_cell, verbose_name=_("Progress"),
                              classes=("dtn-progress",))
+    reason = cells.EllipsisColumn(failure_reason,
+                                  verbose_name=_("Failure Reason"),
+                                  limit=text.LIMIT, css="dtn-reason",
+                                  empty_value="-")
     created = tables.Column("created_at", verbose_name=_("Created"),
                             filters=(utils.since,),
                             attrs={"data-type": "timesince"})
+
+    def __init__(self, request, *args, **kwargs):
+        super().__init__(request, *args, **kwargs)
+        # A reader, who may run no row action, sees no Actions column.
+        if "actions" in self.columns and not usable_row_actions(self):
+            del self.columns["actions"]
 
     def get_object_display(self, datum):
         return image_label(datum) or datum.id

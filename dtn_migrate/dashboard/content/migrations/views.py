@@ -11,6 +11,7 @@ from horizon import tables
 from horizon.utils import memoized
 
 from dtn_migrate.common import states
+from dtn_migrate.dashboard import cells
 from dtn_migrate.dashboard.content.migrations import forms as mig_forms
 from dtn_migrate.dashboard.content.migrations import stages
 from dtn_migrate.dashboard.content.migrations import tables as mig_tables
@@ -132,6 +133,8 @@ class DetailView(tables.MultiTableView):
 
 _CHOICES = {"state": dict(mig_tables.STATE_DISPLAY),
             "stage": dict(mig_tables.STAGE_DISPLAY)}
+#: Values of 128 characters (sha512), kept on one line.
+_HASHES = ("peer_image_hash", "os_hash_value")
 
 
 def _display(key, value):
@@ -139,6 +142,8 @@ def _display(key, value):
         return "-"
     if key in _CHOICES:
         return _CHOICES[key].get(value, value)
+    if key in _HASHES:
+        return cells.ellipsis(value)
     if key == "size":
         return "%s (%d bytes)" % (utils.human_bytes(value), value)
     if key == "progress":
@@ -150,5 +155,6 @@ def _display(key, value):
 
 def detail_fields(migration):
     """(key, label, display value) of the detail page's <dl>."""
-    return [(key, label, _display(key, migration.get(key)))
+    return [(key, label, mig_tables.stage_label(migration) or "-"
+             if key == "stage" else _display(key, migration.get(key)))
             for key, label in DETAIL_FIELDS]

@@ -23,7 +23,7 @@ class MigrationsTableTest(base.TestCase):
         self.assertTrue(table._meta.row_class.ajax)
         self.assertEqual(
             ["multi_select", "image", "peer", "state", "stage", "progress",
-             "created", "actions"], list(table.columns))
+             "reason", "created", "actions"], list(table.columns))
         self.assertEqual("server", table._meta._filter_action.filter_type)
         self.assertEqual(["state", "peer"],
                          [c[0] for c in table._meta._filter_action
@@ -75,6 +75,82 @@ class MigrationsTableTest(base.TestCase):
         self.assertIn("progress-bar-danger", failed)
         self.assertNotIn("dtn-bytes", failed)
 
+    def cells(self, migration, table_class=tables.MigrationsTable):
+        req = self.factory.get("/project/dtn_migrations/")
+        req.session = {}
+        [row] = table_class(req, data=[migration]).get_rows()
+        return {name: str(cell.value) for name, cell in row.cells.items()}
+
+    def attrs(self, migration, column):
+        req = self.factory.get("/project/dtn_migrations/")
+        req.session = {}
+        [row] = tables.MigrationsTable(req, data=[migration]).get_rows()
+        return row.cells[column].get_final_attrs()
+
+    def test_failure_reason_is_shown(self):
+        cells = self.cells(base.migration("m-fail"))
+        self.assertIn("peer unreachable", cells["reason"])
+        self.assertIn('title="peer unreachable"', cells["reason"])
+        self.assertEqual("-", self.cells(base.migration("m-done"))["reason"])
+        # A running migration's old error (of an attempt before) is not
+        # a failure reason.
+        running = base.migration("m-run", error="earlier attempt")
+        self.assertEqual("-", self.cells(running)["reason"])
+
+    def test_long_failure_reason_is_shortened_once(self):
+        error = "x" * 5000
+        cell = self.cells(base.migration("m-fail", error=error))["reason"]
+        self.assertIn("…(5000 characters)", cell)
+        # The whole text in the title only, not twice.
+        self.assertEqual(1, cell.count(error))
+        self.assertIn('title="%s"' % error, cell)
+
+    def test_stage_of_a_failure_is_the_stage_that_failed(self):
+        # The import refused the image while the transfer ran: the
+        # record's stage says transfer, the events say import.
+        failed = base.migration("m-fail", stage="transfer", events=[
+            {"stage": "transfer", "event": "started", "message": None,
+             "bytes": 0, "created_at": "2026-11-25T04:00:01.000000Z"},
+            {"stage": "import", "event": "failed",
+             "message": "project not allowed", "bytes": None,
+             "created_at": "2026-11-25T04:00:30.000000Z"},
+            {"stage": None, "event": "failed", "message": "failed",
+             "bytes": None, "created_at": "2026-11-25T04:00:31.000000Z"}])
+        self.assertEqual("Import (failed)", self.cells(failed)["stage"])
+        # Without events (a list's row), the record's stage.
+        self.assertEqual("Transfer (failed)",
+                         self.cells(base.migration("m-fail"))["stage"])
+        self.assertEqual("Transfer",
+                         self.cells(base.migration("m-run"))["stage"])
+        self.assertEqual("-", self.cells(base.migration(
+            "m-done", stage=None))["stage"])
+
+    def test_long_names_are_cut_with_their_title(self):
+        peer, name = "p" * 200, "n" * 255
+        cells = self.cells(base.migration("m-run", peer=peer,
+                                          image_name=name))
+        self.assertIn('class="dtn-ellipsis"', cells["peer"])
+        self.assertIn('title="%s"' % peer, cells["peer"])
+        # The image links to its detail page: the link is cut, the cell
+        # has the title.
+        self.assertIn('class="dtn-ellipsis"', cells["image"])
+        self.assertEqual(name, self.attrs(base.migration(
+            "m-run", image_name=name), "image")["title"])
+
+    def test_admin_direction_and_import_project(self):
+        incoming = base.migration("m-done", direction="incoming",
+                                  project_id=None)
+        cells = self.cells(incoming, admin_tables.AdminMigrationsTable)
+        self.assertEqual("Incoming", cells["direction"])
+        self.assertEqual("Service project (import)", cells["project"])
+        incoming.import_project = "demo"
+        cells = self.cells(incoming, admin_tables.AdminMigrationsTable)
+        self.assertEqual("demo (imported into)", cells["project"])
+        cells = self.cells(base.migration("m-run"),
+                           admin_tables.AdminMigrationsTable)
+        self.assertEqual("Outgoing", cells["direction"])
+        self.assertEqual("1", cells["project"])
+
     def test_image_falls_back_to_id(self):
         self.assertEqual("img-3",
                          tables.image_label(base.migration("m-fail")))
@@ -85,8 +161,9 @@ class MigrationsTableTest(base.TestCase):
                                                   data=base.migrations())
         self.assertEqual("migrations", table.name)
         self.assertEqual(
-            ["multi_select", "project", "image", "peer", "state", "stage",
-             "progress", "created", "actions"], list(table.columns))
+            ["multi_select", "project", "direction", "image", "peer",
+             "state", "stage", "progress", "reason", "created", "actions"],
+            list(table.columns))
         self.assertNotIn("migrate", [a.name for a in
                                      table.get_table_actions()])
 

@@ -41,6 +41,8 @@ class IndexViewTest(base.TestCase):
         self.assertEqual(200, res.status_code)
         self.assertNotContains(res, hostile)
         self.assertContains(res, "&lt;script&gt;")
+        # In the cut cells' titles too.
+        self.assertNotContains(res, 'title="<')
 
     @mock.patch.object(api, "migration_list")
     def test_index_api_error_is_a_message(self, mlist):
@@ -149,6 +151,27 @@ class DetailViewTest(base.TestCase):
         self.assertContains(res, 'id="stages"')
         self.assertContains(res, 'id="events"')
         self.assertContains(res, 'data-live="false"')
+
+    @mock.patch.object(api, "migration_get")
+    def test_detail_hashes_on_one_line(self, mget):
+        sha512 = "ab" * 64
+        mget.return_value = base.migration(
+            "m-done", os_hash_value=sha512, peer_image_hash=sha512)
+        res = self.client.get(detail("m-done"))
+        for key in ("os_hash_value", "peer_image_hash"):
+            self.assertContains(
+                res, '<dd data-field="%s"><span class="dtn-ellipsis" '
+                     'title="%s">%s</span></dd>' % (key, sha512, sha512),
+                html=True)
+        self.assertNotContains(res, 'data-field="os_hash_value" style=')
+
+    @mock.patch.object(api, "migration_get")
+    def test_detail_stage_of_a_failure(self, mget):
+        mget.return_value = base.migration("m-fail", events=[
+            {"stage": "import", "event": "failed", "message": "refused",
+             "bytes": None, "created_at": "2026-11-25T04:00:30.000000Z"}])
+        res = self.client.get(detail("m-fail"))
+        self.assertContains(res, 'data-field="stage">Import (failed)<')
 
     @mock.patch.object(api, "migration_get")
     def test_detail_escapes_hostile_names(self, mget):
