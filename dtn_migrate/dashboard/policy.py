@@ -15,6 +15,8 @@ def rule(name):
 
 MIGRATION_CREATE = rule("dtn:migration:create")
 MIGRATION_KEEP_ID = rule("dtn:migration:create:keep_id")
+MIGRATION_VISIBILITY = rule("dtn:migration:create:visibility")
+MIGRATION_TARGET_PROJECT = rule("dtn:migration:create:target_project")
 MIGRATION_LIST = rule("dtn:migration:list")
 MIGRATION_LIST_ALL = rule("dtn:migration:list:all_projects")
 MIGRATION_SHOW = rule("dtn:migration:show")

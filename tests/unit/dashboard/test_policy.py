@@ -46,7 +46,9 @@ class DefaultPolicyFileTest(base.TestCase):
 
     def test_rule_names_exist(self):
         names = {r.name for r in policies.list_rules()}
-        for rules in (policy.MIGRATION_CREATE, policy.MIGRATION_LIST,
+        for rules in (policy.MIGRATION_CREATE, policy.MIGRATION_KEEP_ID,
+                      policy.MIGRATION_VISIBILITY,
+                      policy.MIGRATION_TARGET_PROJECT, policy.MIGRATION_LIST,
                       policy.MIGRATION_LIST_ALL, policy.MIGRATION_SHOW,
                       policy.MIGRATION_CANCEL, policy.MIGRATION_RETRY,
                       policy.PEER_LIST, policy.PEER_SHOW,
@@ -102,6 +104,27 @@ class ReaderTest(_PolicyCase):
         self.assertNotContains(res, "migrations__action_migrate")
         self.assertNotContains(res, "__action_cancel")
         self.assertNotContains(res, "__action_retry")
+
+    @mock.patch.object(api, "migration_list")
+    def test_reader_sees_no_actions_column(self, mlist):
+        # A reader may run no row action: no empty Actions column.
+        mlist.return_value = base.migrations()
+        res = self.client.get(INDEX)
+        table = res.context["table"]
+        self.assertNotIn("actions", table.columns)
+        self.assertNotContains(res, ">Actions<")
+        self.assertNotContains(res, "actions_column")
+
+    @mock.patch.object(api, "migration_get")
+    def test_reader_row_update_has_no_actions_cell(self, mget):
+        mget.return_value = base.migration("m-run")
+        res = self.client.get(INDEX, {"action": "row_update",
+                                      "table": "migrations",
+                                      "obj_id": "m-run"},
+                              HTTP_X_REQUESTED_WITH="XMLHttpRequest")
+        self.assertEqual(200, res.status_code)
+        self.assertContains(res, 'id="migrations__row__m-run"')
+        self.assertNotContains(res, "actions_column")
 
     @mock.patch.object(api, "migration_get")
     def test_reader_detail_without_actions(self, mget):
@@ -179,9 +202,24 @@ class MemberTest(_PolicyCase):
         self.assertContains(res, 'id="policies__row_p-ok__action_delete"')
         self.assertNotContains(res, "policies__row_p-rep__action_delete")
 
+    @mock.patch.object(api, "migration_list")
+    def test_member_sees_the_actions_column(self, mlist):
+        mlist.return_value = base.migrations()
+        res = self.client.get(INDEX)
+        self.assertIn("actions", res.context["table"].columns)
+        self.assertContains(res, "actions_column")
+
     def test_member_forms_do_not_offer_kept_ids(self):
         for page in self.forms():
             self.assertNotContains(page, 'id="id_keep_id"')
+
+    def test_member_migrate_form_offers_what_the_policy_allows(self):
+        # dtn:migration:create:{visibility,target_project} are an
+        # administrator's; --force is anyone's who may migrate.
+        page = self.forms()[0]
+        self.assertNotContains(page, 'id="id_visibility"')
+        self.assertNotContains(page, 'id="id_target_project"')
+        self.assertContains(page, 'id="id_force"')
 
     def test_member_has_no_admin_policies_panel(self):
         res = self.client.get(reverse("horizon:admin:dtn_policies:index"))
@@ -210,6 +248,12 @@ class AdminTest(_PolicyCase):
     def test_admin_forms_offer_kept_ids(self):
         for page in self.forms():
             self.assertContains(page, 'id="id_keep_id"')
+
+    def test_admin_migrate_form_offers_every_option(self):
+        page = self.forms()[0]
+        for field in ("id_keep_id", "id_visibility", "id_target_project",
+                      "id_force"):
+            self.assertContains(page, 'id="%s"' % field)
 
 
 @override_settings(POLICY_CHECK_FUNCTION=CHECK)

@@ -87,7 +87,7 @@ class CreatePolicyForm(forms.SelfHandlingForm):
         if not peers:
             peers = [("", _("No peer available"))]
         self.fields["peer"].choices = peers
-        mig_forms.offer_keep_id(self, request, policy.POLICY_KEEP_ID)
+        mig_forms.offer(self, request, "keep_id", policy.POLICY_KEEP_ID)
 
     def clean(self):
         data = super().clean()

@@ -67,6 +67,50 @@ class MigrateFormTest(base.TestCase):
             options={"keep_id": True, "mode": "serial"})
         self.assertMessageCount(success=1)
 
+    def test_get_offers_the_cli_options(self):
+        # What `openstack dtn migrate` has: --visibility,
+        # --target-project, --force (and --keep-id).
+        res = self.client.get(MIGRATE)
+        for field in ("id_visibility", "id_target_project", "id_force"):
+            self.assertContains(res, 'id="%s"' % field)
+        choices = [c[0] for c in
+                   res.context["form"].fields["visibility"].choices]
+        self.assertEqual(["", "public", "shared", "community"], choices)
+
+    def test_post_options(self):
+        image = self.images[0]
+        self.create.return_value = [base.migration("m-run")]
+        res = self.client.post(MIGRATE, {
+            "images": [image.id], "peer": "cloud-b", "mode": "pipelined",
+            "visibility": "shared", "target_project": " p-42 ",
+            "force": "on"})
+        self.assertNoFormErrors(res)
+        self.create.assert_called_once_with(
+            mock.ANY, "cloud-b", images=[image.id], tag=None,
+            options={"keep_id": False, "mode": "pipelined",
+                     "visibility": "shared", "target_project": "p-42",
+                     "force": True})
+
+    def test_post_bad_visibility(self):
+        res = self.client.post(MIGRATE, {
+            "images": [self.images[0].id], "peer": "cloud-b",
+            "mode": "pipelined", "visibility": "everyone"})
+        self.assertFormErrors(res, 1)
+        self.create.assert_not_called()
+
+    def test_long_image_names_are_shortened_with_a_title(self):
+        image = mock.Mock(id="img-long", name="long")
+        image.name = "n" * 300
+        self.image_list.return_value = ([image], False, False)
+        res = self.client.get(MIGRATE)
+        label = "%s…(300 characters) (%s)" % ("n" * 64, image.id)
+        self.assertContains(res, 'title="%s"' % label)
+        self.assertContains(res, ">%s</option>" % label)
+        self.assertNotContains(res, "n" * 300)
+        self.assertRegex(res.content.decode(),
+                         r'<select name="images"[^>]*class="[^"]*'
+                         r'\bdtn-image-list\b')
+
     def test_post_tag(self):
         self.create.return_value = base.migrations()
         res = self.client.post(MIGRATE, {"tag": " dr ", "peer": "cloud-b",
