@@ -13,6 +13,7 @@ import requests
 from testtools import content
 
 from devcloud import api as devcloud_api
+from dtn_migrate.common import text
 from tests.functional.dashboard import harness as dashboard
 
 MiB = dashboard.api.MiB
@@ -125,6 +126,39 @@ class TestDashboard(dashboard.DashboardTestCase):
         footer = page.locator(".modal.in .modal-footer, "
                               ".modal.show .modal-footer").last
         footer.locator(".btn-danger, .btn-primary").first.click()
+
+    def headers(self, page, table):
+        """The column headers' texts of TABLE."""
+        return [t.strip() for t in page.locator(
+            "table#%s tr.table_column_header th" % table).all_inner_texts()]
+
+    def cells(self, page, migration_id):
+        """The texts of a migrations table row's cells, by header."""
+        found = page.evaluate(ROW_CELLS_JS, row_id(migration_id))
+        self.assertIsNotNone(found, "no row %s" % migration_id)
+        return found["cells"]
+
+    def assertOneLineCut(self, element, full, cut=True):
+        """ELEMENT (a locator) shows FULL on one line, cut with an
+        ellipsis when CUT (else when too long for its place), the whole
+        in its title (or its cell's).
+        """
+        box = element.evaluate("""(el) => {
+          const style = window.getComputedStyle(el);
+          return {cut: el.scrollWidth > el.clientWidth,
+                  overflow: style.textOverflow, nowrap: style.whiteSpace,
+                  height: el.getBoundingClientRect().height,
+                  line: parseFloat(style.lineHeight) || 20,
+                  title: el.getAttribute("title") ||
+                         el.closest("td, dd").getAttribute("title") ||
+                         (el.querySelector("[title]") || {}).title};
+        }""")
+        self.assertEqual(("ellipsis", "nowrap"),
+                         (box["overflow"], box["nowrap"]), box)
+        if cut:
+            self.assertTrue(box["cut"], box)
+        self.assertLess(box["height"], 1.5 * box["line"], box)
+        self.assertEqual(full, box["title"])
 
     def assertNoActions(self, page):
         for suffix in ACTION_IDS:
@@ -302,6 +336,10 @@ class TestDashboard(dashboard.DashboardTestCase):
         page.locator("table#migrations").wait_for()
         page.locator("#" + row_id(rec["id"])).wait_for()
         self.assertNoActions(page)
+        # Nor an empty Actions column.
+        self.assertNotIn("Actions", self.headers(page, "migrations"))
+        self.assertEqual(0, page.locator(
+            "table#migrations td.actions_column").count())
         self.shot(page, "07-reader-migrations")
         page = self.goto("rita", "%s%s/" % (INDEX, rec["id"]))
         page.locator("dd[data-field='state']").wait_for()
@@ -365,6 +403,69 @@ class TestDashboard(dashboard.DashboardTestCase):
         self.assertGreater(final["attempt"], 1)
         self.assertIn("retried", [e["event"] for e in final["events"]])
 
+    def test_failure_reason_long_names_and_form_options(self):
+        # admin may ask for a target project: cloud B allows none, and
+        # refuses the import.  A name and a peer of 200 characters do
+        # not wrap; nor do the detail page's 128-character hashes.
+        name = "dash-long-%s-" % uuid.uuid4().hex[:6]
+        name += "n" * (200 - len(name))
+        source = self.upload(1 * MiB, persona="admin", name=name)
+        page = self.goto("admin", INDEX)
+        page.click("#migrations__action_migrate")
+        form = page.locator("form:has(#id_peer)")
+        form.wait_for()
+        for field in ("#id_keep_id", "#id_visibility",
+                      "#id_target_project", "#id_force"):
+            self.assertEqual(1, form.locator(field).count(), field)
+        option = page.locator("#id_images option[value='%s']"
+                              % source["id"])
+        self.assertIn(name[:64], option.get_attribute("title"))
+        self.assertIn("(200 characters)", option.inner_text())
+        page.select_option("#id_images", [source["id"]], force=True)
+        page.select_option("#id_peer", self.b.agent_name, force=True)
+        page.fill("#id_target_project", "no-such-project")
+        self.shot(page, "24-migrate-form-options")
+        with page.expect_navigation():
+            form.locator(".modal-footer .btn-primary, "
+                         "[type=submit].btn-primary").first.click()
+        page.wait_for_selector(".messages .alert-success")
+        [rec] = self.migrations_of(source["id"], persona="admin")
+        mid = rec["id"]
+        page.locator("#" + row_id(mid)).wait_for()
+        self.wait_row_state(page, mid, "failed")
+        final = self.rest_show(mid, persona="admin")
+        self.assertEqual("failed", final["state"])
+        self.assertTrue(final["error"])
+
+        # The reason, shortened, whole in its title; the stage that
+        # failed (of the last failed event naming one).
+        cells = self.cells(page, mid)
+        self.addDetail("failed-row", content.text_content(repr(cells)))
+        reason = page.locator("#%s .dtn-reason" % row_id(mid))
+        self.assertEqual(final["error"], reason.get_attribute("title"))
+        self.assertEqual(text.shorten(final["error"]),
+                         cells["Failure Reason"])
+        failed = [e["stage"] for e in final["events"]
+                  if e["event"] == "failed" and e["stage"]]
+        self.assertTrue(failed, final["events"])
+        self.assertEqual("%s (failed)" % failed[-1].capitalize(),
+                         cells["Stage"])
+        self.assertOneLineCut(page.locator(
+            "#%s td a.dtn-ellipsis" % row_id(mid)), name)
+        self.shot(page, "23-failure-reason")
+
+        # The detail page: the source's sha512 on one line.
+        page = self.goto("admin", "%s%s/" % (INDEX, mid))
+        hash_value = page.locator(
+            "dd[data-field='os_hash_value'] .dtn-ellipsis")
+        self.assertEqual(source["os_hash_value"], hash_value.inner_text())
+        self.assertOneLineCut(hash_value, source["os_hash_value"],
+                              cut=False)
+        self.assertEqual("%s (failed)" % failed[-1].capitalize(),
+                         page.locator("dd[data-field='stage']")
+                         .inner_text().strip())
+        self.assertReadable(page)
+
     def test_peers_page(self):
         page = self.goto("alice", PEERS)
         row = page.locator("#peers__row__%s" % self.b.agent_name)
@@ -405,16 +506,51 @@ class TestDashboard(dashboard.DashboardTestCase):
             self.a.api.start()
         self.assertEqual([], self.migrations_of(source["id"]))
 
+    def incoming_from_b(self):
+        """Cloud A's incoming migration of an image that cloud B sent
+        (complete).
+        """
+        image = self.upload(1 * MiB, cloud=self.b, name="dash-from-b")
+        resp = self.http("alice", "POST", "/v1/migrations", cloud=self.b,
+                         json={"peer": self.a.agent_name,
+                               "images": [image["id"]]})
+        self.assertEqual(202, resp.status_code, resp.text)
+
+        def arrived():
+            resp = self.http("admin", "GET", "/v1/migrations", params={
+                "all_projects": "true", "direction": "incoming"})
+            self.assertEqual(200, resp.status_code, resp.text)
+            for found in resp.json()["migrations"]:
+                if found["image_id"] == image["id"] and \
+                        found["state"] == "complete":
+                    return found
+            return None
+
+        return self.wait_until(arrived, "the import of %s" % image["id"],
+                               timeout=120, interval=0.5)
+
     def test_admin_sees_all_projects(self):
         mine = self.start_migration(self.upload(1 * MiB)["id"])
         bobs = self.start_migration(
             self.upload(1 * MiB, persona="bob")["id"], persona="bob")
+        incoming = self.incoming_from_b()
         self.wait_final(mine["id"], timeout=120)
         self.wait_final_as(bobs["id"], "bob")
         page = self.goto("admin", ADMIN_INDEX)
-        for rec in (mine, bobs):
+        for rec in (mine, bobs, incoming):
             page.locator("#" + row_id(rec["id"])).wait_for()
         self.shot(page, "15-admin-migrations")
+        # A Direction column; an import names the project it went to.
+        self.assertIn("Direction", self.headers(page, "migrations"))
+        for rec in (mine, bobs):
+            self.assertEqual("Outgoing",
+                             self.cells(page, rec["id"])["Direction"])
+        cells = self.cells(page, incoming["id"])
+        self.addDetail("incoming-row", content.text_content(repr(cells)))
+        self.assertEqual("Incoming", cells["Direction"])
+        self.assertNotEqual("-", cells["Project"])
+        self.assertRegex(cells["Project"],
+                         r"\(imported into\)$|^Service project")
         # A project column: the project's name or id.
         for rec, persona in ((mine, "alice"), (bobs, "bob")):
             user = self.a.users[persona]
