@@ -160,7 +160,7 @@ class MigrateForm(forms.SelfHandlingForm):
             messages.warning(request, _("No image matched: nothing to "
                                         "migrate."))
             return True
-        names = ", ".join(m.name for m in started)
+        names = ", ".join(text.shorten(m.name) for m in started)
         messages.success(request, _("Started %(count)d migration(s) to "
                                     "%(peer)s: %(names)s")
                          % {"count": len(started), "peer": data["peer"],

@@ -91,6 +91,19 @@ class MigrateFormTest(base.TestCase):
                      "visibility": "shared", "target_project": "p-42",
                      "force": True})
 
+    def test_started_message_shortens_long_names(self):
+        image = self.images[0]
+        long_name = "n" * 300
+        self.create.return_value = [base.migration("m-run",
+                                                   image_name=long_name)]
+        with mock.patch.object(forms.messages, "success") as success:
+            self.client.post(MIGRATE, {"images": [image.id],
+                                       "peer": "cloud-b",
+                                       "mode": "pipelined"})
+        [message] = [c.args[1] for c in success.call_args_list]
+        self.assertIn("%s…(300 characters)" % ("n" * 64), message)
+        self.assertNotIn(long_name, message)
+
     def test_post_bad_visibility(self):
         res = self.client.post(MIGRATE, {
             "images": [self.images[0].id], "peer": "cloud-b",
