@@ -434,7 +434,15 @@ class TestDashboard(dashboard.DashboardTestCase):
             form.locator(".modal-footer .btn-primary, "
                          "[type=submit].btn-primary").first.click()
         page.wait_for_selector(".messages .alert-success")
-        [rec] = self.migrations_of(source["id"], persona="admin")
+        # The message names the image shortened, once.
+        started = " ".join(self.messages(page, "success"))
+        self.assertIn(text.shorten(name), started)
+        self.assertNotIn(name, started)
+        # (Horizon's project of admin may not be the persona's own.)
+        resp = self.http("admin", "GET", "/v1/migrations", params={
+            "image_id": source["id"], "all_projects": "true"})
+        self.assertEqual(200, resp.status_code, resp.text)
+        [rec] = resp.json()["migrations"]
         mid = rec["id"]
         page.locator("#" + row_id(mid)).wait_for()
         self.wait_row_state(page, mid, "failed")
