@@ -468,6 +468,12 @@ class TestDashboard(dashboard.DashboardTestCase):
                          cells["Stage"])
         self.assertOneLineCut(page.locator(
             "#%s td a.dtn-ellipsis" % row_id(mid)), name)
+        # The table, its Failure Reason and Actions columns included,
+        # fits the window: nothing overflows it.
+        widths = page.evaluate(
+            "() => [document.documentElement.scrollWidth, "
+            "window.innerWidth]")
+        self.assertLessEqual(widths[0], widths[1], widths)
         self.shot(page, "23-failure-reason")
 
         # The detail page: the stage that failed.

@@ -203,7 +203,8 @@ def usable_row_actions(table):
 class MigrationsTable(tables.DataTable):
     image = cells.EllipsisColumn(image_label, verbose_name=_("Image"),
                                  link=DETAIL_URL)
-    peer = cells.EllipsisColumn("peer", verbose_name=_("Peer"))
+    peer = cells.EllipsisColumn("peer", verbose_name=_("Peer"),
+                                css="dtn-peer")
     state = tables.Column("state", verbose_name=_("State"), status=True,
                           status_choices=STATUS_CHOICES,
                           display_choices=STATE_DISPLAY)

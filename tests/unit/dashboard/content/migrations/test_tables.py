@@ -129,7 +129,7 @@ class MigrationsTableTest(base.TestCase):
         peer, name = "p" * 200, "n" * 255
         cells = self.cells(base.migration("m-run", peer=peer,
                                           image_name=name))
-        self.assertIn('class="dtn-ellipsis"', cells["peer"])
+        self.assertIn('class="dtn-ellipsis dtn-peer"', cells["peer"])
         self.assertIn('title="%s"' % peer, cells["peer"])
         # The image links to its detail page: the link is cut, the cell
         # has the title.
