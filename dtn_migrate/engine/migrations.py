@@ -163,17 +163,21 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         latest = self._latest_outgoing(image["id"], peer, project_id)
         if latest is None:
             return None, None
-        found = self._outgoing_of(image["id"], peer, project_id,
-                                  list(states.ACTIVE_STATES), 1)
-        if found:
-            reuse.check_running(found[0], image, opts)
-            return found[0], latest
+        if latest["state"] in states.ACTIVE_STATES:
+            # A request starts none while one runs, and a retry only the
+            # latest: one that runs is the latest.
+            reuse.check_running(latest, image, opts)
+            return latest, latest
         if opts["force"]:
             return None, latest
-        complete = self._outgoing_of(image["id"], peer, project_id,
-                                     [states.COMPLETE], reuse.LOOK_BACK)
+        complete = [latest] if latest["state"] == states.COMPLETE else []
         done = records.saved(reuse.copy_to_reuse, complete, image, opts,
                              self.store.db)
+        if done is None:
+            complete = self._outgoing_of(image["id"], peer, project_id,
+                                         [states.COMPLETE], reuse.LOOK_BACK)
+            done = records.saved(reuse.copy_to_reuse, complete, image,
+                                 opts, self.store.db)
         return done, latest
 
     def _outgoing(self, request_id, peer, image, opts, reused, prior,
