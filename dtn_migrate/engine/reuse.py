@@ -7,8 +7,9 @@ the peer by the caller's project (never another project's):
 
 1. One running (queued or running): reused when the request asks for
    nothing else of it; a request with ``force``, or with options other
-   than the running migration's, is refused (MigrationInProgress, 409,
-   naming it and what differs).
+   than the running migration's (a request that need not be checked
+   takes a checked one, one that serves no policy a policy's), is
+   refused (MigrationInProgress, 409, naming it and what differs).
 2. Unless ``force``: the newest complete one that left a verified copy
    of the same bytes on the peer (its peer image's hash is the image's
    ``os_hash_value``, and the replica catalog does not say that copy was
@@ -29,8 +30,13 @@ from dtn_migrate import exception
 #: Options that make the peer's copy what it is: a complete migration
 #: with others made another copy than the one asked for.
 COPY_OPTIONS = ("keep_id", "visibility", "target_project")
-#: Options a running migration is compared on: all but ``force``.
-RUN_OPTIONS = tuple(k for k in requests.OPTIONS if k != "force")
+#: Options a running migration is compared on besides those: how the
+#: bytes move.
+HOW_OPTIONS = ("mode", "transfer_options")
+#: Options where a request takes more than the same value: a migration
+#: checked (``verify``) for one that need not be, a policy's copy
+#: (``protection``) for one that serves no policy.
+LENIENT_OPTIONS = ("verify", "protection")
 #: Complete migrations looked at for a copy to reuse, newest first.
 LOOK_BACK = 50
 
@@ -60,6 +66,17 @@ def differences(made, asked, image, keys):
     return out
 
 
+def _takes(made, asked, image, key):
+    """A request with ``asked`` takes what a migration with ``made`` does
+    or did, for lenient option ``key``: checked when the request wants
+    it checked; made for the request's policy when it serves one.
+    """
+    want = _value(asked, key, image)
+    if key == "verify":
+        return not want or bool(_value(made, key, image))
+    return want is None or want == _value(made, key, image)
+
+
 def _say(value):
     if value is None:
         return "none"
@@ -80,7 +97,11 @@ def check_running(run, image, opts):
         reason = "it migrates other data (os_hash_value %s)" % \
             text.shorten(str(run.get("os_hash_value")), 16)
     else:
-        differ = differences(run.get("options"), opts, image, RUN_OPTIONS)
+        made = run.get("options")
+        differ = differences(made, opts, image, COPY_OPTIONS + HOW_OPTIONS)
+        differ += differences(made, opts, image, [
+            key for key in LENIENT_OPTIONS
+            if not _takes(made, opts, image, key)])
         if not differ:
             return
         reason = "this request asks for %s" % ", ".join(differ)
@@ -116,12 +137,8 @@ def copy_is(done, image, opts):
     options) does not matter.
     """
     made = done.get("options") or {}
-    if differences(made, opts, image, COPY_OPTIONS):
-        return False
-    if _value(opts, "verify", image) and not _value(made, "verify", image):
-        return False
-    policy = _value(opts, "protection", image)
-    return policy is None or policy == _value(made, "protection", image)
+    return not differences(made, opts, image, COPY_OPTIONS) and \
+        all(_takes(made, opts, image, key) for key in LENIENT_OPTIONS)
 
 
 def deleted_on_peer(db, done):

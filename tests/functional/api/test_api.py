@@ -109,8 +109,8 @@ class TestApi(api.ApiPairTestCase):
         holds one copy; --force while one runs is a 409 naming it;
         another visibility is a new migration and a second copy.
         """
-        # 64 MiB at RATE: about 8 s on the link.
-        source = self.upload(64 * MiB, persona="admin")
+        # 96 MiB at RATE: about 12 s on the link.
+        source = self.upload(96 * MiB, persona="admin")
         peer = self.b.agent_name
         [done] = self.openstack_json("admin", "dtn", "migrate",
                                      source["id"], "--peer", peer, "--wait")
@@ -120,21 +120,29 @@ class TestApi(api.ApiPairTestCase):
                                        source["id"], "--peer", peer,
                                        "--force")
         self.assertNotEqual(done["ID"], forced["ID"])
-        self.wait_until(
-            lambda: self.rest_show(forced["ID"], "admin")["bytes"][
-                "transfer"], "bytes on the DTN link of %s" % forced["ID"],
-            interval=0.2)
-        mode = {"serial": "pipelined"}.get(
-            self.rest_show(forced["ID"], "admin")["mode"], "serial")
-        for extra in (["--force"], ["--mode", mode]):
-            proc = self.openstack("admin", "dtn", "migrate", source["id"],
-                                  "--peer", peer, *extra, check=False)
-            self.assertEqual(1, proc.returncode, proc.stderr)
-            self.assertIn("is being migrated to %s by migration %s "
-                          "(running since" % (peer, forced["ID"]),
-                          proc.stderr)
-            self.assertIn("(HTTP 409)", proc.stderr)
-        self.openstack("admin", "dtn", "migration", "cancel", forced["ID"])
+        running = self.wait_until(
+            lambda: (lambda m: m if m["bytes"]["transfer"] else None)(
+                self.rest_show(forced["ID"], "admin")),
+            "bytes on the DTN link of %s" % forced["ID"], interval=0.2)
+        refusal = "is being migrated to %s by migration %s (running " \
+            "since" % (peer, forced["ID"])
+        proc = self.openstack("admin", "dtn", "migrate", source["id"],
+                              "--peer", peer, "--force", check=False)
+        self.assertEqual(1, proc.returncode, proc.stderr)
+        self.assertIn(refusal, proc.stderr)
+        self.assertIn("force asks for another copy while it runs",
+                      proc.stderr)
+        self.assertIn("(HTTP 409)", proc.stderr)
+        # Another mode while it runs: 409 too (over REST, to be quick).
+        other_mode = {"serial": "pipelined"}.get(running["mode"], "serial")
+        resp = self.http("admin", "POST", "/v1/migrations", json={
+            "peer": peer, "images": [source["id"]],
+            "options": {"mode": other_mode}})
+        self.assertEqual(409, resp.status_code, resp.text)
+        self.assertIn(refusal, resp.json()["error"]["message"])
+        resp = self.http("admin", "POST", "/v1/migrations/%s/action"
+                         % forced["ID"], json={"cancel": None})
+        self.assertEqual(202, resp.status_code, resp.text)
         ended = self.wait_until(
             lambda: (lambda m: m if m["state"] in api.FINAL else None)(
                 self.rest_show(forced["ID"], "admin")),

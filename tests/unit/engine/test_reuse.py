@@ -203,6 +203,22 @@ class TestCopyIs(testcase.TestCase):
         self.assertFalse(reuse.copy_is(self.done(), self.IMAGE,
                                        {"protection": mine}))
 
+    def test_a_running_migration_taken_or_refused(self):
+        run = {"migration_id": "m", "peer": "b", "state": "running",
+               "created_at": "t", "os_hash_value": "h",
+               "options": {"verify": True, "mode": "serial",
+                           "protection": {"policy_id": "x"}}}
+        # Need not be checked, serves no policy: takes it.
+        reuse.check_running(run, self.IMAGE, {"verify": False,
+                                              "mode": "serial"})
+        exc = self.assertRaises(
+            exception.MigrationInProgress, reuse.check_running, run,
+            self.IMAGE, {"mode": "pipelined", "protection": {
+                "policy_id": "y"}, "keep_id": True})
+        self.assertIn("this request asks for keep_id true (it has false), "
+                      "mode 'pipelined' (it has 'serial'), protection 'y' "
+                      "(it has 'x')", str(exc))
+
     def test_verified(self):
         self.assertTrue(reuse.verified(self.done(), self.IMAGE))
         unverified = dict(self.done(), peer_image={"image_id": "p",
