@@ -179,6 +179,17 @@ class MigrationStateConflict(Conflict):
                 "%(action)s it.")
 
 
+class MigrationInProgress(Conflict):
+    """A request for an image that a migration of the caller's project
+    is migrating to the same peer, asking for something else of it.
+    """
+
+    msg_fmt = _("Image %(image_id)s is being migrated to %(peer)s by "
+                "migration %(migration_id)s (%(state)s since "
+                "%(created_at)s): %(reason)s; wait for it to end, or "
+                "cancel it, and ask again.")
+
+
 class ImportNotAllowed(Forbidden):
     msg_fmt = _("Peer %(peer)s may not import %(what)s: %(reason)s")
 

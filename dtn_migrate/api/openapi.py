@@ -396,13 +396,20 @@ def build(max_limit=1000):
                                'visibility other than private '
                                'dtn:migration:create:visibility (403 '
                                'naming the option).  Without the last, '
-                               'the images are imported private.',
+                               'the images are imported private.  An '
+                               'image the project already migrated to the '
+                               'peer gets that migration (reused true) '
+                               'when it runs with the same options, or '
+                               'completed with the copy asked for; force '
+                               'or other options while one runs answer '
+                               '409 naming it; other options than a '
+                               'complete one\'s make a new migration.',
                 'tags': ['migrations'],
                 'requestBody': _body('MigrationCreate',
                                      'The images, the peer, options.'),
                 'responses': _responses(
                     202, to_openapi(migrations.CREATE_RESPONSE),
-                    'The migrations, queued.',
+                    'The migrations, queued or reused.',
                     (400, 401, 403, 404, 409, 413, 415, 503)),
             },
         },

@@ -58,6 +58,16 @@ def migration(row):
     return out
 
 
+def requested(row):
+    """A migration as a request answers it: with ``reused``, true when
+    the request got an existing migration (running, or complete with
+    the copy asked for) rather than a new one.
+    """
+    out = migration(row)
+    out['reused'] = bool(row.get('reused'))
+    return out
+
+
 def event(row):
     return {'stage': row.get('stage'), 'event': row.get('event'),
             'message': row.get('message'),

@@ -29,6 +29,7 @@ from dtn_migrate.engine import outcomes
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
 from dtn_migrate.engine import requests
+from dtn_migrate.engine import reuse
 from dtn_migrate.engine import running as running_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -131,11 +132,12 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         out, stale = [], []
         with self.lock:
             self._settle_all()
-            for image in found:
+            # Every image decided (a 409 raised) before any starts.
+            plans = [(image, self._plan(peer, image, opts, ctx.project_id))
+                     for image in found]
+            for image, (reused, prior) in plans:
                 record, replaced = self._outgoing(
-                    request_id, peer, image, opts,
-                    self._latest_outgoing(image["id"], peer,
-                                          ctx.project_id), owner)
+                    request_id, peer, image, opts, reused, prior, owner)
                 out.append(records.to_rpc(record))
                 if replaced:
                     stale.append(replaced)
@@ -152,21 +154,49 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         return records.saved(self.store.records, filters,
                              sort_keys=["created_at"], sort_dirs=["asc"])
 
-    def _outgoing(self, request_id, peer, image, opts, prior, owner):
-        """(record, transfer id whose staged files nothing will resume)."""
+    def _plan(self, peer, image, opts, project_id):
+        """(the migration of ``image`` to ``peer`` a request of
+        ``project_id`` reuses, or None; the newest attempt, or None).
+        MigrationInProgress when one runs that the request asks
+        something else of (see :mod:`reuse`).
+        """
+        latest = self._latest_outgoing(image["id"], peer, project_id)
+        if latest is None:
+            return None, None
+        if latest["state"] in states.ACTIVE_STATES:
+            # A request starts none while one runs, and a retry only the
+            # latest: one that runs is the latest.
+            reuse.check_running(latest, image, opts)
+            return latest, latest
+        if opts["force"]:
+            return None, latest
+        complete = [latest] if latest["state"] == states.COMPLETE else []
+        done = records.saved(reuse.copy_to_reuse, complete, image, opts,
+                             self.store.db)
+        if done is None:
+            complete = self._outgoing_of(image["id"], peer, project_id,
+                                         [states.COMPLETE], reuse.LOOK_BACK)
+            done = records.saved(reuse.copy_to_reuse, complete, image,
+                                 opts, self.store.db)
+        return done, latest
+
+    def _outgoing(self, request_id, peer, image, opts, reused, prior,
+                  owner):
+        """(record, transfer id whose staged files nothing will resume):
+        ``reused`` (see :meth:`_plan`) again, or a new migration that
+        resumes ``prior`` (the newest attempt) when it can.
+        """
+        if reused is not None:
+            LOG.info("image %s to %s: migration %s reused (%s)",
+                     image["id"], peer, reused["migration_id"],
+                     reused["state"])
+            if reused["state"] in states.ACTIVE_STATES and \
+                    reused["migration_id"] not in self.pending:
+                # Left without a worker: it gets one.
+                self._submit(reused["migration_id"], OUTGOING)
+            return dict(self._record(reused), reused=True), None
         same = prior is not None and \
             prior.get("os_hash_value") == image["os_hash_value"]
-        if prior is not None and (prior["state"] in states.ACTIVE_STATES or (
-                prior["state"] == "complete" and same and
-                not opts["force"])):
-            LOG.info("image %s to %s: migration %s exists (%s)",
-                     image["id"], peer, prior["migration_id"],
-                     prior["state"])
-            if prior["state"] in states.ACTIVE_STATES and \
-                    prior["migration_id"] not in self.pending:
-                # Left without a worker: it gets one.
-                self._submit(prior["migration_id"], OUTGOING)
-            return dict(self._record(prior), reused=True), None
         migration_id = uuid.uuid4().hex
         transfer_id, attempt, replaced = migration_id, 1, None
         if prior is not None and prior["state"] in states.UNSUCCESSFUL_STATES:
@@ -209,12 +239,19 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         """The latest outgoing migration of ``image_id`` to ``peer`` (of
         ``project_id``, when given), or None.
         """
+        found = self._outgoing_of(image_id, peer, project_id, None, 1)
+        return found[0] if found else None
+
+    def _outgoing_of(self, image_id, peer, project_id, state, limit):
+        """Outgoing migrations of ``image_id`` to ``peer`` (of
+        ``project_id``, when given; in ``state``, when given), newest
+        first, at most ``limit``.
+        """
         filters = {"image_id": image_id, "peer": peer,
-                   "direction": OUTGOING}
+                   "direction": OUTGOING, "state": state}
         if project_id is not None:
             filters["project_id"] = project_id
-        found = records.saved(self.store.records, filters, limit=1)
-        return found[0] if found else None
+        return records.saved(self.store.records, filters, limit=limit)
 
     def incoming(self, transfer_id, peer, attempt=None):
         """The agent says ``transfer_id`` arrives from ``peer``, and the

@@ -76,7 +76,7 @@ def create(api, req):
             'reason': exc.kwargs.get('reason'), 'request_id': request_id})
     return middleware.json_response(202, {
         'request_id': result.get('request_id') or request_id,
-        'migrations': [views.migration(row)
+        'migrations': [views.requested(row)
                        for row in result.get('migrations', [])]})
 
 

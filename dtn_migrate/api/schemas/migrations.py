@@ -167,12 +167,23 @@ MIGRATION_WITH_EVENTS['required'].append('events')
 MIGRATION_WITH_EVENTS['properties']['events'] = {'type': 'array',
                                                  'items': EVENT}
 
+REQUESTED = copy.deepcopy(MIGRATION)
+REQUESTED['title'] = 'RequestedMigration'
+REQUESTED['required'].append('reused')
+REQUESTED['properties']['reused'] = {
+    'type': 'boolean',
+    'description': 'True when the request got an existing migration of '
+                   'the image to the peer by the same project rather than '
+                   'a new one: one running with the same options, or a '
+                   'complete one whose verified copy on the peer has the '
+                   'id choice, visibility and project asked for.'}
+
 CREATE_RESPONSE = {
     'type': 'object',
     'required': ['request_id', 'migrations'],
     'properties': {
         'request_id': {'type': 'string'},
-        'migrations': {'type': 'array', 'items': MIGRATION},
+        'migrations': {'type': 'array', 'items': REQUESTED},
     },
 }
 

@@ -320,8 +320,11 @@ class Waiter:
     """
 
     def __init__(self, client, stream, interval=2.0, timeout=None,
-                 period=30.0, clock=time.monotonic):
+                 period=30.0, clock=time.monotonic, reused=()):
         self.client = client
+        #: Ids of the migrations a request got rather than started:
+        #: their lines say "(reused)".
+        self.reused = frozenset(reused)
         self.progress = _Progress(stream)
         self.stream = stream
         self.interval = interval
@@ -331,7 +334,9 @@ class Waiter:
         self.shown = {}                 # migration id -> time of its line
 
     def draw(self, migrations):
-        records = [progress_record(m) for m in migrations]
+        records = [dict(progress_record(m),
+                        reused=m.get("id") in self.reused)
+                   for m in migrations]
         if not self.progress.tty:
             now = self.clock()
             for rec in records:

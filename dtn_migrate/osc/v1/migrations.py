@@ -29,6 +29,9 @@ RESULT_COLUMNS = (("id", "ID"), ("image_id", "Image ID"),
                   ("state", "State"), ("progress", "Progress"),
                   ("peer_image_id", "Peer Image ID"), ("error", "Error"),
                   ("request_id", "Request ID"))
+#: Columns of ``migrate``: the result's, and whether each migration is
+#: an existing one the request got (see :func:`reused_line`).
+MIGRATE_COLUMNS = RESULT_COLUMNS + (("reused", "Reused"),)
 #: Fields of ``migration show``, in this order.
 SHOW_FIELDS = ("id", "request_id", "image_id", "image_name", "peer",
                "direction", "state", "stage", "mode", "attempt", "size",
@@ -58,6 +61,21 @@ def _show(migration):
                                      formatters=FORMATTERS)
 
 
+def reused_line(migration):
+    """What stderr says of a migration the request got rather than
+    started: which one, and since when.
+    """
+    state = migration.get("state")
+    since = migration.get("finished_at") if state == "complete" else None
+    since = since or migration.get("created_at")
+    line = "Image %s: reused migration %s, %s since %s" % (
+        migration.get("image_name") or migration.get("image_id"),
+        migration.get("id"), state, since)
+    if state == "complete":
+        line += " (the peer holds its copy; --force makes another)"
+    return line
+
+
 def _add_wait_options(parser):
     parser.add_argument(
         "--interval", metavar="<seconds>", type=float, default=2.0,
@@ -83,10 +101,10 @@ class _WaitingLister(command.Lister):
 
     failed = None
 
-    def _wait(self, client, parsed_args, ids):
+    def _wait(self, client, parsed_args, ids, reused=()):
         waiter = common.Waiter(client, self.app.stderr or sys.stderr,
                                interval=parsed_args.interval,
-                               timeout=parsed_args.timeout)
+                               timeout=parsed_args.timeout, reused=reused)
         done = waiter.wait(ids)
         self.failed = common.failures(done)
         return done
@@ -104,6 +122,12 @@ class Migrate(_WaitingLister):
     Give images by id or name, or select them with --tag and/or
     --property.  With --wait, draw each migration's progress per stage
     (bytes, rate, ETA) and exit 1 with the error when any fails.
+
+    An image the project already migrated to the peer gets that
+    migration (Reused: True, and a line on stderr) when it runs with the
+    same options, or completed with the copy asked for (the same
+    --keep-id, --visibility and --target-project); other options make a
+    new migration, or are refused while one runs.
     """
 
     def get_parser(self, prog_name):
@@ -141,7 +165,9 @@ class Migrate(_WaitingLister):
                  "serial (default: the engine's [engine] mode)")
         parser.add_argument(
             "--force", action="store_true", default=None,
-            help="Migrate again an image already migrated and unchanged")
+            help="Migrate again an image the peer already holds a "
+                 "verified copy of (refused while a migration of the "
+                 "image to the peer runs)")
         parser.add_argument(
             "--no-verify", dest="verify", action="store_false",
             default=None,
@@ -192,10 +218,16 @@ class Migrate(_WaitingLister):
         migrations = result.get("migrations") or []
         LOG.debug("Request %s to %s: migrations %s", result.get(
             "request_id"), parsed_args.peer, [m["id"] for m in migrations])
+        reused = {m["id"] for m in migrations if m.get("reused")}
+        stderr = self.app.stderr or sys.stderr
+        for migration in migrations:
+            if migration["id"] in reused:
+                stderr.write(reused_line(migration) + "\n")
         if parsed_args.wait and migrations:
             migrations = self._wait(client, parsed_args,
-                                    [m["id"] for m in migrations])
-        return _rows(migrations, RESULT_COLUMNS)
+                                    [m["id"] for m in migrations], reused)
+        return _rows([dict(m, reused=m["id"] in reused) for m in migrations],
+                     MIGRATE_COLUMNS)
 
 
 class WaitMigration(_WaitingLister):

@@ -93,6 +93,85 @@ class TestApi(api.ApiPairTestCase):
         self.assertGreater(wire, moved)
         self.assertLessEqual(wire, 1.05 * moved + MiB, status)
 
+    def copies_at_b(self, source):
+        """Cloud B's active images with SOURCE's name and data."""
+        client = self.b.glance.client(
+            session=self.b.users["admin"].session())
+        return [dict(i) for i in client.images.list(
+            filters={"name": source["name"]})
+            if i["status"] == "active" and
+            i["os_hash_value"] == source["os_hash_value"]]
+
+    def test_reuse_after_a_cancelled_attempt(self):
+        """Issue 37 items 1 and 2, with the real ``openstack``: after a
+        complete migration and a cancelled --force, a plain migrate
+        returns the complete one (Reused, said on stderr) and cloud B
+        holds one copy; --force while one runs is a 409 naming it;
+        another visibility is a new migration and a second copy.
+        """
+        # 96 MiB at RATE: about 12 s on the link.
+        source = self.upload(96 * MiB, persona="admin")
+        peer = self.b.agent_name
+        [done] = self.openstack_json("admin", "dtn", "migrate",
+                                     source["id"], "--peer", peer, "--wait")
+        self.assertEqual(("complete", False), (done["State"],
+                                               done["Reused"]))
+        [forced] = self.openstack_json("admin", "dtn", "migrate",
+                                       source["id"], "--peer", peer,
+                                       "--force")
+        self.assertNotEqual(done["ID"], forced["ID"])
+        running = self.wait_until(
+            lambda: (lambda m: m if m["bytes"]["transfer"] else None)(
+                self.rest_show(forced["ID"], "admin")),
+            "bytes on the DTN link of %s" % forced["ID"], interval=0.2)
+        refusal = "is being migrated to %s by migration %s (running " \
+            "since" % (peer, forced["ID"])
+        proc = self.openstack("admin", "dtn", "migrate", source["id"],
+                              "--peer", peer, "--force", check=False)
+        self.assertEqual(1, proc.returncode, proc.stderr)
+        self.assertIn(refusal, proc.stderr)
+        self.assertIn("force asks for another copy while it runs",
+                      proc.stderr)
+        self.assertIn("(HTTP 409)", proc.stderr)
+        # Another mode while it runs: 409 too (over REST, to be quick).
+        other_mode = {"serial": "pipelined"}.get(running["mode"], "serial")
+        resp = self.http("admin", "POST", "/v1/migrations", json={
+            "peer": peer, "images": [source["id"]],
+            "options": {"mode": other_mode}})
+        self.assertEqual(409, resp.status_code, resp.text)
+        self.assertIn(refusal, resp.json()["error"]["message"])
+        resp = self.http("admin", "POST", "/v1/migrations/%s/action"
+                         % forced["ID"], json={"cancel": None})
+        self.assertEqual(202, resp.status_code, resp.text)
+        ended = self.wait_until(
+            lambda: (lambda m: m if m["state"] in api.FINAL else None)(
+                self.rest_show(forced["ID"], "admin")),
+            "migration %s to end" % forced["ID"], interval=0.5)
+        self.assertEqual("cancelled", ended["state"])
+
+        proc = self.openstack("admin", "dtn", "migrate", source["id"],
+                              "--peer", peer, "--wait", "-f", "json")
+        [again] = json.loads(proc.stdout)
+        self.assertEqual((done["ID"], "complete", True),
+                         (again["ID"], again["State"], again["Reused"]))
+        self.assertIn("reused migration %s, complete since" % done["ID"],
+                      proc.stderr)
+        self.assertEqual([done["Peer Image ID"]],
+                         [i["id"] for i in self.copies_at_b(source)])
+
+        # Another visibility: another copy, made by a new migration.
+        other = "private" if source["visibility"] != "private" \
+            else "shared"
+        [new] = self.openstack_json("admin", "dtn", "migrate",
+                                    source["id"], "--peer", peer,
+                                    "--visibility", other, "--wait")
+        self.assertNotIn(new["ID"], (done["ID"], forced["ID"]))
+        self.assertEqual(("complete", False), (new["State"], new["Reused"]))
+        copies = {i["id"]: i["visibility"] for i in self.copies_at_b(source)}
+        self.assertEqual({done["Peer Image ID"], new["Peer Image ID"]},
+                         set(copies))
+        self.assertEqual(other, copies[new["Peer Image ID"]])
+
     def test_peers(self):
         peers = self.openstack_json("alice", "dtn", "peer", "list")
         names = [p.get("name", p.get("Name")) for p in peers]

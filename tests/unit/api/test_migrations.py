@@ -10,6 +10,7 @@ from oslo_utils import timeutils
 
 from dtn_migrate.api.schemas import migrations as schemas
 from dtn_migrate.api import validation
+from dtn_migrate import exception
 from tests.unit.api import base
 
 
@@ -53,6 +54,37 @@ class TestCreate(base.ApiTestCase):
         self.assertEqual(uuid.UUID(request_id).hex, first['request_id'])
         self.assertEqual(first, again)
         self.assertEqual(1, len(self.db.migration_get_all()))
+
+    def test_reused_is_carried(self):
+        # Before: views.migration left the engine's ``reused`` out, so a
+        # reused migration looked like a new one.
+        first = self.request('POST', '/v1/migrations', {
+            'peer': 'b', 'images': [base.IMAGE]}).json['migrations'][0]
+        self.assertIs(False, first['reused'])
+        real = self.engine.migrate
+
+        def reusing(*args, **kwargs):
+            result = real(*args, **kwargs)
+            for row in result['migrations']:
+                row['reused'] = True
+            return result
+        self.engine.migrate = reusing
+        body = self.request('POST', '/v1/migrations', {
+            'peer': 'b', 'images': [base.IMAGE]}).json
+        validation.validate(schemas.CREATE_RESPONSE, body, 'response')
+        self.assertIs(True, body['migrations'][0]['reused'])
+
+    def test_a_running_migration_asked_otherwise_409(self):
+        self.engine.raise_on_call = exception.MigrationInProgress(
+            image_id=base.IMAGE, peer='b', migration_id='m1',
+            state='running', created_at='2026-11-24T10:00:00Z',
+            reason='force asks for another copy while it runs')
+        error = self.assertError(409, self.request(
+            'POST', '/v1/migrations', {'peer': 'b', 'images': [base.IMAGE],
+                                       'options': {'force': True}}))
+        self.assertIn('by migration m1 (running since '
+                      '2026-11-24T10:00:00Z): force asks for another copy',
+                      error['message'])
 
     def test_selector(self):
         resp = self.request('POST', '/v1/migrations', {

@@ -126,6 +126,36 @@ class TestMigrate(base.CommandTestCase):
         self.assertIn("[####################] 100.0%", progress[-1])
         self.assertIn("complete", progress[-1])
 
+    def test_a_reused_migration_is_said(self):
+        # Before: a reused migration looked like a new one (exit 0, no
+        # word of it).
+        def reuse(records):
+            for rec in records:
+                self.api.migrations[rec["id"]].update(
+                    state="complete", progress=1.0,
+                    finished_at="2026-11-24T10:00:42Z")
+                rec.update(self.api.migrations[rec["id"]], reused=True)
+        self.api.on_create = reuse
+        status, out = self.run_command(migrations.Migrate, [
+            IMAGE, "--peer", "cloud-b", "--wait", "--interval", "0.01",
+            "-f", "json"])
+        self.assertEqual(0, status)
+        [row] = json.loads(out)
+        self.assertIs(True, row["Reused"])
+        err = self.app.stderr.getvalue()
+        self.assertIn("Image img-%s: reused migration %s, complete since "
+                      "2026-11-24T10:00:42Z (the peer holds its copy; "
+                      "--force makes another)" % (IMAGE, row["ID"]), err)
+        self.assertIn("(reused)", err.splitlines()[-1])
+        # A new one says nothing of it.
+        self.api.on_create = None
+        self.app.stderr.truncate(0)
+        self.app.stderr.seek(0)
+        status, out = self.run_command(migrations.Migrate, [
+            IMAGE, "--peer", "cloud-b", "-f", "json"])
+        self.assertIs(False, json.loads(out)[0]["Reused"])
+        self.assertNotIn("reused", self.app.stderr.getvalue())
+
 
 def ctrl_c_dropped_at_second_call(real):
     """(wrapper of ``real``, its calls): the second call sends this
