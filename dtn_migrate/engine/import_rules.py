@@ -62,8 +62,10 @@ def import_target(conf, peer, descriptor, options, transfer_id=None,
     def refuse(what, reason, allowed):
         exc = exception.ImportNotAllowed(peer=peer, what=what,
                                          reason=reason)
-        LOG.warning("import of transfer %s refused: %s (%s; allowed: %s)",
-                    transfer_id, exc, source, _listed(allowed))
+        LOG.warning("import of %s refused: %s (%s; allowed: %s)",
+                    "transfer %s" % transfer_id if transfer_id
+                    else "a protection policy's images (preflight)", exc,
+                    source, _listed(allowed))
         return exc
 
     owner, projects = _projects(rules, source_project)
