@@ -194,6 +194,15 @@ class ImportNotAllowed(Forbidden):
     msg_fmt = _("Peer %(peer)s may not import %(what)s: %(reason)s")
 
 
+class PreflightRefused(Conflict):
+    """The peer's cloud answered a preflight (see
+    ``dtn_migrate.engine.preflight``) that it would not take the image:
+    nothing was sent.
+    """
+    msg_fmt = _("Peer %(peer)s refused %(what)s before any byte was sent: "
+                "%(reason)s")
+
+
 class EngineUnavailable(ServiceUnavailable):
     msg_fmt = _("The migration engine did not answer: %(reason)s")
 

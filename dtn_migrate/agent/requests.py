@@ -1,5 +1,6 @@
-"""Requests between the clouds of peer DTNs (a mirror deletion of a
-replica), carried over the DTN link (see ``transfer.request``).
+"""Requests between the clouds of peer DTNs (a migration's preflight,
+a mirror deletion of a replica), carried over the DTN link (see
+``transfer.request``).
 
 A request and its answer are JSON mappings, compact on the wire and at
 most MAX_REPORT bytes.  The asking cloud's engine calls its agent's
@@ -15,10 +16,15 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from dtn_migrate import exception
+from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
 
 LOG = logging.getLogger(__name__)
+
+#: The action of a migration's preflight (``engine.preflight``): the
+#: staging room is this DTN's to check, the rest its engine's.
+PREFLIGHT = "preflight"
 
 
 def encode(mapping, what="request"):
@@ -60,17 +66,43 @@ def _reason(exc):
     return lines[0][:500] if lines else type(exc).__name__
 
 
+def room_refusal(room, peer, request):
+    """The answer that refuses a preflight ``request`` of ``peer`` for
+    want of staging room (``room(peer, transfer_id, size)``, the sink's
+    ``room_for``), or None when there is room or the preflight names no
+    transfer (a protection policy's).  ValueError for a malformed one.
+    """
+    size, tid = request.get("size"), request.get("transfer_id")
+    if size is None and tid is None:
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 \
+            or not isinstance(tid, str):
+        raise ValueError("a preflight names its transfer and size")
+    try:
+        room(peer, tid, size)
+    except errors.TransferError as exc:
+        LOG.warning("preflight of transfer %s from %s refused: %s", tid,
+                    peer, exc)
+        return {"allowed": False, "reason": str(exc)}
+    return None
+
+
 class PeerRequests:
     """The sink's ``requests`` callback: a peer's request to this
-    cloud's engine, and its answer back.
+    cloud's engine, and its answer back.  A preflight (``PREFLIGHT``)
+    is answered here when the staging has no room for its transfer, and
+    by the engine otherwise.
     """
 
-    def __init__(self, engine, timeout):
+    def __init__(self, engine, timeout, room=None):
         """``engine()``: this cloud's ``EngineAPI`` (made on first use);
-        ``timeout``: seconds the engine may take to answer.
+        ``timeout``: seconds the engine may take to answer; ``room``:
+        the sink's ``room_for`` (None: a preflight goes to the engine
+        alone).
         """
         self.engine = engine
         self.timeout = timeout
+        self.room = room
 
     def __call__(self, peer, body):
         """The answer (bytes) to ``peer``'s request ``body`` (bytes).
@@ -79,7 +111,11 @@ class PeerRequests:
         engine does not answer or answers nonsense.
         """
         request = decode(body)
-        answer = self._ask(peer, request)
+        answer = None
+        if request.get("action") == PREFLIGHT and self.room is not None:
+            answer = room_refusal(self.room, peer, request)
+        if answer is None:
+            answer = self._ask(peer, request)
         if not isinstance(answer, dict):
             LOG.error("the engine's answer to a request from %s is not a "
                       "mapping: %r", peer, type(answer).__name__)

@@ -72,7 +72,8 @@ class AgentService(service.Service):
         # Requests of the peers' clouds go to this cloud's engine (none
         # without one).
         handler = requests.PeerRequests(
-            self._engine, conf.agent.peer_request_timeout) \
+            self._engine, conf.agent.peer_request_timeout,
+            room=lambda *args: self.sink.room_for(*args)) \
             if conf.agent.notify_engine else None
         self.sink = sink.SinkServer(
             conf.agent.staging_root, self.cfg, self.host, self.peers.key,

@@ -25,6 +25,12 @@ EXPORT = "export"
 TRANSFER = "transfer"
 IMPORT = "import"
 STAGES = (EXPORT, TRANSFER, IMPORT)
+#: The peer's answer, before the first byte, that it would take the
+#: image (its import rules, kept id, staging room): a stage that moves
+#: no bytes, ahead of STAGES (whose bytes records count).
+PREFLIGHT = "preflight"
+#: Every stage an outgoing migration's record may name, in order.
+ALL_STAGES = (PREFLIGHT,) + STAGES
 #: Stage states that mean the stage is done, whatever its byte count
 #: (the peer's last import report, "active", carries none).
 STAGE_DONE_STATES = (COMPLETE, "active", "uploaded")

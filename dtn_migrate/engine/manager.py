@@ -19,6 +19,7 @@ from oslo_log import log as logging
 
 from dtn_migrate import context as context_mod
 from dtn_migrate.engine import events as events_mod
+from dtn_migrate.engine import preflight
 from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -224,13 +225,17 @@ class EngineManager:
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def peer_request(self, ctxt, peer=None, request=None):
         """The answer to ``request`` (a mapping), which peer DTN
-        ``peer`` sent this cloud's agent, authenticated: the deletion
-        of a replica, the metadata of a failback (see
-        ``protection.peer_requests``).
+        ``peer`` sent this cloud's agent, authenticated: a migration's
+        preflight (see ``preflight``), the deletion of a replica, the
+        metadata of a failback (see ``protection.peer_requests``).
         """
         if not isinstance(peer, str) or not peer:
             raise exception.InvalidInput(reason="peer must be a peer DTN "
                                                 "name")
+        if preflight.is_preflight(request):
+            # Asked before a migration's first byte, protection or not.
+            return preflight.answer(self.migrations.conf,
+                                    self.migrations.res, peer, request)
         return self._protection().peer_request(peer, request)
 
     def ping(self, ctxt):

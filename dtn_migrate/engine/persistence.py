@@ -104,7 +104,10 @@ def derive(record):
     else:
         out["progress"] = 0.0
     current = None
-    for s in names:
+    # A preflight moves no bytes: it counts for the stage, not progress.
+    checks = states.ALL_STAGES if record.get("direction") == "outgoing" \
+        else names
+    for s in checks:
         if s in stages and not stages_mod.done(stages[s], size):
             current = s
             break
@@ -186,7 +189,7 @@ def _events(old, new):
                 (new.get("stage") if state == "failed" else None,
                  _STATE_EVENTS[state], message, None))
     before = (old or {}).get("stages") or {}
-    for name in states.STAGES:
+    for name in states.ALL_STAGES:
         st = (new.get("stages") or {}).get(name)
         if st is None:
             continue

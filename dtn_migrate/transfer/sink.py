@@ -52,6 +52,7 @@ from dtn_migrate.transfer import request as request_mod
 from dtn_migrate.transfer import sinkfile
 from dtn_migrate.transfer import sinkquota
 from dtn_migrate.transfer import sinkrecv
+from dtn_migrate.transfer import sinkroom
 from dtn_migrate.transfer import sinksession
 from dtn_migrate.transfer.transport import stream
 from dtn_migrate.transfer.transport import tcp
@@ -591,6 +592,28 @@ class SinkServer:
         """
         mode, leaves = self.names(peer)
         return paths.confine(name, transfer_hex, mode, leaves)
+
+    def room_for(self, peer, transfer_hex, size, files=2):
+        """Whether ``peer`` may stage a transfer of ``files`` files and
+        ``size`` bytes here (a migration's descriptor and data): its
+        staging quota and this file system's free space, less
+        ``min_free_bytes``, the checks its files meet when they arrive.
+        What ``transfer_hex`` holds already (a retried transfer) counts
+        as room.  Raises QuotaError or NoSpaceError (messages fit for
+        the peer: the ones its transfer would get); nothing is charged.
+        """
+        if transfer_hex is not None and not paths.is_transfer_id(
+                transfer_hex):
+            raise ValueError("not a transfer id: %r" % (transfer_hex,))
+        already = self.root.usage(transfer_hex) if transfer_hex \
+            else (0, 0)
+        name = "transfer %s" % (transfer_hex or "of %d bytes" % size)
+        if self.quota is not None:
+            self.quota.room(peer, name, size, files, self.record_list(),
+                            already)
+        sinkroom.check_free(name, size,
+                            sinkroom.free_bytes(self.root.path) + already[0],
+                            self.cfg.min_free_bytes)
 
     def record_list(self):
         with self.lock:

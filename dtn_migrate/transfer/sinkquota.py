@@ -84,19 +84,41 @@ class StagingQuota:
             used = self.used.setdefault(peer, [0, 0])
             nbytes = used[0] + msg.size - (part_size or 0)
             nfiles = used[1] + (1 if part_size is None else 0)
-            if nbytes > limits.max_bytes:
-                raise QuotaError(
-                    "%s: peer %s would hold %d bytes in this DTN's staging "
-                    "(%d held, this file %d), more than its quota of %d "
-                    "bytes; raise %s, or let its finished transfers be "
-                    "imported and removed"
-                    % (msg.name, peer, nbytes, used[0], msg.size,
-                       limits.max_bytes, limits.bytes_option))
-            if nfiles > limits.max_files:
-                raise QuotaError(
-                    "%s: peer %s would hold %d files in this DTN's staging, "
-                    "more than its quota of %d files; raise %s, or let its "
-                    "finished transfers be imported and removed"
-                    % (msg.name, peer, nfiles, limits.max_files,
-                       limits.files_option))
+            check(limits, peer, msg.name, msg.size, used[0], nbytes, nfiles)
             used[0], used[1] = nbytes, nfiles
+
+    def room(self, peer, name, size, files, records, already=(0, 0)):
+        """QuotaError unless ``peer`` may add ``files`` files of ``size``
+        bytes in all (``name``: what the refusal calls them) to what it
+        holds now (counted from disk; ``records``: the sink's of this
+        run), of which ``already`` (bytes, files) would be replaced.
+        Nothing is charged: a preflight asks before the first byte.
+        """
+        limits = self.limits(peer)
+        if limits is None:
+            return
+        with self.lock:
+            held_bytes, held_files = self.count(peer, records)
+        check(limits, peer, name, size, held_bytes,
+              held_bytes + size - already[0],
+              held_files + files - already[1])
+
+
+def check(limits, peer, name, size, held, nbytes, nfiles):
+    """QuotaError if ``peer`` holding ``nbytes`` bytes (``held`` before
+    ``name`` of ``size`` bytes) in ``nfiles`` files exceeds ``limits``.
+    """
+    if nbytes > limits.max_bytes:
+        raise QuotaError(
+            "%s: peer %s would hold %d bytes in this DTN's staging "
+            "(%d held, this file %d), more than its quota of %d "
+            "bytes; raise %s, or let its finished transfers be "
+            "imported and removed"
+            % (name, peer, nbytes, held, size, limits.max_bytes,
+               limits.bytes_option))
+    if nfiles > limits.max_files:
+        raise QuotaError(
+            "%s: peer %s would hold %d files in this DTN's staging, "
+            "more than its quota of %d files; raise %s, or let its "
+            "finished transfers be imported and removed"
+            % (name, peer, nfiles, limits.max_files, limits.files_option))

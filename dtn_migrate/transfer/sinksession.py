@@ -28,6 +28,7 @@ from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import sinkfile
 from dtn_migrate.transfer import sinkhash
 from dtn_migrate.transfer import sinkrecv
+from dtn_migrate.transfer import sinkroom
 from dtn_migrate.transfer import sinksync
 from dtn_migrate.transfer.transport import stream
 
@@ -371,16 +372,11 @@ class SinkSession(sinkrecv.ReceiveMixin, sinkhash.HashMixin,
                 f.unconfirmed = False
 
     def _create(self, part, msg, st):
-        vfs = os.statvfs(self.pdir)
-        free = vfs.f_bavail * vfs.f_frsize
+        free = sinkroom.free_bytes(self.pdir)
         if st is not None:
             free += st.st_blocks * 512
-        need = msg.size + self.cfg.min_free_bytes
-        if need > free:
-            raise errors.NoSpaceError(
-                "not enough space for %s: needs %d bytes (+%d reserve), "
-                "%d free" % (msg.name, msg.size, self.cfg.min_free_bytes,
-                             free))
+        sinkroom.check_free(msg.name, msg.size, free,
+                            self.cfg.min_free_bytes)
         fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC |
                      os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.pdir)
         try:

@@ -2,8 +2,11 @@
 
 ::
 
-    get-source-image -> check-peer -> write-descriptor
+    get-source-image -> check-peer -> preflight -> write-descriptor
         -> { stage-image | transfer-image | await-peer-import }
+
+The preflight asks the peer whether it would import the image before
+anything is staged or sent (``dtn_migrate.engine.preflight``).
 
 In pipelined mode the three stages in braces run at once (an unordered
 flow under the parallel engine) and meet through the staged file's
@@ -32,5 +35,6 @@ def get_flow(resources, mode):
     return linear_flow.Flow(NAME).add(
         tasks.GetSourceImage(resources),
         tasks.CheckPeer(resources),
+        tasks.Preflight(resources),
         tasks.WriteDescriptor(resources),
         middle)

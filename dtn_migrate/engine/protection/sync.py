@@ -36,6 +36,7 @@ from dtn_migrate.engine.protection import validation as policies_mod
 from dtn_migrate.engine.protection import replicas
 from dtn_migrate.engine.protection import rpo
 from dtn_migrate.engine.protection import selectors
+from dtn_migrate.engine import preflight
 from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -137,6 +138,7 @@ class Protection:
             raise exception.InvalidInput(
                 reason="a policy needs a project_id (its owner)")
         self.res.check_peer(row["peer"])
+        self._preflight(row["peer"], owner, row["options"])
         row.update(project_id=owner, user_id=ctx.user_id)
         created = self.db.policy_create(row)
         LOG.info("protection policy %s (%s) of project %s created: %s to "
@@ -146,6 +148,23 @@ class Protection:
         if created["enabled"] and created["mode"] == "continuous":
             self.request_scan(created["id"])
         return self.record(created)
+
+    def _preflight(self, peer, owner, options):
+        """Ask ``peer`` whether it would import what a policy of project
+        ``owner`` with ``options`` sends (its import rules: the project
+        map, the target project; see ``engine.preflight``): a refusal is
+        PreflightRefused (409) and nothing is saved.  A peer that does
+        not answer does not stop the policy: each of its migrations asks
+        again before its first byte.
+        """
+        req = preflight.request(options, owner)
+        try:
+            preflight.ask(self.conf, self.res, peer, req,
+                          "the policy's imports")
+        except (exception.PeerUnreachable,) + base.TRANSIENT_RPC as exc:
+            LOG.warning("protection policy of project %s: %s did not "
+                        "answer the preflight (%s); each migration asks "
+                        "again", owner, peer, exc)
 
     def update(self, ctx, policy_id, values):
         current = self.get(ctx, policy_id)
@@ -160,6 +179,11 @@ class Protection:
                 action="dtn:policy:create:projects")
         if "peer" in changes and changes["peer"] != current["peer"]:
             self.res.check_peer(changes["peer"])
+        if {"peer", "options"} & set(changes):
+            self._preflight(changes.get("peer", current["peer"]),
+                            current["project_id"],
+                            changes.get("options", current.get("options")
+                                        or {}))
         if "options" in changes:
             # Given options replace the operator's; the engine's own
             # (a failback's reverse_of) stay.

@@ -13,6 +13,7 @@ from oslo_log import log as logging
 
 from dtn_migrate.common import states
 from dtn_migrate.engine import events
+from dtn_migrate.engine import preflight
 from dtn_migrate.engine import resources as res_mod
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
@@ -38,10 +39,7 @@ class GetSourceImage(base.MigrationTask):
     def execute(self, migration_id, image_id):
         image = self.res.images.get(image_id)
         metadata.check_migratable(image)
-        descriptor = metadata.describe(image)
-        self.live(migration_id).stage("export", size=descriptor["size"],
-                                      done=0, state="queued")
-        return descriptor
+        return metadata.describe(image)
 
 
 class CheckPeer(base.MigrationTask):
@@ -51,6 +49,63 @@ class CheckPeer(base.MigrationTask):
 
     def execute(self, peer):
         self.res.check_peer(peer)
+
+
+class Preflight(base.MigrationTask):
+    """Ask the peer, before the first byte, whether it would import the
+    image (``dtn_migrate.engine.preflight``): a refusal fails the
+    migration at stage ``preflight`` with the peer's reason, before
+    anything is staged or sent; a yes queues the export.  A peer that
+    does not answer is asked again every ``RETRY_INTERVAL`` seconds
+    until ``[engine] stall_timeout``, then the migration fails at this
+    stage: nothing goes to a peer that did not say it would take it
+    (its import still checks its rules on arrival).
+    """
+
+    default_name = "preflight"
+    #: Seconds between two tries of a preflight that got no answer.
+    RETRY_INTERVAL = 5.0
+
+    def execute(self, migration_id, transfer_id, peer, descriptor, options,
+                project_id=None):
+        with self.stage_of(migration_id, states.PREFLIGHT):
+            self._ask(migration_id, transfer_id, peer, descriptor, options,
+                      project_id)
+
+    def _ask(self, migration_id, transfer_id, peer, descriptor, options,
+             project_id):
+        live = self.live(migration_id)
+        live.stage(states.PREFLIGHT, state="running")
+        req = preflight.request(options, project_id, descriptor,
+                                transfer_id)
+        what = "the import of image %s" % descriptor["id"]
+        last = []
+
+        def step():
+            try:
+                preflight.ask(self.conf, self.res, peer, req, what)
+            except exception.PeerUnreachable as exc:
+                if not last:
+                    LOG.warning("migration %s: no answer to the preflight "
+                                "(%s); asking again every %.0f s",
+                                migration_id, exc, self.RETRY_INTERVAL)
+                last[:] = [exc]
+                return None, None
+            return True, None
+
+        try:
+            self.follow(migration_id, states.PREFLIGHT, step,
+                        self.RETRY_INTERVAL)
+        except exception.StageStalled:
+            raise exception.MigrationFailed(
+                migration_id=migration_id,
+                reason="%s did not answer the preflight for %d s%s" % (
+                    peer, self.conf.engine.stall_timeout,
+                    ": %s" % last[0] if last else ""))
+        live.stage(states.PREFLIGHT, state="complete")
+        # The export waits for nothing more.
+        live.stage("export", size=descriptor["size"], done=0,
+                   state="queued")
 
 
 def descriptor_payload(transfer_id, descriptor, options, attempt,

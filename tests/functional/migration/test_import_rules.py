@@ -15,6 +15,7 @@ import uuid
 import fixtures
 
 import devcloud
+from dtn_migrate import exception
 from tests.functional.migration import harness as migration
 
 MiB = 1 << 20
@@ -100,8 +101,12 @@ class TestImportRules(migration.MigrationTestCase):
             rec = recs[name]
             if error is None:
                 continue
-            self.assertEqual("failed", rec["state"], (name, rec))
-            self.assertIn("import at %s failed" % b.agent_name,
+            # Refused by B's preflight, before any byte (issue 37, 3).
+            self.assertEqual(("failed", "preflight"),
+                             (rec["state"], rec["stage"]), (name, rec))
+            self.assertIn("Peer %s refused the import of image %s before "
+                          "any byte was sent: " % (b.agent_name,
+                                                   image["id"]),
                           rec["error"])
             for text in error:
                 self.assertIn(text, rec["error"], name)
@@ -125,11 +130,76 @@ class TestImportRules(migration.MigrationTestCase):
         for name in ("denied-project", "denied-visibility",
                      "denied-source-visibility"):
             tid = recs[name]["transfer_id"]
-            self.assertIn("WARNING dtn_migrate.engine.tasks.incoming "
+            self.assertIn("WARNING dtn_migrate.engine.import_rules "
                           "[-] import of transfer %s refused: Peer %s may "
                           "not import" % (tid, a.agent_name), log)
 
         self.check_planted_markers(a, b, peer)
+
+    def test_refused_at_preflight(self):
+        """Issue 37, 3: a visibility or a project that B does not allow
+        fails A's migration at stage preflight, before any byte: no
+        transfer on the DTN link (neither agent knows it), nothing
+        staged on either side, nothing in B's Glance; twice over, and
+        for a protection policy's creation.
+        """
+        a, b = self.clouds()
+        cases = (({"visibility": "community"},
+                  "may not import with visibility community (asked for)"),
+                 ({"target_project": DENIED_PROJECT},
+                  "may not import into project %s" % DENIED_PROJECT))
+        for round_ in range(2):
+            started = []
+            for options, error in cases:
+                image = self.upload(a, data=os.urandom(4 * MiB),
+                                    name="refused-%d" % round_,
+                                    visibility="private")
+                req = self.migrate(images=[image["id"]], **options)
+                started.append((image, req["migrations"][0], error))
+            for image, rec, error in started:
+                rec = self.wait_migration(rec["migration_id"])
+                tid = rec["transfer_id"]
+                self.assertEqual(("failed", "preflight"),
+                                 (rec["state"], rec["stage"]), rec)
+                self.assertIn("Peer %s refused the import of image %s "
+                              "before any byte was sent: Peer %s %s"
+                              % (b.agent_name, image["id"], a.agent_name,
+                                 error), rec["error"])
+                self.assertEqual((None, None, None), (
+                    rec["bytes_export"], rec["bytes_transfer"],
+                    rec["bytes_import"]))
+                # No transfer: not a byte of it on the DTN link.
+                self.assertEqual({}, self.transfer_status(a, tid))
+                self.assertNotIn(tid, [i.get("transfer_id") for i in
+                                       b.bus.agent().list_incoming(
+                                           {}, b.agent_name)])
+                self.assertEqual([], self.images_of(tid))
+                self.assertFalse(os.path.exists(os.path.join(
+                    b.staging_dir, ".dtn-partial", tid)))
+            self.assertEqual([], a.staged_files())
+            self.assertEqual([], b.staged_files())
+        # B's engine decided, from what A's agent asked over the link.
+        log = b.engine.log_text()
+        for image, rec, _error in started:
+            self.assertIn("import of transfer %s refused"
+                          % rec["transfer_id"], log)
+
+        # A policy B would refuse is refused at its creation (409).
+        values = {"name": "refused", "peer": b.agent_name,
+                  "mode": "manual", "selector": {"tags": ["gold"]},
+                  "project_id": "p-%s" % uuid.uuid4().hex[:8],
+                  "options": {"target_project": DENIED_PROJECT}}
+        exc = self.assertRaises(exception.PreflightRefused,
+                                a.bus.engine.create_policy,
+                                migration.ADMIN, values)
+        self.assertEqual(409, exc.code)
+        self.assertIn("refused the policy's imports before any byte was "
+                      "sent: Peer %s may not import into project %s"
+                      % (a.agent_name, DENIED_PROJECT), str(exc))
+        values["options"]["target_project"] = ALLOWED_PROJECT
+        created = a.bus.engine.create_policy(migration.ADMIN, values)
+        self.assertEqual(ALLOWED_PROJECT,
+                         created["options"]["target_project"])
 
     def check_planted_markers(self, a, b, sealed):
         """Glance users of B mark images with the id of a transfer that

@@ -107,6 +107,60 @@ class TestPeerRequests(testcase.TestCase):
                               b"{}")
 
 
+class TestPreflight(testcase.TestCase):
+    """A preflight's staging room is the agent's to check: the engine
+    is asked only when the transfer would fit (issue 37, 3).
+    """
+
+    TID = "ab" * 16
+
+    def handler(self, room_error=None):
+        self.engine = FakeEngine({"allowed": True})
+        self.asked = []
+
+        def room(peer, tid, size):
+            self.asked.append((peer, tid, size))
+            if room_error is not None:
+                raise room_error
+        return requests.PeerRequests(lambda: self.engine, 30.0, room=room)
+
+    def request(self, **fields):
+        req = {"action": "preflight", "options": {},
+               "transfer_id": self.TID, "size": 5}
+        req.update(fields)
+        return requests.encode(req)
+
+    def test_room_then_the_engine(self):
+        handler = self.handler()
+        self.assertEqual(requests.encode({"allowed": True}),
+                         handler("west", self.request()))
+        self.assertEqual([("west", self.TID, 5)], self.asked)
+        self.assertEqual(1, len(self.engine.calls))
+
+    def test_no_room_is_answered_by_the_agent(self):
+        handler = self.handler(sink.sinkquota.QuotaError(
+            "transfer x: more than its quota of 4 bytes"))
+        with self.assertLogs("dtn_migrate.agent.requests", "WARNING"):
+            answer = requests.decode(handler("west", self.request()))
+        self.assertEqual({"allowed": False, "reason": "transfer x: more "
+                          "than its quota of 4 bytes"}, answer)
+        self.assertEqual([], self.engine.calls)
+
+    def test_a_policy_preflight_names_no_transfer(self):
+        handler = self.handler()
+        handler("west", self.request(transfer_id=None, size=None))
+        self.assertEqual([], self.asked)
+        self.assertEqual(1, len(self.engine.calls))
+
+    def test_malformed(self):
+        handler = self.handler()
+        for fields in ({"size": -1}, {"size": True}, {"size": "5"},
+                       {"transfer_id": 5}):
+            self.assertRaises(ValueError, handler, "west",
+                              self.request(**fields))
+        self.assertEqual([], self.engine.calls)
+
+
 class TestManagerPeerRequest(test_service.ServiceTestCase):
     """"here" asks east's cloud over a real sink; east's engine is a
     fake.

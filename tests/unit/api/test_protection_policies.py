@@ -9,6 +9,7 @@ from dtn_migrate.api.schemas import protection_policies as schemas
 from dtn_migrate.api.schemas import replicas as replica_schemas
 from dtn_migrate.api import validation
 from dtn_migrate.common import states
+from dtn_migrate import exception
 from tests.unit.api import base
 
 BODY = {'name': 'gold', 'peer': 'b', 'selector': {'tags': ['gold']}}
@@ -62,6 +63,19 @@ class TestCreate(base.ApiTestCase):
         self.request('POST', '/v1/policies', BODY)
         self.assertError(409, self.request('POST', '/v1/policies', BODY),
                          'gold')
+
+    def test_refused_by_the_peers_preflight_409(self):
+        # Issue 37, 3: the peer's import rules refuse the policy.
+        self.engine.raise_on_call = exception.PreflightRefused(
+            peer='b', what="the policy's imports",
+            reason='Peer a may not import into project p9: [peer:a] does '
+                   'not allow it for source project %s' % base.PROJECT)
+        error = self.assertError(409, self.request(
+            'POST', '/v1/policies', dict(BODY, options={
+                'target_project': 'p9'}), persona='admin'))
+        self.assertIn("Peer b refused the policy's imports before any byte "
+                      "was sent: Peer a may not import into project p9",
+                      error['message'])
 
     def test_unknown_peer_404(self):
         self.assertError(404, self.request(

@@ -10,6 +10,7 @@ import os
 import threading
 import uuid
 
+from dtn_migrate.engine import preflight
 from dtn_migrate import exception
 from dtn_migrate.image import marker
 from dtn_migrate.transfer import dataset
@@ -239,6 +240,8 @@ class FakeAgents:
         self.wanted = {}                # (host, tid) -> attempt asked for
         self.cast_wanted = True         # tell the engine of a new one
         self.fail_start = 0             # transfers refused at their start
+        self.requests = []              # (host, peer, peer request)
+        self.unanswered = 0             # peer requests that get no answer
         # Ends the senders of a test that is over: one waiting for a
         # growing file whose writer is gone would otherwise poll forever,
         # and spin in any later test that patches time.sleep.
@@ -365,6 +368,27 @@ class FakeAgents:
         if report.get("state") != "failed":
             report["attempt"] = max(report.get("attempt", 0), attempt)
         return report
+
+    def peer_request(self, ctxt, host, peer, request, timeout=None):
+        """The peer's answer to ``request``: a preflight is answered by
+        the peer's engine (``engine.preflight.answer``; allowed when the
+        test has none) unless ``unanswered`` requests are left to get
+        none (the peer is down); every request is kept in ``requests``.
+        """
+        dst = self.hosts[peer]
+        with self.lock:
+            self.requests.append((host, peer, request))
+            engine = self.engines.get(dst)
+            down = self.unanswered
+            if down:
+                self.unanswered -= 1
+        if down or request.get("action") != preflight.ACTION:
+            raise exception.PeerUnreachable(peer=peer,
+                                            reason="connection refused")
+        if engine is None:
+            return {"allowed": True}
+        return preflight.answer(engine.conf, engine.res, self.names[host],
+                                request)
 
     def list_incoming(self, ctxt, host):
         with self.lock:

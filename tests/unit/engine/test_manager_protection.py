@@ -144,6 +144,16 @@ class TestEndpoints(testcase.TestCase):
         self.assertIsInstance(exc.exc_info[1],
                               exception.ProtectionPolicyConflict)
 
+    def test_a_preflight_is_answered_without_protection(self):
+        migrations = mock.Mock()
+        bare = manager.EngineManager("controller", migrations)
+        request = {"action": "preflight", "options": {}}
+        with mock.patch.object(manager.preflight, "answer") as answer:
+            self.assertIs(answer.return_value, bare.peer_request(
+                {}, peer="dtn-a", request=request))
+        answer.assert_called_once_with(migrations.conf, migrations.res,
+                                       "dtn-a", request)
+
     def test_without_protection(self):
         bare = manager.EngineManager("controller", mock.Mock())
         for call, kwargs in ((bare.create_policy, {"values": {}}),

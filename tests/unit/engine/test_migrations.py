@@ -641,9 +641,10 @@ class TestCallers(base.EngineTestCase):
         while time.monotonic() - start < 2.5:
             self.a.report_progress()
             time.sleep(0.01)
-        # 250 calls, about one write a second (plus stage changes).
+        # 250 calls, about one write a second (plus stage changes: the
+        # preflight's running and complete among them).
         self.assertGreaterEqual(len(saves), 2)
-        self.assertLessEqual(len(saves), 8)
+        self.assertLessEqual(len(saves), 10)
         rec = self.a.store.record(mid)
         self.assertGreater(rec["bytes_export"] or 0, 0)
         self.assertTrue(self.a.wait_idle(60))

@@ -228,6 +228,72 @@ class TestQuota(StagingTestCase):
         self.assertIn(reply.status, (P.FileStatus.OPEN, P.FileStatus.RESET))
 
 
+class TestRoomFor(StagingTestCase):
+    """A preflight asks the sink, before the first byte, whether a
+    transfer would fit (issue 37, 3): the checks its files meet on
+    arrival, nothing charged.
+    """
+
+    limits = TestQuota.limits
+
+    def test_within_the_quota(self):
+        tid = os.urandom(16).hex()
+        self.server.room_for(PEER, tid, 4 * OBJ)
+        # Asking charged nothing: the transfer's files still fit.
+        s = self.session(bytes.fromhex(tid))
+        self.assertEqual(P.FileStatus.OPEN, self.announce(
+            s, staged.staged_name(tid, staged.DATA), 4 * OBJ).status)
+
+    def test_over_the_bytes_quota_as_its_files_would_be(self):
+        earlier = os.urandom(16).hex()
+        self.held.append(earlier)
+        self.final(earlier, staged.DATA, b"d" * (3 * OBJ))
+        exc = self.assertRaises(sinkquota.QuotaError, self.server.room_for,
+                                PEER, os.urandom(16).hex(), 3 * OBJ)
+        self.assertIn("more than its quota of %d bytes; raise "
+                      "[peer:source] staging_quota_bytes" % (5 * OBJ),
+                      str(exc))
+
+    def test_over_the_files_quota(self):
+        for _ in range(2):
+            tid = os.urandom(16).hex()
+            self.held.append(tid)
+            self.final(tid, staged.DESCRIPTOR, b"{}")
+        exc = self.assertRaises(sinkquota.QuotaError, self.server.room_for,
+                                PEER, os.urandom(16).hex(), OBJ)
+        self.assertIn("more than its quota of 3 files", str(exc))
+
+    def test_what_the_transfer_holds_already_counts_as_room(self):
+        # A retried transfer: its partial copy is replaced, not added.
+        s = self.session()
+        self.assertEqual(P.FileStatus.OPEN, self.announce(
+            s, staged.staged_name(s.transfer_id, staged.DATA),
+            4 * OBJ).status)
+        s.close("interrupted")
+        self.server.room_for(PEER, s.transfer_id, 4 * OBJ)
+        self.assertRaises(sinkquota.QuotaError, self.server.room_for,
+                          PEER, os.urandom(16).hex(), 4 * OBJ)
+
+    def test_more_than_the_free_space(self):
+        self.server.quota = None
+        free = sinkroom_free(self.root)
+        exc = self.assertRaises(errors.NoSpaceError, self.server.room_for,
+                                PEER, None, free + 1)
+        self.assertIn("not enough space for transfer of %d bytes: needs "
+                      "%d bytes (+0 reserve)" % (free + 1, free + 1),
+                      str(exc))
+
+    def test_a_bad_transfer_id(self):
+        for tid in ("../x", "AB" * 16, "ab"):
+            self.assertRaises(ValueError, self.server.room_for, PEER, tid,
+                              OBJ)
+
+
+def sinkroom_free(path):
+    vfs = os.statvfs(path)
+    return vfs.f_bavail * vfs.f_frsize
+
+
 class TestSweep(StagingTestCase):
 
     def stray(self, age):

@@ -106,8 +106,15 @@ class FakeAgent:
         self.error = None
         self.requests = []                  # (peer, request) sent
         self.answer = {"result": "unchanged"}
+        self.preflights = []                # (peer, preflight) sent
+        self.preflight = {"allowed": True}  # the answer, or an exception
 
     def peer_request(self, ctxt, host, peer, request, timeout=None):
+        if request.get("action") == "preflight":
+            self.preflights.append((peer, request))
+            if isinstance(self.preflight, Exception):
+                raise self.preflight
+            return self.preflight
         self.requests.append((peer, request))
         if isinstance(self.answer, Exception):
             raise self.answer
@@ -441,6 +448,66 @@ class TestRequests(ProtectionTestCase):
         self.assertEqual("gold", p.create(member(), {
             "name": "gold", "peer": PEER,
             "selector": {"tags": ["gold"]}})["name"])
+
+
+class TestPreflight(ProtectionTestCase):
+    """Creating (or retargeting) a policy asks the peer's preflight
+    (issue 37, 3): a refusal is a 409 and nothing is saved; a peer that
+    does not answer does not stop it.
+    """
+
+    def values(self, **options):
+        return {"name": "gold", "peer": PEER,
+                "selector": {"tags": ["gold"]}, "options": options}
+
+    def refuse(self, reason="Peer dtn-a may not import into project t9: "
+                            "[peer:dtn-a] does not allow it"):
+        self.migrations.res.agent.preflight = {"allowed": False,
+                                               "reason": reason}
+
+    def test_the_peer_is_asked_with_the_policys_options(self):
+        self.p.create(member(), self.values(target_project="t1",
+                                            keep_id=True))
+        [(peer, req)] = self.migrations.res.agent.preflights
+        self.assertEqual(PEER, peer)
+        self.assertEqual({"action": "preflight", "source_project": "p1",
+                          "options": {"target_project": "t1",
+                                      "keep_id": True,
+                                      "visibility": None}}, req)
+
+    def test_a_refusal_is_a_409_and_nothing_is_saved(self):
+        self.refuse()
+        exc = self.assertRaises(exception.PreflightRefused, self.p.create,
+                                member(), self.values(target_project="t9"))
+        self.assertEqual(409, exc.code)
+        self.assertEqual(
+            "Peer dtn-b refused the policy's imports before any byte was "
+            "sent: Peer dtn-a may not import into project t9: "
+            "[peer:dtn-a] does not allow it", str(exc))
+        self.assertEqual([], self.db.policy_get_all())
+        self.assertEqual([], self.notifier.events())
+
+    def test_an_update_of_its_options_asks_again(self):
+        policy = self.policy()
+        self.refuse()
+        self.assertRaises(exception.PreflightRefused, self.p.update,
+                          member(), policy["id"],
+                          {"options": {"target_project": "t9"}})
+        self.assertIsNone(self.db.policy_get(policy["id"])["options"].get(
+            "target_project"))
+        # A change that sends nothing elsewhere does not ask.
+        asked = len(self.migrations.res.agent.preflights)
+        self.p.update(member(), policy["id"], {"rpo_minutes": 30})
+        self.assertEqual(asked, len(self.migrations.res.agent.preflights))
+
+    def test_a_peer_that_does_not_answer_does_not_stop_it(self):
+        self.migrations.res.agent.preflight = exception.PeerUnreachable(
+            peer=PEER, reason="connection refused")
+        with self.assertLogs("dtn_migrate.engine.protection.sync",
+                             "WARNING") as logs:
+            record = self.p.create(member(), self.values())
+        self.assertEqual(record["id"], self.db.policy_get_all()[0]["id"])
+        self.assertIn("did not answer the preflight", logs.output[0])
 
 
 class TestProtect(ProtectionTestCase):

@@ -16,6 +16,7 @@ from oslo_config import cfg
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.common import states
 from dtn_migrate.conf import peer as peer_conf
+from dtn_migrate.engine import import_rules
 from dtn_migrate.engine import resources
 from dtn_migrate.engine.tasks import incoming
 from dtn_migrate.engine.tasks import outgoing
@@ -69,8 +70,8 @@ class RulesTestCase(testcase.TestCase):
         """
         conf = make_conf(west=rules or {})
         extra = {"source_project": project} if project else {}
-        return incoming.import_target(conf, "west", {"visibility": source},
-                                      options, TID, **extra)
+        return import_rules.import_target(
+            conf, "west", {"visibility": source}, options, TID, **extra)
 
     def refused(self, rules=None, source="shared", project=None,
                 **options):
@@ -215,14 +216,14 @@ class TestProjectMap(RulesTestCase):
             "[peer:west]\nproject_map = src1:t1, src2:t2\n")
         self.assertEqual({"src1": "t1", "src2": "t2"},
                          peer_conf.import_rules(conf, "west").project_map)
-        self.assertEqual("t2", incoming.import_target(
+        self.assertEqual("t2", import_rules.import_target(
             conf, "west", {"visibility": "private"}, {}, TID,
             "src2")["owner"])
 
     def test_a_pair_without_a_project_is_a_config_error(self):
         conf = self.conf_from("[peer:west]\nproject_map = src1:\n")
         exc = self.assertRaises(exception.ConfigError,
-                                incoming.import_target, conf, "west",
+                                import_rules.import_target, conf, "west",
                                 {"visibility": "private"}, {}, TID, "src1")
         self.assertIn("[peer:west] project_map", str(exc))
 
@@ -264,7 +265,7 @@ class TestVisibilities(RulesTestCase):
         conf = self.conf_from(
             "[peer:west]\nallowed_visibilities = private,world\n")
         exc = self.assertRaises(exception.ConfigError,
-                                incoming.import_target, conf, "west",
+                                import_rules.import_target, conf, "west",
                                 {"visibility": "private"}, {}, TID)
         self.assertIn("[peer:west] allowed_visibilities", str(exc))
 
@@ -274,13 +275,13 @@ class TestVisibilities(RulesTestCase):
         conf = self.conf_from("[peer:east]\nimport_project = imp\n"
                               "allowed_visibilities = public\n")
         self.assertEqual({"owner": "imp", "visibility": "public"},
-                         incoming.import_target(conf, "east",
-                                                {"visibility": "public"},
-                                                {}, TID))
+                         import_rules.import_target(
+                             conf, "east", {"visibility": "public"}, {},
+                             TID))
         self.assertEqual({"owner": None, "visibility": "private"},
-                         incoming.import_target(conf, "west",
-                                                {"visibility": "private"},
-                                                {}, TID))
+                         import_rules.import_target(
+                             conf, "west", {"visibility": "private"}, {},
+                             TID))
 
 
 class FakeBackend:
