@@ -32,6 +32,7 @@ STATE_DISPLAY = (
     ("cancelled", _("Cancelled")),
 )
 STAGE_DISPLAY = (
+    ("preflight", _("Preflight")),
     ("export", _("Export")),
     ("transfer", _("Transfer")),
     ("import", _("Import")),

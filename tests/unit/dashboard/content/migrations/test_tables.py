@@ -125,6 +125,10 @@ class MigrationsTableTest(base.TestCase):
         self.assertEqual("-", self.cells(base.migration(
             "m-done", stage=None))["stage"])
 
+    def test_a_refusal_before_the_first_byte_is_a_preflight_failure(self):
+        self.assertEqual("Preflight (failed)", self.cells(base.migration(
+            "m-fail", stage="preflight"))["stage"])
+
     def test_long_names_are_cut_with_their_title(self):
         peer, name = "p" * 200, "n" * 255
         cells = self.cells(base.migration("m-run", peer=peer,
