@@ -25,7 +25,8 @@ Two levels, each writing its own outputs under ``--out``:
       memory, through ``ImageService.upload``).
 
     Reported: the migration against ``download + upload`` of the same
-    repetition, and the bytes on the link against the data.
+    repetition, the bytes on the link against the data, and the bytes
+    the export wrote onto staging export A (engine A's log).
 
 Targets (issue 13): bytes on the DTN link <= 1.05 x data + 1 MiB;
 migration wall time <= 1.2 x (download + upload alone).
@@ -62,6 +63,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import sys
 import time
@@ -194,6 +196,15 @@ class SparseImage:
         shutil.rmtree(self.root, ignore_errors=True)
         if os.path.exists(self.manifest_path):
             os.unlink(self.manifest_path)
+
+
+def export_written(log):
+    """Bytes the export wrote onto the staging export, from engine A's
+    log of one migration (its last ``stage-image`` line), or None.
+    """
+    found = re.findall(r'staged \S+ \(\d+ bytes, (\d+) exported by this '
+                       r'run', log)
+    return int(found[-1]) if found else None
 
 
 def link_target(data_bytes):
@@ -346,7 +357,10 @@ def _migration_bench():
             elif mode == 'upload':
                 results = self.run_upload()
             else:
+                log = len(self.clouds.a.engine.log_text())
                 results = self.run_migration(mode)
+                results[0][2]['export_written'] = export_written(
+                    self.clouds.a.engine.log_text()[log:])
             extra = results[0][2]
             extra['link'] = linkstats.delta(
                 before, linkstats.counters(self.clouds.lab))
@@ -423,9 +437,12 @@ def _migration_bench():
                                'glance-a', 'glance-b', 'keystone',
                                'benchmark process'))
                        for s in runs if 'cpu_seconds' in s['extra']]
+                written = [s['extra'].get('export_written') for s in runs]
                 out[what] = {'seconds': report.summarize(
                     [s['seconds'] for s in runs]),
                     'link_bytes': report.summarize(wire),
+                    'export_written': report.summarize(
+                        [n for n in written if n is not None]),
                     'dtn_migrate_cpu_s': report.summarize(own)}
             base = []
             for rep in range(self.settings.get('repeat', 0)):
@@ -442,6 +459,7 @@ def _migration_bench():
             data = self.source.get('data_bytes') or 0
             headers = ['run', 'seconds: median (min–max)',
                        'MB on link (median)', 'link / data',
+                       'MB written to export A (median)',
                        'engines + agents CPU-s (median)']
             table = []
             for what in MIGRATION_MODES:
@@ -449,11 +467,14 @@ def _migration_bench():
                 if not r:
                     continue
                 wire = r['link_bytes']['median']
+                written = (r.get('export_written') or {}).get('median')
                 table.append([what, report.fmt_range(r['seconds'], 1),
                               report.fmt(None if wire is None
                                          else wire / 1e6, 2),
                               report.fmt(report.ratio(wire, data), 3)
                               if what == 'pipelined' else '–',
+                              report.fmt(None if written is None
+                                         else written / 1e6, 2),
                               report.fmt(r['dtn_migrate_cpu_s']['median'])])
             ratio = rows['pipelined/(download+upload)']
             wires = (rows.get('pipelined') or {}).get('link_bytes', {})
