@@ -25,15 +25,23 @@ Two levels, each writing its own outputs under ``--out``:
       memory, through ``ImageService.upload``).
 
     Reported: the migration against ``download + upload`` of the same
-    repetition, and the bytes on the link against the data.
+    repetition, the bytes on the link against the data, and the bytes
+    the export wrote onto staging export A (engine A's log).
 
 Targets (issue 13): bytes on the DTN link <= 1.05 x data + 1 MiB;
 migration wall time <= 1.2 x (download + upload alone).
 
 Data layout: ``--extents`` pieces of ``--data / --extents`` bytes of
 pseudo-random data (the workloads' PRNG block, stamped, nothing
-compresses) at evenly spread offsets, the first at 0 and the last ending
-at the end of the image, zeros (holes) everywhere else.
+compresses), zeros (holes) everywhere else.  ``--layout spread`` (the
+default) puts them at evenly spread offsets, the first at 0 and the last
+ending at the end of the image; ``--layout scattered`` at random offsets
+(``--seed``), multiples of ``--align`` bytes (1: not aligned at all), as
+a file system scatters its data (issue 37: 40 pieces of 256 KiB in 8 GiB
+put 16 x the data on the staging export)::
+
+    .venv/bin/python -m benchmarks.sparse --levels migration --size 8G \
+        --data 10M --extents 40 --layout scattered --align 4096 --reps 1
 
 Usage (root, from the repository root)::
 
@@ -54,6 +62,8 @@ import argparse
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
 import sys
 import time
@@ -88,15 +98,51 @@ def extents(size, data, count):
     return out
 
 
+def scattered(size, data, count, seed, align=4096):
+    """[(offset, length)] of ``count`` pieces of ``data / count`` bytes
+    at random offsets of ``size`` (multiples of ``align``), in offset
+    order, none touching another.
+    """
+    count = max(1, min(count, data))
+    piece = data // count
+    slots = (size - piece) // align
+    if count * (piece + align) > size // 2:
+        raise ValueError('%d pieces of %d bytes do not scatter in %d'
+                         % (count, piece, size))
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        off = rng.randrange(slots + 1) * align
+        if all(off + piece < o or o + piece < off for o, _ in out):
+            out.append((off, piece))
+    return sorted(out)
+
+
+#: --layout: the pieces' [(offset, length)] of (size, data, count, seed,
+#: align).
+LAYOUTS = {'spread': lambda size, data, count, seed, align:
+           extents(size, data, count),
+           'scattered': scattered}
+
+
+def layout(args):
+    """The data pieces of ``args``' image."""
+    return LAYOUTS[args.layout](args.size, args.data, args.extents,
+                                args.seed, args.align)
+
+
 class SparseImage:
     """The image as a sparse file, as a throughput dataset."""
 
-    def __init__(self, data_dir, size, data, count, seed):
+    def __init__(self, data_dir, size, data, count, seed, pieces=None,
+                 kind='spread'):
         self.size, self.data, self.count, self.seed = size, data, count, seed
-        self.layout = extents(size, data, count)
+        self.layout = pieces or extents(size, data, count)
         self.data_dir = os.path.abspath(data_dir)
         self.name = 'sparse-%s-%s-x%d' % (workloads.format_size(size),
                                           workloads.format_size(data), count)
+        if kind != 'spread':
+            self.name += '-%s-%d' % (kind, seed)
         self.root = os.path.join(self.data_dir, self.name)
         self.files = ['sparse.raw']
         self.path = os.path.join(self.root, self.files[0])
@@ -150,6 +196,15 @@ class SparseImage:
         shutil.rmtree(self.root, ignore_errors=True)
         if os.path.exists(self.manifest_path):
             os.unlink(self.manifest_path)
+
+
+def export_written(log):
+    """Bytes the export wrote onto the staging export, from engine A's
+    log of one migration (its last ``stage-image`` line), or None.
+    """
+    found = re.findall(r'staged \S+ \(\d+ bytes, (\d+) exported by this '
+                       r'run', log)
+    return int(found[-1]) if found else None
 
 
 def link_target(data_bytes):
@@ -243,7 +298,7 @@ def transfer_args(args):
 
 def run_transfer(args):
     image = SparseImage(args.data_dir, args.size, args.data, args.extents,
-                        args.seed)
+                        args.seed, layout(args), args.layout)
     targs = transfer_args(args)
     title = '%s raw, %s data' % (workloads.format_size(args.size),
                                  workloads.format_size(args.data))
@@ -269,7 +324,7 @@ def _migration_bench():
 
         def upload_source(self):
             args = self.args
-            self.layout = extents(args.size, args.data, args.extents)
+            self.layout = layout(args)
             images = self.clouds.a.images()
             image = images.create({'name': 'bench-sparse',
                                    'disk_format': 'raw',
@@ -302,7 +357,10 @@ def _migration_bench():
             elif mode == 'upload':
                 results = self.run_upload()
             else:
+                log = len(self.clouds.a.engine.log_text())
                 results = self.run_migration(mode)
+                results[0][2]['export_written'] = export_written(
+                    self.clouds.a.engine.log_text()[log:])
             extra = results[0][2]
             extra['link'] = linkstats.delta(
                 before, linkstats.counters(self.clouds.lab))
@@ -379,9 +437,12 @@ def _migration_bench():
                                'glance-a', 'glance-b', 'keystone',
                                'benchmark process'))
                        for s in runs if 'cpu_seconds' in s['extra']]
+                written = [s['extra'].get('export_written') for s in runs]
                 out[what] = {'seconds': report.summarize(
                     [s['seconds'] for s in runs]),
                     'link_bytes': report.summarize(wire),
+                    'export_written': report.summarize(
+                        [n for n in written if n is not None]),
                     'dtn_migrate_cpu_s': report.summarize(own)}
             base = []
             for rep in range(self.settings.get('repeat', 0)):
@@ -398,6 +459,7 @@ def _migration_bench():
             data = self.source.get('data_bytes') or 0
             headers = ['run', 'seconds: median (min–max)',
                        'MB on link (median)', 'link / data',
+                       'MB written to export A (median)',
                        'engines + agents CPU-s (median)']
             table = []
             for what in MIGRATION_MODES:
@@ -405,11 +467,14 @@ def _migration_bench():
                 if not r:
                     continue
                 wire = r['link_bytes']['median']
+                written = (r.get('export_written') or {}).get('median')
                 table.append([what, report.fmt_range(r['seconds'], 1),
                               report.fmt(None if wire is None
                                          else wire / 1e6, 2),
                               report.fmt(report.ratio(wire, data), 3)
                               if what == 'pipelined' else '–',
+                              report.fmt(None if written is None
+                                         else written / 1e6, 2),
                               report.fmt(r['dtn_migrate_cpu_s']['median'])])
             ratio = rows['pipelined/(download+upload)']
             wires = (rows.get('pipelined') or {}).get('link_bytes', {})
@@ -473,6 +538,7 @@ def migration_args(args):
     margs = migration.parser().parse_args([])
     vars(margs).update(
         size=args.size, data=args.data, extents=args.extents,
+        layout=args.layout, align=args.align,
         seed=args.seed, repeat=args.reps, warmup=args.warmup,
         modes=list(MIGRATION_MODES), rate=args.rate, mtu=args.mtu,
         data_dir=args.cloud_dir,
@@ -501,7 +567,8 @@ def run_migration(args):
     report.require_plotting()
     bench = SparseBench(margs)
     bench.settings = {'size': args.size, 'data': args.data,
-                      'extents': args.extents, 'repeat': args.reps,
+                      'extents': args.extents, 'layout': args.layout,
+                      'align': args.align, 'repeat': args.reps,
                       'modes': margs.modes, 'rate': args.rate,
                       'mtu': args.mtu, 'engine': migration.ENGINE,
                       'data_dir': args.cloud_dir}
@@ -539,6 +606,12 @@ def parser():
     ap.add_argument('--size', type=workloads.parse_size, default='8G')
     ap.add_argument('--data', type=workloads.parse_size, default='10M')
     ap.add_argument('--extents', type=int, default=10)
+    ap.add_argument('--layout', choices=sorted(LAYOUTS), default='spread',
+                    help='where the data pieces lie: evenly spread, or '
+                    'scattered at random offsets (--seed, --align)')
+    ap.add_argument('--align', type=workloads.parse_size, default=4096,
+                    help='--layout scattered: the pieces\' offsets are '
+                    'multiples of this (1: not aligned)')
     ap.add_argument('--seed', type=int, default=workloads.DEFAULT_SEED)
     ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--warmup', type=int, default=0,

@@ -119,11 +119,13 @@ staging_opts = [
              'stable writes as unstable anyway.'),
     cfg.BoolOpt(
         'skip_zeros', default=True,
-        help='Do not write all-zero blocks while staging an image: the '
-             'staged file is sized first, so those blocks read as zeros '
-             'and stay unallocated on the export (sparse images stage in '
-             'the time of their data). The sha512 still covers every '
-             'byte. Turn off only for an export that cannot truncate.'),
+        help='Do not write zeros while staging an image: the staged '
+             'file is sized first, so all-zero blocks, and the zeros that '
+             'fill 64 KiB in a block holding data, read as zeros and stay '
+             'unallocated on the export (sparse images, their data '
+             'scattered or not, stage in the time of their data). The '
+             'sha512 still covers every byte. Turn off only for an export '
+             'that cannot truncate.'),
     cfg.IntOpt(
         'hash_checkpoint_bytes', default=256 * MiB, min=0,
         help='Bytes between two saved states of the staging sha512 (in '

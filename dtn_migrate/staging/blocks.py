@@ -121,17 +121,93 @@ def _view(chunk):
 
 
 _ZEROS = bytes(copycommon.MiB)
+#: Data runs inside a block are found at this granularity first, then
+#: their ends at PAGE: a dense block costs a few dozen compares.
+GRANULE = 64 << 10
+PAGE = 4096
 
 
 def is_zero(data):
     """Whether bytes-like ``data`` holds only zero bytes (a memcmp
     against a zero buffer, which stops at the first other byte).
     """
-    view = memoryview(data).cast("B")
-    for at in range(0, len(view), len(_ZEROS)):
-        if not _ZEROS.startswith(view[at:at + len(_ZEROS)]):
+    return _zero_span(memoryview(data).cast("B"), 0, len(data))
+
+
+def _zero_span(view, lo, hi):
+    for at in range(lo, hi, len(_ZEROS)):
+        if not _ZEROS.startswith(view[at:min(hi, at + len(_ZEROS))]):
             return False
     return True
+
+
+def _cuts(offset, length, unit):
+    """[(lo, hi)] of ``length`` bytes at file offset ``offset`` cut at
+    the file's multiples of ``unit``.
+    """
+    lo, out = 0, []
+    while lo < length:
+        hi = min(length, lo + unit - (offset + lo) % unit)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def data_runs(data, offset):
+    """[(lo, hi)] of the parts of ``data`` (the bytes at file offset
+    ``offset``) that a copy into a sized file, which reads as zeros, must
+    write: [] for all zeros, ``[(0, len(data))]`` for a block without
+    zeros worth a hole.  Zeros that fill a GRANULE of the file are left
+    out, and so are the zero pages (PAGE of the file) at both ends of
+    every run: a run starts and ends on a page that holds data, at the
+    file's page boundaries (or the block's ends).
+
+    A file system keeps its data in small extents scattered over the
+    image; a block of the copy is megabytes, so without this the zeros
+    around an extent would be written, and allocated, with it (issue 37:
+    16 x the data of a scattered image).
+    """
+    view = memoryview(data).cast("B")
+    runs = []
+    for lo, hi in _cuts(offset, len(view), GRANULE):
+        if _zero_span(view, lo, hi):
+            continue
+        if runs and runs[-1][1] == lo:
+            runs[-1][1] = hi
+        else:
+            runs.append([lo, hi])
+    return [(_data_from(view, offset, lo, hi), _data_to(view, offset, lo, hi))
+            for lo, hi in runs]
+
+
+def _data_from(view, offset, lo, hi):
+    """Start of the first page of ``view[lo:hi]`` (a run: not all zero)
+    that holds data.
+    """
+    while True:
+        end = min(hi, lo + PAGE - (offset + lo) % PAGE)
+        if not _zero_span(view, lo, end):
+            return lo
+        lo = end
+
+
+def _data_to(view, offset, lo, hi):
+    """End of the last page of ``view[lo:hi]`` (a run) that holds data."""
+    while True:
+        start = max(lo, hi - ((offset + hi) % PAGE or PAGE))
+        if not _zero_span(view, start, hi):
+            return hi
+        hi = start
+
+
+def pieces(offset, data, runs=None):
+    """(file offset, bytes) to write of block ``data`` at ``offset``:
+    its ``runs`` (:func:`data_runs`), or all of it.
+    """
+    view = memoryview(data)
+    if runs is None:
+        return [(offset, view)]
+    return [(offset + lo, view[lo:hi]) for lo, hi in runs]
 
 
 class _Partial:

@@ -26,8 +26,12 @@ resumed prefix and sized (``Writer.truncate``: ftruncate, NFS SETATTR)
 and committed, so everything beyond the prefix reads as zeros, whatever
 an earlier attempt left there.  All-zero blocks are then not written:
 they count as durable at once (the watermark passes them) and stay
-holes on the export.  They are still hashed: the sha512 covers every
-byte.  Backends whose writers cannot truncate get the zeros written.
+holes on the export.  Of a block that holds data only its data runs are
+written (:func:`~dtn_migrate.staging.blocks.data_runs`: zeros that fill
+64 KiB of the file stay holes, the runs' ends are trimmed to pages), so
+a scattered image stages as its data, not as the blocks holding it.
+Zeros are still hashed: the sha512 covers every byte.  Backends whose
+writers cannot truncate get the zeros written.
 
 Without a digest (``digest=False``) the copy hashes nothing: the caller
 has another check of every byte (the transfer's sink compares the file
@@ -268,15 +272,31 @@ class _BlockWriter:
         self._close()
         self.writer = self.job.backend.open_write(self.job.name,
                                                   sync=self.job.opts.sync)
-        for offset, data, _buf in self.pending:
-            self.writer.pwrite(data, offset)
+        for offset, data, _buf, runs in self.pending:
+            for at, piece in blocks.pieces(offset, data, runs):
+                self.writer.pwrite(piece, at)
 
-    def _write(self, offset, data, buf):
-        self._retry(lambda: self.writer.pwrite(data, offset),
-                    "writing %s at %d" % (self.job.name, offset))
-        self.pending.append((offset, data, buf))
+    def _write(self, offset, data, buf, runs=None):
+        """Write block ``data`` at ``offset``: only its ``runs`` (see
+        blocks.data_runs) when given, the sized file holding zeros
+        elsewhere.
+        """
+        # Pending first: a file opened again for a retry gets every
+        # piece of the block written again, those before the failed one
+        # too.  A block not written whole never becomes durable.
+        self.pending.append((offset, data, buf, runs))
+        written = 0
+        try:
+            for at, piece in blocks.pieces(offset, data, runs):
+                self._retry(lambda p=piece, a=at: self.writer.pwrite(p, a),
+                            "writing %s at %d" % (self.job.name, at))
+                written += len(piece)
+        except BaseException:
+            self.pending.pop()
+            raise
+        # The whole block is held until committed (the pool's bound).
         self.pending_bytes += len(data)
-        self.job.shared.add(written=len(data))
+        self.job.shared.add(written=written, zeros=len(data) - written)
         if self.pending_bytes >= self.interval:
             self._commit()
 
@@ -458,13 +478,17 @@ class _LocalCopy:
                         mark = end
                         with self.shared.cond:
                             self.shared.hash_states.append((end, state))
-                if self.sparse and blocks.is_zero(data):
+                runs = blocks.data_runs(data, offset) if self.sparse \
+                    else None
+                if runs == []:
                     # The sized file reads zeros there already, durably.
                     self.shared.add(read=len(data), zeros=len(data))
                     self.shared.mark_durable([(offset, data)])
                     self.release([(offset, data, buf)])
                     continue
-                self.put((offset, data, buf))
+                if runs == [(0, len(data))]:
+                    runs = None         # all of it
+                self.put((offset, data, buf, runs))
                 self.shared.add(read=len(data))
             self.verify(hasher)
         finally:
@@ -487,7 +511,7 @@ class _LocalCopy:
 
     def release(self, blocks):
         """Give the pooled buffers of durable ``blocks`` back."""
-        for _offset, _data, buf in blocks:
+        for _offset, _data, buf, *_ in blocks:
             if buf is not None:
                 self.pool.release(buf)
 

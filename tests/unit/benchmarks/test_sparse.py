@@ -37,6 +37,31 @@ class LinkTargetTest(testcase.TestCase):
                          sparse.extents(64 * mib, 4 * mib, 4))
         self.assertEqual([(0, 5)], sparse.extents(100, 5, 1))
 
+    def test_the_scattered_layout(self):
+        mib, kib = 1 << 20, 1 << 10
+        args = sparse.parser().parse_args([
+            '--size', '8G', '--data', '10M', '--extents', '40',
+            '--layout', 'scattered', '--seed', '7'])
+        layout = sparse.layout(args)
+        self.assertEqual(layout, sparse.layout(args))     # seeded
+        self.assertEqual(40, len(layout))
+        self.assertEqual({256 * kib}, {n for _, n in layout})
+        self.assertEqual(sorted(layout), layout)
+        for (a, n), (b, _) in zip(layout, layout[1:]):
+            self.assertLess(a + n, b)                     # apart
+        self.assertEqual({0}, {o % 4096 for o, _ in layout})
+        self.assertLessEqual(layout[-1][0] + 256 * kib, 8192 * mib)
+        args.align = 1
+        self.assertNotEqual({0}, {o % 4096 for o, _ in sparse.layout(args)})
+        self.assertRaises(ValueError, sparse.scattered, mib, mib, 8, 1)
+
+    def test_export_written_is_read_from_engine_a_log(self):
+        line = ('migration m: staged t/image.data (%d bytes, %d exported '
+                'by this run in 3.1 s)\n')
+        self.assertEqual(20, sparse.export_written(
+            line % (100, 10) + line % (100, 20)))
+        self.assertIsNone(sparse.export_written('no such line\n'))
+
 
 class SparseLevelsTest(testcase.TestCase):
     """benchmarks.sparse runs benchmarks.throughput (transfer level) and

@@ -23,6 +23,60 @@ class TestIsZero(testcase.TestCase):
             self.assertFalse(blocks.is_zero(memoryview(bytes(data))), where)
 
 
+class TestDataRuns(testcase.TestCase):
+    """What a copy into a sized file writes of a block (issue 37)."""
+
+    def block(self, size, pieces):
+        data = bytearray(size)
+        for at, n in pieces:
+            data[at:at + n] = b"\x01" * n
+        return data
+
+    def test_all_zero_and_all_data(self):
+        self.assertEqual([], blocks.data_runs(bytes(4 * MiB), 0))
+        self.assertEqual([], blocks.data_runs(b"", 0))
+        dense = payload(4 * MiB)
+        self.assertEqual([(0, 4 * MiB)], blocks.data_runs(dense, 8 * MiB))
+        self.assertEqual([(0, 100)], blocks.data_runs(b"\x01" * 100, 0))
+
+    def test_pieces_are_cut_out_at_pages(self):
+        # Two pieces of a 4 MiB block; the first not page-aligned.
+        data = self.block(4 * MiB, [(MiB + 12345, 256 * KiB),
+                                    (3 * MiB, 10)])
+        runs = blocks.data_runs(data, 4 * MiB)
+        # 65 pages from the one the first piece starts in.
+        self.assertEqual([(MiB + 12288, MiB + 12288 + 65 * 4096),
+                          (3 * MiB, 3 * MiB + 4096)], runs)
+        for lo, hi in runs:
+            self.assertEqual(0, (4 * MiB + lo) % blocks.PAGE)
+            self.assertEqual(0, (4 * MiB + hi) % blocks.PAGE)
+        self.assertEqual(256 * KiB + 2 * 4096,
+                         sum(hi - lo for lo, hi in runs))
+
+    def test_zeros_shorter_than_a_granule_are_kept(self):
+        data = self.block(MiB, [(0, 10), (32 * KiB, 10)])
+        self.assertEqual([(0, 32 * KiB + 4096)], blocks.data_runs(data, 0))
+
+    def test_pages_of_the_file_not_of_the_block(self):
+        # A block that starts mid-page (a resumed copy's first block).
+        data = self.block(MiB, [(100, 1), (200 * KiB, 1)])
+        self.assertEqual([(0, 4096 - 1000), (200 * KiB - 1000,
+                                             200 * KiB + 4096 - 1000)],
+                         blocks.data_runs(data, 1000))
+        # The last page may be short: the run ends with the block.
+        data = self.block(70 * KiB + 5, [(70 * KiB + 4, 1)])
+        self.assertEqual([(68 * KiB, 70 * KiB + 5)],
+                         blocks.data_runs(data, 0))
+
+    def test_pieces(self):
+        data = bytes(range(256)) * 64
+        self.assertEqual([(10, data)],
+                         [(o, bytes(v)) for o, v in blocks.pieces(10, data)])
+        self.assertEqual([(10, data[:3]), (110, data[100:200])],
+                         [(o, bytes(v)) for o, v in blocks.pieces(
+                             10, data, [(0, 3), (100, 200)])])
+
+
 class Mutable:
     """Chunks in one bytearray that is overwritten after each one."""
 

@@ -1,13 +1,14 @@
 """The local copy leaves all-zero blocks unwritten in the file it sized."""
 
 import os
+import random
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import blocks
 from dtn_migrate.staging import copy
 from dtn_migrate.staging import stream as staging_stream
 from tests.unit.staging.test_copy import (
-    FaultyBackend, FaultyWriter, KiB, MemBackend, StagingTestCase,
+    FaultyBackend, FaultyWriter, KiB, MemBackend, MiB, StagingTestCase,
     chunked, options, payload, sha)
 
 BLOCK = 64 * KiB
@@ -73,6 +74,55 @@ class TestSkipZeros(StagingTestCase):
         # The file holds holes there (ext4, tmpfs, xfs all have them).
         st = os.stat(os.path.join(self.root, "img"))
         self.assertLess(st.st_blocks * 512, 5 * BLOCK)
+
+    def test_scattered_data_is_written_alone(self):
+        """Issue 37: small pieces at random offsets, each in a block of
+        its own; only their pages are written (not the zeros of their
+        blocks), and stay the only allocated bytes.
+        """
+        size, piece = 8 * MiB, 8 * KiB
+        rng = random.Random(37)
+        # Apart by more than a granule: each piece is a run of its own.
+        offsets = sorted(rng.sample(range(0, size - piece, 128 * KiB), 12))
+        data = bytearray(size)
+        for i, at in enumerate(offsets):
+            at += rng.randrange(4096)       # not page-aligned
+            data[at:at + piece] = payload(piece, seed=i)
+        data = bytes(data)
+        b = SizingBackend(self.root)
+        result = self.stage_on(b, data, expected_sha512=sha(data),
+                               opts=options(block_size=MiB))
+        self.assertEqual(data, self.content("img"))
+        self.assertEqual(sha(data), result.sha512)
+        pages = 12 * (piece + 4096)
+        self.assertLessEqual(b.data_bytes(), pages)
+        self.assertEqual(b.data_bytes(), result.bytes_copied)
+        self.assertEqual(size - b.data_bytes(), result.zero_bytes)
+        st = os.stat(os.path.join(self.root, "img"))
+        self.assertLessEqual(st.st_blocks * 512, pages + 64 * KiB)
+
+    def test_scattered_block_written_again_after_a_retry(self):
+        """A write of a block's second piece fails: the file opened
+        again gets the whole block, its first piece too.
+        """
+        data = bytearray(8 * BLOCK)
+        data[100:200] = payload(100, seed=1)
+        data[2 * BLOCK + 10:2 * BLOCK + 20] = payload(10, seed=2)
+        data = bytes(data)
+        fails = [1]
+
+        def fault(op, name, offset, length):
+            if op == "pwrite" and offset == 2 * BLOCK and fails[0]:
+                fails[0] -= 1
+                raise backend.Unavailable("server rebooted")
+        b = SizingBackend(self.root, fault=fault)
+        result = self.stage_on(b, data, expected_sha512=sha(data),
+                               opts=options(block_size=4 * BLOCK))
+        self.assertEqual(1, result.retries)
+        self.assertEqual(data, self.content("img"))
+        # The failed write, the block again in the new file, the retry.
+        self.assertEqual([(0, 4096), (2 * BLOCK, 4096)] * 2 +
+                         [(2 * BLOCK, 4096)], b.writes)
 
     def test_all_zero_file(self):
         data = bytes(5 * BLOCK + 7)
