@@ -19,7 +19,6 @@ open.
 """
 
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -30,26 +29,15 @@ from devcloud import api as devcloud_api
 from devcloud import demo
 from devcloud import democlouds
 from devcloud import horizon as devcloud_horizon
-from devcloud import keystone as devcloud_keystone
+from devcloud import openrc
 
 MiB = 1 << 20
 GiB = 1 << 30
-#: The tag the playground's images carry (a policy's ``--tag``).
-TAG = "dr"
 #: (name, disk format, bytes of data, virtual size) of cloud a's images.
 IMAGES = (("playground-qcow2", "qcow2", 8 * MiB, GiB),
           ("playground-raw", "raw", 4 * MiB, None))
 #: The persona that owns the images (a member of project ``demo``).
 OWNER = "alice"
-#: Who each persona is (devcloud.api.PERSONAS, and the bootstrap admin).
-WHO = {
-    "admin": "admin of project admin and of demo",
-    "alice": "member of project demo",
-    "rita": "reader of project demo",
-    "bob": "member of project other",
-}
-#: The order personas are listed in.
-ORDER = ("admin", "alice", "rita", "bob")
 #: Engine options of both clouds: policies act within seconds.
 ENGINE = {
     "protection": {"scan_interval": 300, "rpo_interval": 5,
@@ -60,78 +48,6 @@ ENGINE = {
 }
 #: Seconds between two looks at the playground's processes.
 CHECK_INTERVAL = 2
-#: The line that says the playground is up (then the openrc directory).
-READY = "ready: openrc files in"
-
-
-def password(persona):
-    if persona == devcloud_keystone.ADMIN_USER:
-        return devcloud_keystone.ADMIN_PASSWORD
-    return devcloud_api.PERSONA_PASSWORD
-
-
-def openrc_text(cloud, persona, env, peer, bin_dir):
-    """An openrc file's text: the ``OS_*`` variables of ENV (an
-    ``openstack`` environment of PERSONA on CLOUD), ``DTN_PEER`` (the
-    other cloud's DTN) and BIN_DIR first on ``PATH``.
-    """
-    lines = ["# dtn-migrate playground: cloud %s as %s (%s)." % (
-        cloud, persona, WHO.get(persona, persona)),
-        "# Gone when the playground stops.  Source it: . %s-%s.openrc"
-        % (cloud, persona)]
-    lines += ["export %s=%s" % (key, shlex.quote(value))
-              for key, value in sorted(env.items())
-              if key.startswith("OS_")]
-    lines += ["# The other cloud's DTN: openstack dtn migrate IMAGE "
-              "--peer \"$DTN_PEER\" --wait",
-              "export DTN_PEER=%s" % shlex.quote(peer),
-              "# The openstack executable with the dtn commands.",
-              "export PATH=%s:\"$PATH\"" % shlex.quote(bin_dir)]
-    return "\n".join(lines) + "\n"
-
-
-def usage(openrc_dir, clouds, horizons, images):
-    """The text that tells how to use the playground."""
-    a, b = clouds
-    rc = os.path.join(openrc_dir, "%s-%s.openrc")
-    out = [
-        "",
-        "Try it, in another shell:",
-        "  . %s    # cloud a as alice (%s)" % (rc % ("a", "alice"),
-                                               WHO["alice"]),
-        "  openstack dtn peer list",
-        "  openstack image list --tag %s" % TAG,
-        "  openstack dtn migrate %s --peer \"$DTN_PEER\" --wait"
-        % images[-1]["name"],
-        "  openstack dtn migration list",
-        "  openstack dtn policy create web --peer \"$DTN_PEER\" --tag %s "
-        "--rpo 30" % TAG,
-        "  . %s    # cloud b, the DR cloud, as its admin" % (
-            rc % ("b", "admin")),
-        "  openstack dtn replica list --direction incoming --all-projects",
-        "",
-        "openrc files, one per cloud and persona (%s):" % openrc_dir,
-    ]
-    for persona in ORDER:
-        out.append("  %-8s %s (%s-%s.openrc, %s-%s.openrc)" % (
-            persona, WHO[persona], "a", persona, "b", persona))
-    out += ["",
-            "Horizon, with the Disaster Recovery panels (Project and "
-            "Admin dashboards):"]
-    for cloud, horizon in zip(clouds, horizons):
-        out.append("  cloud %s: %s/  (DTN %s)" % (
-            cloud.name, horizon.endpoint, cloud.agent_name))
-    out.append("  users: %s" % ", ".join(
-        "%s / %s" % (p, password(p)) for p in ORDER))
-    out += ["",
-            "Runbooks (doc/source/admin/runbooks/): cloud a is the "
-            "protected cloud, cloud b the DR cloud;",
-            "'.. runbook: cloud=X user=Y' names the openrc to source "
-            "(X-Y.openrc); <peer> is $DTN_PEER",
-            "of cloud a (%s), <tag> a tag of your own (or %s, which "
-            "both images carry)." % (b.agent_name, TAG),
-            ""]
-    return "\n".join(out)
 
 
 class Playground(demo.Demo):
@@ -223,7 +139,7 @@ class Playground(demo.Demo):
         for name, disk_format, path in files:
             image = client.images.create(
                 name=name, disk_format=disk_format, container_format="bare",
-                tags=[TAG], min_disk=1, hw_disk_bus="virtio")
+                tags=[openrc.TAG], min_disk=1, hw_disk_bus="virtio")
             with open(path, "rb") as f:
                 client.images.upload(image["id"], f)
             os.unlink(path)
@@ -232,7 +148,7 @@ class Playground(demo.Demo):
             self.say("image on cloud a: %s %s (%s, %s, tag %s, project "
                      "demo of %s)" % (image["name"], image["id"],
                                       disk_format,
-                                      demo._human(image["size"]), TAG,
+                                      demo._human(image["size"]), openrc.TAG,
                                       OWNER))
         return images
 
@@ -243,14 +159,14 @@ class Playground(demo.Demo):
         bin_dir = os.path.dirname(demo.OPENSTACK)
         for cloud, peer in ((self.clouds.a, self.clouds.b),
                             (self.clouds.b, self.clouds.a)):
-            for persona in ORDER:
+            for persona in openrc.ORDER:
                 env = cloud.api.openstack_env(self.users[cloud.name][persona],
                                               base_env={})
                 path = os.path.join(self.openrc_dir, "%s-%s.openrc" % (
                     cloud.name, persona))
                 with open(path, "w") as f:
-                    f.write(openrc_text(cloud.name, persona, env,
-                                        peer.agent_name, bin_dir))
+                    f.write(openrc.openrc_text(cloud.name, persona, env,
+                                               peer.agent_name, bin_dir))
 
     def run(self):
         t_start = time.monotonic()
@@ -291,11 +207,11 @@ class Playground(demo.Demo):
         self.wait_horizons()
         images = uploads.result()
         self.write_openrcs()
-        self.say(usage(self.openrc_dir, self.clouds.clouds, self.horizons,
-                       images))
+        self.say(openrc.usage(self.openrc_dir, self.clouds.clouds,
+                              self.horizons, images))
         self.ready = True
         self.say("%s %s (up in %.1f s); Ctrl-C stops the playground and "
-                 "removes everything" % (READY, self.openrc_dir,
+                 "removes everything" % (openrc.READY, self.openrc_dir,
                                          time.monotonic() - t_start))
         self.serve()
         return 0
