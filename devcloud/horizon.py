@@ -225,7 +225,8 @@ class HorizonServer(_base.UwsgiServer):
 
     def launch(self):
         """Install the plugin, write the settings and start the server
-        without waiting: :meth:`start` waits (and warms) afterwards.
+        without waiting (then :meth:`wait_ready` and :meth:`warm`), so
+        that it loads while other servers start.
         """
         if self.plugin:
             self.install_plugin()
