@@ -1,13 +1,16 @@
 """The playground, ``./tools/demo --serve``, driven as an operator does:
 started, waited for, one ``openstack dtn migrate --wait`` from a shell
-that sourced the printed openrc of cloud a's admin, Horizon's login
-page, Ctrl-C (SIGINT), and nothing of it left behind.
+that sourced the printed openrc of cloud a's admin, the runbooks of
+doc/source/admin/runbooks as written (each step from the openrc its
+``cloud=X user=Y`` names), Horizon's login pages, Ctrl-C (SIGINT), and
+nothing of it left behind.
 """
 
 import json
 import os
 import queue
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -15,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 
 import requests
 import testtools
@@ -23,13 +27,26 @@ from testtools import content
 import devcloud
 # Not devcloud.playground: it selects oslo.service's threading backend.
 from devcloud import openrc
+from tests.functional.api import runbook
 from tests.functional import base
 
+MiB = base.MiB
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 #: Seconds the playground may take to come up (and to go away).
 READY_TIMEOUT = 240
 STOP_TIMEOUT = 90
+RUNBOOKS = ("protect-a-project.rst", "run-a-drill.rst", "fail-over.rst",
+            "fail-back.rst")
+
+
+class _Cloud:
+    """A cloud of the playground, as tests.functional.api.runbook sees
+    it (the runbook's ``cloud=`` names it).
+    """
+
+    def __init__(self, name):
+        self.name = name
 
 
 def _starttime(pid):
@@ -111,9 +128,9 @@ class TestPlayground(testtools.TestCase):
         """``python -m devcloud.demo --serve`` (what tools/demo runs);
         a thread collects its output lines into a queue.
         """
-        logs = tempfile.mkdtemp(prefix="dtnm-playground-log-")
-        self.addCleanup(shutil.rmtree, logs, ignore_errors=True)
-        self.stderr_path = os.path.join(logs, "stderr")
+        self.logs = tempfile.mkdtemp(prefix="dtnm-playground-log-")
+        self.addCleanup(shutil.rmtree, self.logs, ignore_errors=True)
+        self.stderr_path = os.path.join(self.logs, "stderr")
         stderr = open(self.stderr_path, "w")
         self.addCleanup(stderr.close)
         proc = subprocess.Popen(
@@ -177,12 +194,40 @@ class TestPlayground(testtools.TestCase):
                                proc.stderr)))
         return proc
 
+    def openstack(self, persona, *args, cloud=None, check=True):
+        """``openstack ARGS`` as PERSONA of CLOUD (a :class:`_Cloud`):
+        from a shell that sourced its openrc (what runbook.run calls).
+        """
+        rc = os.path.join(self.rcdir, "%s-%s.openrc" % (cloud.name, persona))
+        proc = self.shell(rc, "openstack %s" % " ".join(
+            shlex.quote(a) for a in args))
+        if check:
+            self.assertEqual(0, proc.returncode, "openstack %s: %s%s" % (
+                " ".join(args), proc.stdout, proc.stderr))
+        return proc
+
+    def run_runbooks(self, peer):
+        """Every runbook, as written; {name: seconds}."""
+        self.a, self.b = _Cloud("a"), _Cloud("b")
+        tag = "rb-%s" % uuid.uuid4().hex[:6]
+        path = os.path.join(self.logs, "web.raw")
+        base.make_file(path, MiB + 7)
+        values = {"peer": peer, "tag": tag, "policy": "rb-%s" % tag,
+                  "file": path}
+        took = {}
+        for name in RUNBOOKS:
+            t0 = time.monotonic()
+            self.assertTrue(runbook.run(self, os.path.join(
+                TOP, "doc", "source", "admin", "runbooks", name), values))
+            took[name] = time.monotonic() - t0
+        return took
+
     def test_serve_migrate_interrupt(self):
         t0 = time.monotonic()
         netns_before = netns()
         proc = self.start()
-        rcdir = self.wait_line(r"^%s (\S+) " % re.escape(openrc.READY),
-                               READY_TIMEOUT).group(1)
+        rcdir = self.rcdir = self.wait_line(
+            r"^%s (\S+) " % re.escape(openrc.READY), READY_TIMEOUT).group(1)
         out = "\n".join(self.lines)
         workdir = re.search(r"(?m)^work directory: (\S+)$", out).group(1)
         names = re.search(r"(?m)vhosts (\S+) and (\S+)$", out).groups()
@@ -218,6 +263,11 @@ class TestPlayground(testtools.TestCase):
                           % peer_image)
         self.assertEqual("active", on_b.stdout.strip(), on_b.stderr)
 
+        with open(a_admin) as f:
+            peer = re.search(r"(?m)^export DTN_PEER=(\S+)$",
+                             f.read()).group(1)
+        runbooks = self.run_runbooks(peer)
+
         for url in horizons:
             resp = requests.get(url + "/auth/login/", timeout=60)
             self.assertEqual(200, resp.status_code)
@@ -243,5 +293,7 @@ class TestPlayground(testtools.TestCase):
         with open("/proc/mounts") as f:
             self.assertNotIn(workdir, f.read())
         self.addDetail("timings", content.text_content(
-            "up in %.1f s, stopped in %.1f s, test %.1f s (%d processes)"
-            % (up, stopped, time.monotonic() - t0, len(running))))
+            "up in %.1f s, runbooks %s, stopped in %.1f s, test %.1f s (%d "
+            "processes)" % (up, ", ".join(
+                "%s %.1f s" % kv for kv in sorted(runbooks.items())),
+                stopped, time.monotonic() - t0, len(running))))
