@@ -407,7 +407,7 @@ class Demo:
 
 
 class _Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP."""
+    """SIGINT, SIGTERM or SIGHUP."""
 
     def __init__(self, signum):
         super().__init__(signum)
@@ -421,8 +421,14 @@ def _interrupt(signum, frame):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tools/demo",
                                 description=__doc__.split("\n\n")[1])
+    p.add_argument("--serve", action="store_true",
+                   help="the playground instead of the main job: both "
+                        "clouds with a Horizon each, a few images and an "
+                        "openrc per cloud and persona, kept running until "
+                        "Ctrl-C, then removed (needs RabbitMQ)")
     p.add_argument("--size", type=transfer_cli.size, default="256M",
-                   help="data in the generated image (default 256M)")
+                   help="data in the generated image (default 256M; not "
+                        "with --serve)")
     p.add_argument("--transport", choices=("auto", "rabbit", "fake"),
                    default=os.environ.get("DTN_DEMO_TRANSPORT", "auto"),
                    help="message buses: RabbitMQ vhosts, the in-process "
@@ -437,15 +443,31 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.size < MiB:
         p.error("--size must be at least 1M")
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    if args.serve and args.transport == "fake":
+        p.error("--serve needs RabbitMQ (--transport rabbit or auto): "
+                "no API nor Horizon can reach an in-process bus")
+    # SIGINT too: a shell starts a background job with SIGINT ignored,
+    # and Python then leaves it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
-    demo = Demo(args)
+    if args.serve:
+        from devcloud import playground
+        demo = playground.Playground(args)
+    else:
+        demo = Demo(args)
     code = 1
     try:
         code = demo.run()
     except KeyboardInterrupt as exc:
-        print("\ninterrupted: cleaning up", file=sys.stderr, flush=True)
-        code = 128 + getattr(exc, "signum", signal.SIGINT)
+        if getattr(demo, "ready", False):
+            # How a playground ends.
+            print("\nstopping the playground: removing everything",
+                  flush=True)
+            code = 0
+        else:
+            print("\ninterrupted: cleaning up", file=sys.stderr,
+                  flush=True)
+            code = 128 + getattr(exc, "signum", signal.SIGINT)
     except (democlouds.DemoError, devcloud.CloudsNotInstalled,
             devcloud.ServerFailed) as exc:
         print("\ndemo failed: %s" % exc, file=sys.stderr, flush=True)

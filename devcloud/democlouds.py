@@ -203,6 +203,9 @@ class Cloud:
         self.transport = None
         self.url = None
         self.api = None
+        #: {section: {key: value}} overlaid on the engine's configuration
+        #: (the playground's protection options and Glance credentials).
+        self.engine_extra = {}
 
     def write_configs(self, peer, key, url):
         """Agent and engine configuration files on bus URL."""
@@ -218,7 +221,7 @@ class Cloud:
             "peer:%s" % peer.agent_name: {"address": "127.0.0.1",
                                           "port": peer.port, "key": key},
         })
-        _base.write_ini(self.engine_conf, {
+        _base.write_ini(self.engine_conf, _base.merge({
             "DEFAULT": {"host": self.engine_name, "transport_url": url,
                         "log_file": self.engine_log},
             "database": {"connection": self.database},
@@ -231,7 +234,7 @@ class Cloud:
                         "free_space_margin": 0},
             "glance": dict(self.glance.auth_options(),
                            cloud_name=self.name, retry_max_delay=5),
-        })
+        }, self.engine_extra))
 
     def admin(self):
         """A glanceclient of this cloud's Glance, as the demo's user."""

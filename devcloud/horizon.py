@@ -223,6 +223,16 @@ class HorizonServer(_base.UwsgiServer):
         self.start_seconds = time.monotonic() - t0
         return self
 
+    def launch(self):
+        """Install the plugin, write the settings and start the server
+        without waiting (then :meth:`wait_ready` and :meth:`warm`), so
+        that it loads while other servers start.
+        """
+        if self.plugin:
+            self.install_plugin()
+        self._configure()
+        self._launch()
+
     def _launch(self):
         cmd = self.command()
         setpriv = shutil.which("setpriv")
