@@ -10,6 +10,9 @@
   and of dtn-migrate only themselves, ``common`` and (staging, which
   copies with the transfer library's buffers and checksums) ``transfer``.
 * ``common/`` imports nothing but the standard library.
+* Nothing a deployment, the demo or the benchmarks run (``dtn_migrate``,
+  ``devcloud``, ``benchmarks``) imports the tests: the local clouds
+  the tests use are ``devcloud``'s.
 
 Read from the source (ast), every import of a module, those inside
 functions included.
@@ -25,6 +28,9 @@ import dtn_migrate
 from tests.unit import testcase
 
 PACKAGE = pathlib.Path(dtn_migrate.__file__).parent
+ROOT = PACKAGE.parent
+#: The top-level packages that may not import ``tests``.
+NOT_TESTS = ("dtn_migrate", "devcloud", "benchmarks")
 CLIENT_SIDE = ("client", "osc", "dashboard")
 SERVER_SIDE = ("engine", "agent", "transfer", "staging", "api", "cmd", "db",
                "image")
@@ -83,6 +89,16 @@ def common_breaches(found):
                   not _within(n, ("common",)) and n != "dtn_migrate")
 
 
+def tests_breaches(found):
+    return sorted(n for n in found if n == "tests" or n.startswith("tests."))
+
+
+def top_level_modules(*packages):
+    for top in packages:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path
+
+
 class TestLayers(testcase.TestCase):
     def test_the_client_side_imports_no_server_side(self):
         found = {rel: client_side_breaches(imports(path))
@@ -105,6 +121,13 @@ class TestLayers(testcase.TestCase):
         self.assertEqual({}, {rel: names for rel, names in found.items()
                               if names})
 
+    def test_nothing_outside_the_tests_imports_them(self):
+        found = {rel: tests_breaches(imports(path))
+                 for rel, path in top_level_modules(*NOT_TESTS)}
+        self.assertNotEqual({}, found)
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
     def test_the_checks_find_what_they_forbid(self):
         self.assertEqual(["dtn_migrate.engine.requests"],
                          client_side_breaches({
@@ -119,3 +142,7 @@ class TestLayers(testcase.TestCase):
         self.assertEqual(["dtn_migrate.engine", "yaml"],
                          common_breaches({"yaml", "dtn_migrate.engine",
                                           "os", "dtn_migrate.common"}))
+        self.assertEqual(["tests", "tests.functional.base"],
+                         tests_breaches({"tests", "tests.functional.base",
+                                         "testtools", "devcloud.pair",
+                                         "testscenarios"}))
