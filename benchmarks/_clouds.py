@@ -3,9 +3,9 @@ DTN link (``benchmarks.migration``, ``benchmarks.sparse``), and the
 functional tests' pairs of clouds with dtn-migrate-api
 (``benchmarks.api``, ``benchmarks.protection``).
 
-Every import of the local clouds (``devcloud``) and of the
-functional tests' cloud harness is here, so that a move of either is
-one change here (the lab itself: :mod:`benchmarks._lab`).
+Every import of the local clouds (``devcloud``) is here, so that a
+move of them is one change here (the lab itself:
+:mod:`benchmarks._lab`).
 
 One Keystone serves Glance A (region RegionA) and Glance B (RegionB);
 both run under uwsgi in the root namespace, next to RabbitMQ and the two
@@ -22,14 +22,15 @@ region, :data:`LINK_REGION`: root -> relay into namespace ``b`` -> veth
 This is the region a ``glance-download`` import names; Glance A's own
 region keeps its direct endpoint for everything else.
 
-The building blocks are the functional tests' (``tests.functional``):
-``base.Agent``, ``base.Broker``, ``migration.Engine`` and ``Bus``,
-``netns.Lab``, ``ganesha.NamespaceRelay``.  The agents listen on fixed ports
+The building blocks are the local clouds' (``devcloud``), as the
+functional tests' are: ``services.Agent``, ``services.Broker``,
+``pair.Engine`` and ``Bus``, ``netns.Lab``, ``ganesha.NamespaceRelay``.
+The agents listen on fixed ports
 (:data:`AGENT_PORT`) of their lab namespaces: only the lab's own
 processes bind there, so no other process can take them.
 
-The API pairs (:func:`api_pair`) are ``tests/functional/api``'s
-``start_pair`` in a :class:`ClassScope`.
+The API pairs (:func:`api_pair`) are :func:`devcloud.apipair.start_pair`
+in a :class:`devcloud.pair.Scope`, as the API tests' are.
 """
 
 import contextlib
@@ -49,11 +50,10 @@ from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
 from benchmarks._lab import netns
-from tests.functional.api import harness as api_harness
-from tests.functional import base
-from tests.functional.migration import harness as migration
-from tests.functional.migration import scope as class_scope
+from devcloud import apipair
 from devcloud import ganesha
+from devcloud import pair
+from devcloud import services
 
 MiB = 1 << 20
 #: The functional tests' ``[staging] commit_interval_bytes`` (default:
@@ -72,8 +72,8 @@ available = devcloud.available
 clouds_venv = devcloud.clouds_venv
 wait_image = devcloud.wait_image
 wait_import_end = devcloud.wait_import_end
-Broker = base.Broker
-ClassScope = class_scope.ClassScope
+Broker = services.Broker
+ClassScope = pair.Scope
 
 
 def check():
@@ -81,7 +81,7 @@ def check():
     if os.geteuid() != 0:
         return "needs root (network namespaces, tc)"
     for ok, why in (netns.available(), devcloud.available(),
-                    base.Broker.available()):
+                    services.Broker.available()):
         if not ok:
             return why
     try:
@@ -95,7 +95,7 @@ def _broker(attempts=3):
     """A vhost; rabbitmqctl fails now and then on a busy machine."""
     for attempt in range(attempts):
         try:
-            return base.Broker()
+            return services.Broker()
         except subprocess.CalledProcessError:
             if attempt == attempts - 1:
                 raise
@@ -255,10 +255,10 @@ class Clouds:
             self.lab.forward(c.name, RABBIT_PORT)
             c.broker = _broker()
             self._stack.callback(c.broker.delete)
-            c.bus = migration.Bus(c.broker.url())
+            c.bus = pair.Bus(c.broker.url())
             self._stack.callback(c.bus.close)
         for c, peer in ((self.a, self.b), (self.b, self.a)):
-            c.agent = base.Agent(
+            c.agent = services.Agent(
                 self.workdir, c.agent_name, key, c.broker.url(),
                 {peer.agent_name: (self.lab.addr(peer.name), AGENT_PORT)},
                 listen_address=self.lab.addr(c.name), port=AGENT_PORT,
@@ -268,7 +268,7 @@ class Clouds:
             self._stack.callback(c.agent.stop)
             c.agent.start()
         for c in (self.a, self.b):
-            c.engine = migration.Engine(
+            c.engine = pair.Engine(
                 self.workdir, c.engine_name, c.broker.url(), c.agent_name,
                 c.glance_auth(), c.staging, extra=self.engine_extra)
             self._stack.callback(c.engine.stop)
@@ -314,14 +314,14 @@ class Clouds:
 
 
 def api_pair(prefix, **kwargs):
-    """(scope, a, b): the functional tests' two clouds with
-    dtn-migrate-api (``tests/functional/api``'s ``start_pair`` with
-    ``kwargs``) in a new :class:`ClassScope`; ``scope.close()`` removes
-    them, and does so here when they fail to start.
+    """(scope, a, b): two clouds with dtn-migrate-api
+    (:func:`devcloud.apipair.start_pair` with ``kwargs``, as the API
+    tests') in a new :class:`devcloud.pair.Scope`; ``scope.close()``
+    removes them, and does so here when they fail to start.
     """
     scope = ClassScope(prefix)
     try:
-        a, b = api_harness.start_pair(scope, **kwargs)
+        a, b = apipair.start_pair(scope, **kwargs)
     except BaseException:
         scope.close()
         raise

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 BOOTSTRAP = "tools/bootstrap-clouds.sh"
 _PORTS_LOCK = threading.Lock()
@@ -100,7 +100,7 @@ def free_port(host="127.0.0.1"):
 
 
 def wait_port_free(port, timeout=30, host="127.0.0.1"):
-    if not utils.wait_for(lambda: _port_free(port, host), timeout):
+    if not polling.poll(lambda: _port_free(port, host), timeout):
         raise ServerFailed("port %d still busy after %ss" % (port, timeout))
 
 
@@ -333,7 +333,7 @@ class UwsgiServer:
                     self.kind, self.name, self._tail(self.uwsgi_log)))
             return http_status(url) in self.ready_status
 
-        if not utils.wait_for(ready, timeout):
+        if not polling.poll(ready, timeout):
             raise ServerFailed("%s %s not ready after %ss: %s" % (
                 self.kind, self.name, timeout, self._tail(self.uwsgi_log)))
 
@@ -362,7 +362,7 @@ class UwsgiServer:
         """Wait until no process of group PGID runs (zombies left to init
         to reap do not count).
         """
-        utils.wait_for(lambda: not _group_alive(pgid), timeout, 0.05)
+        polling.poll(lambda: not _group_alive(pgid), timeout, 0.05)
 
     def close(self):
         """Kill (nothing of it is kept, so no need to wait for a graceful

@@ -25,7 +25,7 @@ import subprocess
 
 from devcloud import _base
 from devcloud import identity
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 IMPORT_METHODS = ("glance-direct", "web-download", "copy-image",
                   "glance-download")
@@ -308,7 +308,7 @@ def wait_image(client, image_id, status="active", timeout=120):
                 image_id, image["status"], why))
         return None
 
-    image = utils.wait_for(reached, timeout, 0.2)
+    image = polling.poll(reached, timeout, 0.2)
     if not image:
         raise TimeoutError("image %s still %s after %ss" % (
             image_id, seen["image"]["status"], timeout))
@@ -347,7 +347,7 @@ def wait_import_end(client, image_id, timeout=60):
         seen["holds"] = import_holds(client, image_id)
         return not seen["holds"]
 
-    if not utils.wait_for(let_go, timeout, 0.2):
+    if not polling.poll(let_go, timeout, 0.2):
         raise TimeoutError("image %s: %s still holds it after %ss" % (
             image_id, seen["holds"], timeout))
 

@@ -27,7 +27,7 @@ import urllib.request
 
 from devcloud import _base
 from devcloud import api as devcloud_api
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 #: The name of the settings module the server writes (in its directory).
 SETTINGS_MODULE = "dtnm_horizon_settings"
@@ -264,7 +264,7 @@ class HorizonServer(_base.UwsgiServer):
                 seen["status"] = None
             return seen["status"] == 200
 
-        if not utils.wait_for(answered, timeout, 0.2):
+        if not polling.poll(answered, timeout, 0.2):
             raise _base.ServerFailed("horizon %s: %s answered %s: %s" % (
                 self.name, url, seen["status"], self._tail(self.server_log)))
 

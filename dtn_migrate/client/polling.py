@@ -3,7 +3,7 @@
 import time
 
 from dtn_migrate.client import exceptions
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 #: Answers that mean the API is briefly away (a restart, a proxy).
 TRANSIENT = (exceptions.CommunicationError, exceptions.HttpBadGateway,
@@ -34,4 +34,4 @@ def poll(fetch, interval=2.0, timeout=None, outage=120.0,
         away.clear()
         return value
 
-    return utils.wait_for(attempt, timeout, interval, clock, sleep) or None
+    return polling.poll(attempt, timeout, interval, clock, sleep) or None

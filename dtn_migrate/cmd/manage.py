@@ -71,7 +71,7 @@ from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import nfsmount
 from dtn_migrate.transfer import cli as transfer_cli
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 CONF = config.CONF
 EXIT = {"complete": 0, "failed": 1, "cancelled": 3}
@@ -148,8 +148,8 @@ def _wait(api, host, transfer_id, progress):
             sys.stderr.flush()
         return status if status.get("state") in EXIT else None
 
-    status = utils.wait_for(ended, interval=0.5, clock=time.monotonic,
-                            sleep=time.sleep)
+    status = polling.poll(ended, interval=0.5, clock=time.monotonic,
+                          sleep=time.sleep)
     if progress:
         sys.stderr.write("\n")
     return status
@@ -343,8 +343,8 @@ def _follow(api, records, request_id=None, timeout=None):
                       not in states.FINAL_STATES]
         return not pending
 
-    done = utils.wait_for(settled, timeout, POLL_INTERVAL,
-                          clock=time.monotonic, sleep=time.sleep)
+    done = polling.poll(settled, timeout, POLL_INTERVAL,
+                        clock=time.monotonic, sleep=time.sleep)
     return [current[i] for i in ids], not done
 
 

@@ -35,7 +35,7 @@ from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 from dtn_migrate.image import marker
 from dtn_migrate.image import metadata
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 LOG = logging.getLogger(__name__)
 
@@ -370,8 +370,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 action="retry")
         # Its worker saves the outcome, then lets go of it: a retry
         # right after the outcome waits for that.
-        utils.wait_for(lambda: migration_id not in self.pending,
-                       RETRY_WAIT, 0.05)
+        polling.poll(lambda: migration_id not in self.pending,
+                     RETRY_WAIT, 0.05)
         with self.lock:
             self._settle_all()
             # Within its project: another project's migrations of the

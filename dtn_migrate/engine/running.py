@@ -27,7 +27,7 @@ from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
 from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 LOG = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ class Running:
             with self.lock:
                 return not self.pending
 
-        return utils.wait_for(idle, timeout)
+        return polling.poll(idle, timeout)
 
 
 def _flow_threads(migration_id):

@@ -1,9 +1,11 @@
 """Retries and polls of the staging package, on tenacity.
 
 Every back-off loop of the package goes through :func:`call` (retry an
-operation that raised) and every "poll until" loop through :func:`poll`
-(call a probe until it gives what is waited for), so their waits,
-limits and logging behave alike.  No OpenStack import: tenacity only.
+operation that raised), so their waits, limits and logging behave
+alike; every "poll until" loop (call a probe until it gives what is
+waited for) through :func:`dtn_migrate.common.polling.poll`, with the
+waits made here (:func:`doubling`).  No OpenStack import: tenacity
+only.
 """
 
 import logging
@@ -79,15 +81,3 @@ def call(op, retry_on, stop, wait, sleep=time.sleep, before_retry=None,
     except Exception as exc:
         exc.attempts = retrying.statistics.get("attempt_number", 1)
         raise
-
-
-def poll(probe, done, wait, sleep=time.sleep, stop=tenacity.stop_never):
-    """Call ``probe()`` until ``done(value)`` holds for what it returned,
-    waiting between calls; return that value.  Exceptions of ``probe``
-    (a stall it detected, say) end the poll.  When ``stop`` ends it
-    first, the last value is returned.
-    """
-    return tenacity.Retrying(
-        retry=tenacity.retry_if_not_result(done), stop=stop, wait=wait,
-        sleep=sleep, retry_error_callback=lambda s: s.outcome.result(),
-    )(probe)

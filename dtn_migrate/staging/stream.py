@@ -13,10 +13,10 @@ import logging
 import threading
 import time
 
+from dtn_migrate.common import polling
 from dtn_migrate.common import stall
 from dtn_migrate.staging import backend as base
 from dtn_migrate.staging import copycommon
-from dtn_migrate.staging import retry
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import buffers
 
@@ -44,8 +44,9 @@ class _Availability:
         """Return once ``end`` bytes may be read (polling the follower)."""
         if self.value >= end:
             return
-        retry.poll(lambda: self._available(end), lambda value: value >= end,
-                   copycommon.poll_waits(self.opts), sleep=self._sleep)
+        polling.poll(lambda: self._available(end),
+                     interval=copycommon.poll_waits(self.opts),
+                     sleep=self._sleep, done=lambda value: value >= end)
 
     def _sleep(self, seconds):
         """Until the next poll: ``seconds``, or less once the follower
@@ -69,8 +70,9 @@ class _Availability:
         ``stall_timeout`` seconds raises CopyStalled.  ``check()`` runs
         before every poll (it raises to give up: a cancel).
         """
-        retry.poll(lambda: self._poll_done(check), bool,
-                   copycommon.poll_waits(self.opts), sleep=self._sleep)
+        polling.poll(lambda: self._poll_done(check),
+                     interval=copycommon.poll_waits(self.opts),
+                     sleep=self._sleep)
 
     def _poll_done(self, check=None):
         if check is not None:

@@ -9,7 +9,11 @@
 * ``transfer/`` and ``staging/`` are libraries: nothing of OpenStack,
   and of dtn-migrate only themselves, ``common`` and (staging, which
   copies with the transfer library's buffers and checksums) ``transfer``.
-* ``common/`` imports nothing but the standard library.
+* ``common/`` imports nothing but the standard library and tenacity
+  (its one poll loop, :mod:`dtn_migrate.common.polling`).
+* Nothing a deployment, the demo or the benchmarks run (``dtn_migrate``,
+  ``devcloud``, ``benchmarks``) imports the tests: the local clouds
+  the tests use are ``devcloud``'s.
 
 Read from the source (ast), every import of a module, those inside
 functions included.
@@ -25,6 +29,9 @@ import dtn_migrate
 from tests.unit import testcase
 
 PACKAGE = pathlib.Path(dtn_migrate.__file__).parent
+ROOT = PACKAGE.parent
+#: The top-level packages that may not import ``tests``.
+NOT_TESTS = ("dtn_migrate", "devcloud", "benchmarks")
 CLIENT_SIDE = ("client", "osc", "dashboard")
 SERVER_SIDE = ("engine", "agent", "transfer", "staging", "api", "cmd", "db",
                "image")
@@ -77,10 +84,25 @@ def library_breaches(allowed, found):
          not _within(n, allowed)))
 
 
+#: What ``common/`` may import beyond the standard library.
+COMMON_ALLOWED = ("tenacity",)
+
+
 def common_breaches(found):
     return sorted(n for n in found
                   if n.split(".")[0] not in sys.stdlib_module_names and
+                  n.split(".")[0] not in COMMON_ALLOWED and
                   not _within(n, ("common",)) and n != "dtn_migrate")
+
+
+def tests_breaches(found):
+    return sorted(n for n in found if n == "tests" or n.startswith("tests."))
+
+
+def top_level_modules(*packages):
+    for top in packages:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path
 
 
 class TestLayers(testcase.TestCase):
@@ -99,9 +121,16 @@ class TestLayers(testcase.TestCase):
                     found[rel] = names
         self.assertEqual({}, found)
 
-    def test_common_imports_only_the_standard_library(self):
+    def test_common_imports_only_the_standard_library_and_tenacity(self):
         found = {rel: common_breaches(imports(path))
                  for rel, path in modules("common")}
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
+    def test_nothing_outside_the_tests_imports_them(self):
+        found = {rel: tests_breaches(imports(path))
+                 for rel, path in top_level_modules(*NOT_TESTS)}
+        self.assertNotEqual({}, found)
         self.assertEqual({}, {rel: names for rel, names in found.items()
                               if names})
 
@@ -118,4 +147,9 @@ class TestLayers(testcase.TestCase):
                              "dtn_migrate.common.units", "os"}))
         self.assertEqual(["dtn_migrate.engine", "yaml"],
                          common_breaches({"yaml", "dtn_migrate.engine",
-                                          "os", "dtn_migrate.common"}))
+                                          "os", "dtn_migrate.common",
+                                          "tenacity"}))
+        self.assertEqual(["tests", "tests.functional.base"],
+                         tests_breaches({"tests", "tests.functional.base",
+                                         "testtools", "devcloud.pair",
+                                         "testscenarios"}))

@@ -1,7 +1,7 @@
 """No hand-written poll loops: code that waits for something calls
-dtn_migrate.utils.wait_for (the API client: client/polling.poll, on top
-of it).  transfer/ and staging/ are libraries of their own, with their
-own rule (staging/retry.py, ``unit/staging/test_loops.py``).
+dtn_migrate.common.polling.poll (the API client: client/polling.poll, on
+top of it).  transfer/ and staging/ are libraries of their own, with
+their own rule (``unit/staging/test_loops.py``).
 
 Read from the source (ast), like ``test_time_patches``.
 """
@@ -41,7 +41,7 @@ def sleeps(tree):
 
 
 class TestNoHandWrittenPolls(testcase.TestCase):
-    def test_sleeps_only_in_wait_for(self):
+    def test_sleeps_only_in_the_poll_loop(self):
         found = []
         for path in sorted(PACKAGE.rglob("*.py")):
             rel = path.relative_to(PACKAGE).as_posix()

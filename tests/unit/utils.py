@@ -6,7 +6,7 @@ import threading
 
 from oslo_config import cfg
 
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 
 
 def conf_from_text(case, register_opts, text=''):
@@ -59,4 +59,4 @@ def wait_until(predicate, timeout=10, interval=0.02):
     """``predicate()``'s first true value, asked every ``interval``
     seconds for up to ``timeout``; its last, false, value after that.
     """
-    return utils.wait_for(predicate, timeout, interval=interval)
+    return polling.poll(predicate, timeout, interval=interval)

@@ -7,6 +7,7 @@ from oslo_log import log as logging
 from taskflow import task
 
 from dtn_migrate import exception
+from dtn_migrate.common import polling
 from dtn_migrate.common import stall
 
 LOG = logging.getLogger(__name__)
@@ -117,23 +118,32 @@ class MigrationTask(task.Task):
         """
         clock = StallClock(migration_id, stage,
                            self.conf.engine.stall_timeout)
-        progress = None
-        while True:
+        last = {"progress": None, "seen": None}
+
+        def attempt():
             self.check_cancel(migration_id)
-            seen = None if event is None else self.res.events.seq_of(event)
+            if event is not None:
+                last["seen"] = self.res.events.seq_of(event)
             try:
-                result, progress = step()
+                result, last["progress"] = step()
             except TRANSIENT_RPC as exc:
                 LOG.warning("migration %s: %s: %s; polling again",
                             migration_id, stage, exc.__class__.__name__)
                 result = None
-            if result is not None:
-                return result
-            clock.see(progress)
+            if result is None:
+                clock.see(last["progress"])
+            return result
+
+        def pause(seconds):
             if event is None:
-                self.pause(migration_id, interval)
+                self.pause(migration_id, seconds)
             else:
-                self.await_event(migration_id, event, seen, interval)
+                self.await_event(migration_id, event, last["seen"], seconds)
+
+        return polling.poll(
+            attempt, interval=(self.conf.engine.poll_interval
+                               if interval is None else interval),
+            sleep=pause, done=lambda result: result is not None)
 
 
 class StallClock(stall.Stall):

@@ -16,7 +16,7 @@ from osc_lib import exceptions
 from dtn_migrate.common import states
 from dtn_migrate.osc.v1 import common
 from dtn_migrate.osc.v1 import migrations as osc_migrations
-from dtn_migrate import utils as dtn_utils
+from dtn_migrate.common import polling
 
 #: (key, heading) of ``policy list``; LONG_COLUMNS added by --long.  The
 #: keys are those of the flattened record (see flatten).
@@ -532,7 +532,7 @@ class Failback(command.ShowOne):
             seen.update(dict.fromkeys(_migration_ids(result)))
             return result.get("complete")
 
-        if not result.get("complete") and not dtn_utils.wait_for(
+        if not result.get("complete") and not polling.poll(
                 round_complete, timeout, parsed_args.interval):
             raise exceptions.CommandError(
                 "Failback of policy %s not complete after %d s; run "

@@ -16,6 +16,7 @@ import threading
 import testtools
 
 import devcloud
+from devcloud import pair
 from tests.functional import base
 
 MiB = 1 << 20
@@ -58,17 +59,9 @@ class DevcloudTestCase(testtools.TestCase):
         self.addDetail("%s-%s.log" % (server.kind, server.name),
                        content.text_content(server.log_text()[-20000:]))
 
-    def keystone(self, **kwargs):
-        return self._started(devcloud.KeystoneServer(self.workdir, **kwargs))
-
-    def glance(self, name="a", **kwargs):
-        return self._started(devcloud.GlanceServer(self.workdir, name=name,
-                                                   **kwargs))
-
-    def fault_proxy(self, target):
-        proxy = devcloud.FaultProxy(target).start()
-        self.addCleanup(proxy.stop)
-        return proxy
+    keystone = pair.Scope.keystone
+    glance = pair.Scope.glance
+    fault_proxy = pair.Scope.fault_proxy
 
     def serve_file(self, path):
         """http://127.0.0.1:PORT/NAME serving PATH (for web-download)."""

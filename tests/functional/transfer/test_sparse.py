@@ -15,6 +15,8 @@ The two agents and the relay are shared by each class.
 import hashlib
 import os
 
+from testtools import content
+
 from dtn_migrate.transfer import sink
 from tests.functional import base
 from tests.functional.transfer import shared
@@ -80,7 +82,7 @@ class TestSparse(CountingRelay):
         base.write_at(path, size, pieces)
         self.addCleanup(os.unlink, path)
         tid, status = self.send(name)
-        self.addDetail("link-bytes", base.content.text_content(
+        self.addDetail("link-bytes", content.text_content(
             "%d bytes on the link for %d of data in %d" %
             (self.link_bytes, data, size)))
         self.assertLessEqual(self.link_bytes, 1.05 * data + MiB)
@@ -107,7 +109,7 @@ class TestSparse(CountingRelay):
         base.write_at(path, size, pieces)
         self.addCleanup(os.unlink, path)
         self.send(name)
-        self.addDetail("link-bytes", base.content.text_content(
+        self.addDetail("link-bytes", content.text_content(
             "%d bytes on the link for %d of data" % (self.link_bytes, data)))
         self.assertLessEqual(self.link_bytes, 1.05 * data + MiB)
         received = os.path.join(self.dst.staging, name)

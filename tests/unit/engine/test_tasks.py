@@ -29,7 +29,7 @@ from dtn_migrate.staging import copy
 from dtn_migrate.staging import copycommon
 from dtn_migrate.staging import localfs
 from dtn_migrate.staging import watermark
-from dtn_migrate import utils
+from dtn_migrate.common import polling
 from tests.unit.engine import fakes
 from tests.unit import testcase
 
@@ -369,9 +369,9 @@ class TestReporter(testcase.TestCase):
             make_res(agent=agent, progress_interval=60), TID, 1)
         self.addCleanup(reporter.close)
         reporter.post("waiting", 0)
-        self.assertTrue(utils.wait_for(lambda: sent, 5))
+        self.assertTrue(polling.poll(lambda: sent, 5))
         reporter.post("uploading", 5)
-        self.assertTrue(utils.wait_for(lambda: len(sent) == 2, 5))
+        self.assertTrue(polling.poll(lambda: len(sent) == 2, 5))
         self.assertEqual(["waiting", "uploading"],
                          [r["state"] for r in sent])
         self.assertEqual(5, sent[-1]["bytes"])

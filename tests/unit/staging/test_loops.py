@@ -1,5 +1,5 @@
 """No hand-written back-off or polling loops in staging/: they go
-through staging/retry.py (tenacity).
+through staging/retry.py and dtn_migrate.common.polling (tenacity).
 """
 
 import ast

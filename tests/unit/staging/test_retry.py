@@ -1,8 +1,9 @@
-"""The staging package's retry and poll helpers (tenacity)."""
+"""The staging package's retry helpers (tenacity); its polls:
+``tests/unit/common/test_polling.py``.
+"""
 
 import time
 
-import tenacity
 
 from dtn_migrate.staging import backend
 from dtn_migrate.staging import retry
@@ -95,26 +96,3 @@ class TestCall(testcase.TestCase):
         self.assertGreaterEqual(stamps[-1], 0.3)
         self.assertLess(stamps[-1], 0.3 + 2)
         self.assertGreaterEqual(len(stamps), 2)
-
-
-class TestPoll(testcase.TestCase):
-
-    def test_polls_until_done(self):
-        values = iter(range(100))
-        waits = []
-        got = retry.poll(lambda: next(values), lambda v: v >= 7,
-                         retry.doubling(0.01, 0.04), sleep=waits.append)
-        self.assertEqual(7, got)
-        self.assertEqual([0.01, 0.02, 0.04, 0.04, 0.04, 0.04, 0.04], waits)
-
-    def test_probe_errors_end_the_poll(self):
-        def probe():
-            raise Boom("stalled")
-
-        self.assertRaises(Boom, retry.poll, probe, bool, retry.NO_WAIT)
-
-    def test_stop_returns_the_last_value(self):
-        got = retry.poll(lambda: 3, lambda v: v > 3, retry.NO_WAIT,
-                         sleep=lambda s: None,
-                         stop=tenacity.stop_after_attempt(5))
-        self.assertEqual(3, got)

@@ -1,6 +1,7 @@
 """The real ``openstack`` executable loads the plugin and runs the
 ``openstack dtn`` commands against the fake API (subprocesses, with the
-caller's OS_* variables unset).
+caller's OS_* variables unset; the fake API is an HTTP server of this
+process).
 """
 
 import json
@@ -11,6 +12,8 @@ import subprocess
 import sys
 
 
+# Imported for its rule: no skip under DTN_REQUIRE_ALL=1.
+from tests.functional import base  # noqa: F401
 from tests.unit.client import fakeapi
 from tests.unit import testcase
 

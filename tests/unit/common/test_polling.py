@@ -1,19 +1,25 @@
-"""dtn_migrate.utils.wait_for, on a clock of its own."""
+"""dtn_migrate.common.polling.poll, on a clock of its own."""
 
 
+from dtn_migrate.common import polling
+from dtn_migrate.staging import retry
 from dtn_migrate import utils
 from tests.unit import utils as test_utils
 from tests.unit import testcase
 
 
-class TestWaitFor(testcase.TestCase):
+class Boom(Exception):
+    pass
+
+
+class TestPoll(testcase.TestCase):
     def setUp(self):
         super().setUp()
         self.clock = test_utils.FakeTime()
 
     def wait(self, check, *args, **kwargs):
-        return utils.wait_for(check, *args, clock=self.clock.monotonic,
-                              sleep=self.clock.sleep, **kwargs)
+        return polling.poll(check, *args, clock=self.clock.monotonic,
+                            sleep=self.clock.sleep, **kwargs)
 
     def test_returns_the_first_true_value(self):
         answers = iter([None, 0, "", {"state": "active"}, "never asked"])
@@ -69,4 +75,44 @@ class TestWaitFor(testcase.TestCase):
 
     def test_real_clock_by_default(self):
         answers = iter([False, False, True])
-        self.assertIs(True, utils.wait_for(lambda: next(answers), 5, 0.01))
+        self.assertIs(True, polling.poll(lambda: next(answers), 5, 0.01))
+
+    def test_done_says_what_is_waited_for(self):
+        # A false value may be the end (a result of 0, an empty list).
+        answers = iter([None, None, 0, 5])
+        self.assertEqual(0, self.wait(lambda: next(answers), 10, 1,
+                                      done=lambda v: v is not None))
+        self.assertEqual([1, 1], self.clock.sleeps)
+
+    def test_done_at_the_timeout_returns_the_last_value(self):
+        answers = iter(range(100))
+        self.assertEqual(3, self.wait(lambda: next(answers), 3, 1,
+                                      done=lambda v: v >= 50))
+
+    def test_growing_waits(self):
+        # The staging library's waits between the polls of a followed
+        # file (a tenacity wait), without and with a deadline.
+        values = iter(range(100))
+        self.assertEqual(7, self.wait(lambda: next(values),
+                                      interval=retry.doubling(0.01, 0.04),
+                                      done=lambda v: v >= 7))
+        self.assertEqual([0.01, 0.02, 0.04, 0.04, 0.04, 0.04, 0.04],
+                         self.clock.sleeps)
+        self.clock.sleeps.clear()
+        self.assertEqual(0, self.wait(lambda: 0, 0.05,
+                                      retry.doubling(0.01, 0.04)))
+        self.assertEqual([0.01, 0.02, 0.02],
+                         [round(s, 6) for s in self.clock.sleeps])
+
+    def test_a_sleep_that_raises_ends_the_poll(self):
+        # A pause that ends early on a cancel raises out of the poll.
+        def sleep(seconds):
+            raise Boom("cancelled")
+
+        calls = []
+        self.assertRaises(Boom, polling.poll,
+                          lambda: calls.append(1), 10, 1, sleep=sleep)
+        self.assertEqual([1], calls)
+
+    def test_utils_wait_for_is_this_poll(self):
+        self.assertIs(polling.poll, utils.wait_for)

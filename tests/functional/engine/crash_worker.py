@@ -2,7 +2,7 @@
 at a chosen point of a migration's flow: a real crash, for
 ``test_resume_from_persisted_state``.
 
-    python -m tests.unit.engine.crash_worker TMP DB IMAGE_SEED POINT \
+    python -m tests.functional.engine.crash_worker TMP DB IMAGE_SEED POINT \
         [MIGRATION_ID]
 
 Without MIGRATION_ID it asks for a serial migration of the image made
