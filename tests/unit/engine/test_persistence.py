@@ -4,9 +4,12 @@
 
 import shutil
 import tempfile
+import types
 from unittest import mock
 
+from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
+from dtn_migrate.engine import resources
 from tests.unit import testcase
 
 MID = "a" * 32
@@ -131,3 +134,20 @@ class TestProgress(testcase.TestCase):
         self.assertEqual((None, None, 900),
                          (rec["rate"], rec["eta"], rec["bytes_transfer"]))
         self.assertNotIn("avg_rate", rec["stages"]["transfer"])
+
+    def test_the_live_record_keeps_the_smoothed_rates(self):
+        # Before: the engine's own view of a running migration (its RPC
+        # get_migration) took the live stages whole, without the rates
+        # the row had smoothed: no ETA ever.
+        self.running()
+        for done in (0, 100, 200, 300):
+            rec = self.save(transfer={"state": "running", "done": done})
+        live = resources.Live()
+        live.stage("transfer", state="running", done=400, rate=5.0)
+        engine = types.SimpleNamespace(
+            res=types.SimpleNamespace(live={MID: live}))
+        shown = migrations.Migrations._record(engine, rec)
+        self.assertEqual(100.0, round(shown["rate"], 1))
+        self.assertEqual(400, shown["bytes_transfer"])
+        # The export and import, not begun, take its rate: 1000 B left.
+        self.assertEqual(10.0, round(shown["eta"], 1))
