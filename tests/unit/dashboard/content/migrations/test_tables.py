@@ -66,6 +66,10 @@ class MigrationsTableTest(base.TestCase):
                       "10.0 MiB", html)
         self.assertNotIn("import", html)
         self.assertNotIn("dtn-peer-silent", html)
+        silent = tables.progress_cell(base.migration(
+            "m-run", peer_silent_since="2026-11-25T06:00:03.000000Z"))
+        self.assertIn("Peer not answering since 2026-11-25 06:00:03 UTC",
+                      silent)
         self.assertIn("8.0 MiB/s", html)
         self.assertIn("ETA 1m 15s", html)
         no_rate = tables.progress_cell(base.migration("m-run", rate=None))
