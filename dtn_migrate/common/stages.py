@@ -30,7 +30,7 @@ at least ``MIN_SECONDS``: before that no ETA is given.
 from dtn_migrate.common import states
 
 #: Seconds after which a sample weighs half as much in the average.
-HALF_LIFE = 10.0
+HALF_LIFE = 5.0
 #: Samples, and seconds they span, before a stage's rate is known.
 MIN_SAMPLES = 3
 MIN_SECONDS = 3.0
