@@ -7,11 +7,11 @@ client side, which must stay light (no database imports).
 
 Each stage (export, transfer and import of an outgoing migration; the
 import of an incoming one) moves the image's bytes once.  Its *rate* is
-a smoothed one: an exponentially weighted moving average (half-life
-``HALF_LIFE`` seconds) of the bytes it moved between two samples, which
-the engine takes each time it writes a migration's progress
-(:func:`sample`).  A rate is *known* after ``MIN_SAMPLES`` samples over
-at least ``MIN_SECONDS``: before that no ETA is given.
+a smoothed one: the bytes it moved over a sliding window of up to
+``WINDOW`` seconds, from the samples the engine takes each time it
+writes a migration's progress (:func:`sample`).  A rate is *known*
+after ``MIN_SAMPLES`` samples over at least ``MIN_SECONDS``: before
+that no ETA is given.
 
 * The ETA covers the work left in every stage, each at its own rate: in
   serial mode one after another (the sum), in pipelined mode at once
@@ -29,37 +29,43 @@ at least ``MIN_SECONDS``: before that no ETA is given.
 
 from dtn_migrate.common import states
 
-#: Seconds after which a sample weighs half as much in the average.
-HALF_LIFE = 5.0
+#: Seconds of the window the rate is measured over (at most).
+WINDOW = 30.0
 #: Samples, and seconds they span, before a stage's rate is known.
 MIN_SAMPLES = 3
-MIN_SECONDS = 3.0
-#: Keys of a stage's smoothed rate in its record.
-RATE, SAMPLES, SPAN = "avg_rate", "rate_samples", "rate_seconds"
+MIN_SECONDS = 5.0
+#: Keys of a stage's smoothed rate in its record: the rate, the bytes
+#: done when its window began, the samples and seconds since.
+RATE, BASE, SAMPLES, SPAN = ("avg_rate", "rate_base", "rate_samples",
+                             "rate_seconds")
 
 
 def sample(before, now, seconds):
     """The smoothed-rate keys of stage ``now`` (a dict) after it moved
     from stage ``before`` (the last sample, maybe None) in ``seconds``:
-    ``before``'s, plus this sample once the stage moves.  A stage that
-    went back (restarted from its start) keeps its average.
+    the bytes it moved since its window began (when it was first seen
+    moving: not its start-up) over the seconds since, the window sliding
+    once it is ``WINDOW`` long.  Byte counts that move in steps (an
+    agent's, a peer's reports) average out over the window.  A stage
+    that went back (restarted from its start) measures afresh.
     """
     before = before or {}
-    out = {k: before[k] for k in (RATE, SAMPLES, SPAN) if k in before}
+    out = {k: before[k] for k in (RATE, BASE, SAMPLES, SPAN)
+           if k in before}
     if not seconds or seconds <= 0 or \
             now.get("state") in states.STAGE_DONE_STATES:
         return out
     old, new = before.get("done"), now.get("done")
-    if old is None or new is None or new < old or (not old and not new):
+    if old is None or new is None or (not old and not new):
         return out
-    rate = (new - old) / seconds
-    weight = 1.0 - 0.5 ** (seconds / HALF_LIFE)
-    average = out.get(RATE)
-    out[RATE] = rate if average is None else \
-        average + weight * (rate - average)
-    out[SAMPLES] = out.get(SAMPLES, 0) + 1
-    out[SPAN] = out.get(SPAN, 0.0) + seconds
-    return out
+    if BASE not in out or new < old:
+        return {BASE: new, SAMPLES: 0, SPAN: 0.0}
+    span = out[SPAN] + seconds
+    rate = (new - out[BASE]) / span
+    base = out[BASE]
+    if span > WINDOW:
+        base, span = new - rate * WINDOW, WINDOW
+    return {RATE: rate, BASE: base, SAMPLES: out[SAMPLES] + 1, SPAN: span}
 
 
 def known_rate(st):

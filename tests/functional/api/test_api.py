@@ -99,6 +99,10 @@ class TestApi(api.ApiPairTestCase):
                  for t, m in running if m["eta"] is not None]
         self.addDetail("eta-and-time-left", content.text_content(
             repr(timed)))
+        self.addDetail("samples", content.text_content("\n".join(
+            "%.1f %s %s %s %s" % (end - t, m["progress"], m["rate"],
+                                  m["eta"], m["bytes"])
+            for t, m in running)))
         self.assertTrue(timed, running)
         eta, left = timed[len(timed) // 2]
         self.assertLess(abs(eta - left), max(4.0, left / 2), timed)

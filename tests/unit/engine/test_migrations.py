@@ -757,14 +757,14 @@ class TestStore(testcase.TestCase):
         clock = [100.0]
         with mock.patch.object(persistence.time, "monotonic",
                                lambda: clock[0]):
-            for done in (0, 400, 800, 1200):
+            for done in range(0, 3200, 400):
                 rec = store.save(mid, stages={"import": {
                     "state": "uploading", "done": done}})
                 clock[0] += 1.0
         self.assertEqual(400.0, round(rec["rate"], 1))
         self.assertEqual("import", rec["stage"])
-        self.assertEqual(0.12, rec["progress"])
-        self.assertEqual(22.0, round(rec["eta"], 1))
+        self.assertEqual(0.28, rec["progress"])
+        self.assertEqual(18.0, round(rec["eta"], 1))
 
     @contextlib.contextmanager
     def events_fail(self):
