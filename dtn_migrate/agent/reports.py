@@ -74,12 +74,15 @@ class Stored:
 
     def for_attempt(self, attempt):
         """The bytes to answer a peer waiting for ``attempt``: a report
-        that did not fail stands for every later attempt too.
+        that did not fail stands for every later attempt too, saying the
+        attempt it is of (``of_attempt``).
         """
         if attempt <= self.attempt or self.state == "failed":
             return self.raw
         report = json.loads(self.raw)
         report["attempt"] = attempt
+        # What it really is of: its byte count is that attempt's.
+        report.setdefault("of_attempt", self.attempt)
         try:
             return encode_report(report)
         except exception.InvalidInput:      # grew past the limit

@@ -55,6 +55,11 @@ def migration(row):
                     for stage in states.STAGES}
     for key in _TIMES:
         out[key] = time(row.get(key))
+    # Kept in the row's details (a record from the engine has it flat).
+    details = row.get('details') if isinstance(row.get('details'),
+                                               dict) else {}
+    out['peer_silent_since'] = time(
+        row.get('peer_silent_since', details.get('peer_silent_since')))
     return out
 
 

@@ -8,8 +8,6 @@ from dtn_migrate.common import stages as stages_mod
 from dtn_migrate.common import states
 from dtn_migrate.common import units
 
-#: Seconds left of the unfinished stage due last, or None.
-eta = stages_mod.eta
 #: ``MM:SS`` (``H:MM:SS`` from an hour up).
 duration = units.duration
 
@@ -19,13 +17,24 @@ def first_line(text):
     return lines[0] if lines else ""
 
 
-def migration_line(record, seen=None, width=20, label=True):
+def _since(when):
+    """``HH:MM:SS UTC`` of an ISO 8601 time (the API's), else as is."""
+    text = str(when)
+    if "T" in text:
+        return text.split("T", 1)[1][:8] + " UTC"
+    return text
+
+
+def migration_line(record, seen=None, width=20, label=True, columns=None):
     """One progress line for a migration record: its name and state
-    (if ``label``), a bar, each stage begun and the time left, e.g.
-    ``[########....]  42.0% of 2.0 GiB export 100% transfer 26% 310.0
-    MiB/s import 0% ETA 00:03``.  ``seen``, a dict kept from one line of
-    the migration to the next (empty at first), keeps the percentages
-    from going back.
+    (if ``label``), a bar, the progress of all its work, each stage
+    begun with its smoothed rate, the ETA once known and whether the
+    peer answers, e.g. ``[########....]  42.0% of 2.0 GiB export 100%
+    transfer 26% 310.0 MiB/s import 0% ETA 00:03``.  ``seen``, a dict
+    kept from one line of the migration to the next (empty at first),
+    keeps the percentages from going back.  ``columns``: the line fits
+    in that many characters less one; the bar, then the name, then the
+    size make room for the stages, rate and ETA.
     """
     seen = {} if seen is None else seen
 
@@ -38,17 +47,8 @@ def migration_line(record, seen=None, width=20, label=True):
     complete = state == "complete"
     total = pct("total", 100.0 if complete
                 else 100.0 * float(record.get("progress") or 0))
-    filled = int(width * total / 100)
     size = record.get("size")
-    parts = []
-    if label:
-        name = record.get("image_name") or record.get("image_id") or \
-            record.get("migration_id") or "?"
-        parts.append("%-28.28s %-9s" % (name, state))
-    parts.append("[%s%s] %5.1f%%" % ("#" * filled, "." * (width - filled),
-                                     total))
-    if size:
-        parts.append("of %s" % units.human(size))
+    tail, finished = [], []
     stages = record.get("stages") or {}
     for name in states.STAGES:
         st = stages.get(name)
@@ -62,22 +62,56 @@ def migration_line(record, seen=None, width=20, label=True):
         else:
             done = seen.get(name, 0.0)
         text = "%s %d%%" % (name, done)
-        if done < 100 and st.get("rate") and not final:
-            text += " %s" % units.rate(st["rate"])
-        parts.append(text)
+        rate = stages_mod.known_rate(st) or st.get("rate")
+        if done < 100 and rate and not final:
+            text += " %s" % units.rate(rate)
+        tail.append(text)
+        if done >= 100:
+            finished.append(text)
     if final:
         if record.get("error"):
-            parts.append("- %s" % first_line(record["error"]))
+            tail.append("- %s" % first_line(record["error"]))
     else:
-        left = eta(stages, size)
-        if left is None:
-            # The row's own (the engine measured the rate itself).
-            left = record.get("eta")
-        if left is not None:
-            parts.append("ETA %s" % duration(left))
+        # The engine's, over the work left in every stage (None until
+        # the rates it needs are known).
+        if record.get("eta") is not None:
+            tail.append("ETA %s" % duration(record["eta"]))
+        if record.get("peer_silent_since"):
+            tail.append("- peer not answering since %s"
+                        % _since(record["peer_silent_since"]))
     if record.get("reused"):
-        parts.append("(reused)")
-    return " ".join(parts)
+        tail.append("(reused)")
+    name = record.get("image_name") or record.get("image_id") or \
+        record.get("migration_id") or "?"
+
+    def compose(bar, name_width, with_size, all_stages=True):
+        parts = []
+        if label:
+            parts.append("%-*.*s %-9s" % (name_width, name_width, name,
+                                          state) if name_width else
+                         "%-9s" % state)
+        filled = int(bar * total / 100)
+        parts.append(("[%s%s] " % ("#" * filled, "." * (bar - filled))
+                      if bar else "") + "%5.1f%%" % total)
+        if size and with_size:
+            parts.append("of %s" % units.human(size))
+        return " ".join(parts + [t for t in tail if all_stages or
+                                 final or t not in finished])
+
+    line = compose(width, 28, True)
+    if columns is None:
+        return line
+    # What gives way first: the bar, the name, the size, the stages
+    # done, the name altogether; the stages moving and the ETA stay.
+    fits = [(bar if bar >= 5 else 0, 28, True)
+            for bar in range(width, -1, -1)]
+    fits += [(0, n, True) for n in (20, 12)] + [
+        (0, 12, False), (0, 12, False, False), (0, 0, False, False)]
+    for fit in fits:
+        line = compose(*fit)
+        if len(line) <= columns - 1:
+            break
+    return line
 
 
 def summary(records):
@@ -102,10 +136,11 @@ class Progress:
         self.seen = {}
         self.printed = {}
 
-    def line(self, record):
+    def line(self, record, columns=None):
+        """The record's line, fit to ``columns`` if given."""
         return migration_line(
             record, self.seen.setdefault(record.get("migration_id"), {}),
-            label=self.label)
+            label=self.label, columns=columns)
 
     def draw(self, records):
         if self.tty:
@@ -131,7 +166,7 @@ class Progress:
             shown = sorted(
                 shown, key=lambda r: r.get("state") in states.FINAL_STATES)
             shown = shown[:max(1, rows - 3)]
-        lines = [self.line(r) for r in shown]
+        lines = [self.line(r, columns) for r in shown]
         if len(shown) < len(records):
             lines.append(summary(records))
         text = "\x1b[%dA" % self.drawn if self.drawn else ""

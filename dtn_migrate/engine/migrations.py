@@ -433,7 +433,9 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         live = self.res.live.get(rec["migration_id"])
         if live is not None and rec.get("state") in states.ACTIVE_STATES:
             stages = dict(rec.get("stages") or {})
-            stages.update(live.snapshot())
+            for name, st in live.snapshot().items():
+                # The row's smoothed rates stay (the live stage has none).
+                stages[name] = dict(stages.get(name) or {}, **st)
             rec["stages"] = stages
             rec.update(persistence.derive(rec))
         return rec

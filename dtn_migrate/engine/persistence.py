@@ -82,27 +82,32 @@ def _backend_conf(connection):
     return conf
 
 
+def _names(record):
+    """The stages of a record, in order."""
+    return states.STAGES if record.get("direction") == "outgoing" \
+        else ("import",)
+
+
 def derive(record):
-    """The columns a record's ``stages`` give: bytes per stage, current
-    stage, progress (0..1), rate (bytes/s) and ETA (s).
+    """The columns a record's ``stages`` give: bytes per stage (each at
+    most the bytes of the stage before it, see
+    :func:`stages_mod.ordered`), current stage, progress (0..1, never
+    below the record's own for the same attempt), rate (bytes/s,
+    smoothed once known) and ETA (s, once the rates it needs are known);
+    see :mod:`dtn_migrate.common.stages`.
     """
-    stages = record.get("stages") or {}
+    names = _names(record)
+    stages = stages_mod.ordered(record.get("stages") or {}, names)
     size = record.get("size") or (stages.get("import") or {}).get("size")
     state = record.get("state")
-    names = states.STAGES if record.get("direction") == "outgoing" \
-        else ("import",)
     out = {"bytes_%s" % s: (stages.get(s) or {}).get("done")
            for s in states.STAGES}
     if state == "complete":
         out.update(progress=1.0, stage=None, rate=None, eta=0.0)
         return out
-    if size:
-        out["progress"] = round(sum(
-            1.0 if stages_mod.done(stages.get(s), size) else
-            min(1.0, ((stages.get(s) or {}).get("done") or 0) / size)
-            for s in names) / len(names), 4)
-    else:
-        out["progress"] = 0.0
+    # Empty stages: a new attempt, whose progress starts again.
+    floor = (record.get("progress") or 0.0) if stages else 0.0
+    out["progress"] = stages_mod.progress(stages, size, names, floor)
     current = None
     # A preflight moves no bytes: it counts for the stage, not progress.
     checks = states.ALL_STAGES if record.get("direction") == "outgoing" \
@@ -116,23 +121,21 @@ def derive(record):
                    rate=None, eta=None)
         return out
     out["stage"] = current
-    out["rate"] = (stages.get(current) or {}).get("rate") or None
-    out["eta"] = stages_mod.eta(stages, size, names)
+    st = stages.get(current) or {}
+    out["rate"] = stages_mod.known_rate(st) or st.get("rate") or None
+    out["eta"] = stages_mod.eta(stages, size, names,
+                                record.get("mode") != "serial")
     return out
 
 
-def _rates(old, new, seconds):
-    """Give the stages of ``new`` that report no rate one measured
-    since ``old`` (``seconds`` ago).
+def _rates(old, new, seconds, names):
+    """Give the stages of ``new`` their smoothed rate, with the sample
+    of what they moved since ``old`` (``seconds`` ago; each later stage
+    at most the stage before it).
     """
-    if not seconds or seconds <= 0:
-        return
+    ordered = stages_mod.ordered(new, names)
     for name, st in new.items():
-        before = (old.get(name) or {}).get("done")
-        if st.get("rate") is None and before is not None and \
-                st.get("done") is not None and st["done"] > before and \
-                st.get("state") not in states.STAGE_DONE_STATES:
-            st["rate"] = (st["done"] - before) / seconds
+        st.update(stages_mod.sample(old.get(name), ordered[name], seconds))
 
 
 def from_row(row):
@@ -338,13 +341,22 @@ class Store:
                 # (Empty stages: a new attempt starts afresh.)
                 new["stages"] = dict(old.get("stages") or {},
                                      **copy.deepcopy(changes["stages"]))
-            if "stages" in changes:
+            if "stages" in changes and not changes["stages"]:
+                # A new attempt: nothing measured of the last one counts.
+                self._measured.pop(migration_id, None)
+            elif "stages" in changes:
                 now = time.monotonic()
                 seen = self._measured.get(migration_id)
                 if seen is not None:
-                    _rates(seen[1], new["stages"], now - seen[0])
+                    _rates(seen[1], new["stages"], now - seen[0],
+                           _names(new))
+                else:
+                    # The last sample's averages (an engine restarted).
+                    _rates(old.get("stages") or {}, new["stages"], 0,
+                           _names(new))
                 self._measured[migration_id] = (
-                    now, copy.deepcopy(new["stages"]))
+                    now, copy.deepcopy(stages_mod.ordered(
+                        new["stages"], _names(new))))
             if new.get("state") in states.FINAL_STATES:
                 self._measured.pop(migration_id, None)
             row = to_row(new)

@@ -79,6 +79,11 @@ class Live:
         #: Called with (stage, state) when a stage changes state (the
         #: engine writes the migration's row then).
         self.on_state = None
+        #: Since when (time.time()) the peer has not answered, or None.
+        self.peer_silent_since = None
+        #: Called with that time (or None: it answers again) when it
+        #: changes (the engine writes the row and the event).
+        self.on_peer = None
 
     def stage(self, name, **info):
         with self.lock:
@@ -98,6 +103,20 @@ class Live:
             except Exception:  # noqa: B902 - never fail a stage
                 LOG.exception("stage %s %s: could not be recorded", name,
                               state)
+
+    def peer_silent(self, since):
+        """The peer has not answered since ``since`` (time.time()), or
+        (None) it answers again.
+        """
+        with self.lock:
+            changed = (since is None) != (self.peer_silent_since is None)
+            self.peer_silent_since = since
+        callback = self.on_peer
+        if changed and callback is not None:
+            try:
+                callback(since)
+            except Exception:  # noqa: B902 - never fail a stage
+                LOG.exception("the peer's silence could not be recorded")
 
     def fail(self, name):
         """Stage ``name`` failed: stop the others."""

@@ -10,6 +10,7 @@ ends on a database error leaves the migration *stranded*, for
 """
 
 from concurrent import futures
+import datetime
 import functools
 import queue
 import threading
@@ -183,6 +184,31 @@ class Running:
             LOG.warning("migration %s: %s %s not saved: %s", migration_id,
                         stage, state, exc)
 
+    def _peer_changed(self, migration_id, since):
+        """The peer of a running migration stopped answering ``since``
+        (time.time()), or answers again (None): the record says so, and
+        its timeline has the loss and the resume.
+        """
+        live = self.res.live.get(migration_id)
+        if live is None or migration_id not in self.running:
+            return
+        if since is not None:
+            when = records.iso(datetime.datetime.fromtimestamp(
+                since, datetime.timezone.utc).replace(tzinfo=None))
+            note = ("import", "peer-lost",
+                    "the peer has not answered since %s" % when, None)
+            LOG.warning("migration %s: %s", migration_id, note[2])
+        else:
+            when = None
+            note = ("import", "peer-back", "the peer answers again", None)
+            LOG.info("migration %s: %s", migration_id, note[2])
+        try:
+            self.store.save(migration_id, notes=[note],
+                            peer_silent_since=when, stages=live.snapshot())
+        except persistence.DATABASE_ERRORS as exc:
+            LOG.warning("migration %s: %s not saved: %s", migration_id,
+                        note[1], exc)
+
     def _run_flow(self, migration_id):
         loaded = self.store.load(migration_id)
         if loaded is None:
@@ -197,6 +223,7 @@ class Running:
         live.seed(meta.get("stages"))
         live.on_state = functools.partial(self._stage_changed,
                                           migration_id)
+        live.on_peer = functools.partial(self._peer_changed, migration_id)
         changes = {}
         if meta["direction"] == records.OUTGOING:
             flow = outgoing_flow.get_flow(self.res, meta["mode"])
@@ -205,7 +232,9 @@ class Running:
             with self.lock:
                 wanted = self.wanted.pop(migration_id, 0)
             if wanted > (meta.get("attempt") or 1):
-                changes["attempt"] = wanted
+                # A later attempt of an import left running: its stages
+                # start afresh, as a failed one's do (incoming()).
+                changes.update(attempt=wanted, stages={})
         store = self._store_for(dict(meta, **changes))
         threads = _flow_threads(migration_id)
         engine = taskflow.engines.load(
@@ -217,8 +246,16 @@ class Running:
             self.running[migration_id] = (detail, storage)
         resumed = meta["state"] == "running"
         started = meta.get("started_at") or records.now()
-        meta = self.store.save(migration_id, state="running",
-                               started_at=started,
+        notes = []
+        if resumed:
+            # Left running by an engine that stopped: its timeline says
+            # when it was last heard of, and that it goes on.
+            notes = [(None, "interrupted", "the engine stopped; last "
+                      "written at %s" % records.iso(meta.get("updated_at")),
+                      None),
+                     (None, "resumed", "by a restarted engine", None)]
+        meta = self.store.save(migration_id, notes=notes, state="running",
+                               started_at=started, peer_silent_since=None,
                                **changes)
         self.notify("start", dict(self.get(migration_id), resumed=resumed))
         finish = functools.partial(self._finish, meta, storage=storage)

@@ -113,7 +113,7 @@ MIGRATION = {
                  'progress', 'rate', 'eta', 'bytes', 'error',
                  'peer_image_id', 'peer_image_hash', 'os_hash_value',
                  'project_id', 'user_id', 'created_at', 'updated_at',
-                 'started_at', 'finished_at'],
+                 'started_at', 'finished_at', 'peer_silent_since'],
     'properties': {
         'id': {'type': 'string'},
         'request_id': common.nullable({'type': 'string'}),
@@ -145,6 +145,9 @@ MIGRATION = {
         'updated_at': common.NULLABLE_TIME,
         'started_at': common.NULLABLE_TIME,
         'finished_at': common.NULLABLE_TIME,
+        # Since when the peer has not answered for its import (its
+        # engine or DTN is down), while it runs; else null.
+        'peer_silent_since': common.NULLABLE_TIME,
     },
 }
 

@@ -8,6 +8,8 @@ the agent.
 """
 
 import json
+import threading
+import time
 import uuid
 
 from oslo_log import log as logging
@@ -428,23 +430,49 @@ class Reporter:
     the caller (the upload's data path) never waits for the agent: the
     latest report wins; a new state goes at once, otherwise at most one
     report every ``progress_interval``.
+
+    Every report carries a ``beat`` (this engine's clock), and the
+    latest is sent again every ``progress_interval`` while nothing
+    changes: the source tells an import that waits (for Glance, for the
+    bytes) from a peer engine that stopped answering (see
+    dtn_migrate.engine.tasks.outgoing.PeerSilence).
     """
 
     def __init__(self, res, transfer_id, attempt):
         self.res = res
         self.transfer_id = transfer_id
         self.attempt = attempt
+        self.interval = res.conf.engine.progress_interval
         self.pusher = pusher.EventPusher(
-            self._send, res.conf.engine.progress_interval,
+            self._send, self.interval,
             name="import-report-%s" % transfer_id[:8])
+        self.latest = None
+        self.closed = threading.Event()
+        self.beats = None
 
     def post(self, state, done):
         """Queue a report, replacing any not sent yet."""
-        report = {"state": state, "bytes": done, "attempt": self.attempt}
+        self.latest = (state, done)
+        self._push()
+        if self.beats is None:
+            self.beats = threading.Thread(
+                target=self._beat, daemon=True,
+                name="import-beat-%s" % self.transfer_id[:8])
+            self.beats.start()
+
+    def _push(self):
+        state, done = self.latest
+        report = {"state": state, "bytes": done, "attempt": self.attempt,
+                  "beat": round(time.time(), 3)}
         self.pusher.push("report", self.transfer_id, None, lambda: report)
+
+    def _beat(self):
+        while not self.closed.wait(self.interval):
+            self._push()
 
     def close(self):
         """Send nothing more; a report being sent is not waited for."""
+        self.closed.set()
         self.pusher.close()
 
     def _send(self, kind, transfer_id, name, report, origin):

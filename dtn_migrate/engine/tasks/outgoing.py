@@ -430,6 +430,54 @@ def _data_bytes(status, data_name):
     return status.get("bytes_done")
 
 
+def silence_limit(conf):
+    """Seconds without news from the peer's import after which the peer
+    is not answering: its engine sends a report at least every
+    ``progress_interval`` (three may be missed), and this side hears
+    of it within ``event_fallback_interval`` if a push was lost.
+    """
+    engine = conf.engine
+    return 3 * engine.progress_interval + max(
+        engine.event_fallback_interval, engine.poll_interval)
+
+
+class PeerSilence:
+    """Whether the peer answers for its import: a peer engine sends a
+    report with a new ``beat`` every ``progress_interval``
+    (dtn_migrate.engine.tasks.incoming.Reporter).  Once one came, no new
+    one for ``limit`` seconds (or the peer DTN unreachable that long)
+    marks the migration's peer silent since the last one
+    (Live.peer_silent); the next one clears it.
+    """
+
+    def __init__(self, live, limit, clock=time.monotonic, wall=time.time):
+        self.live = live
+        self.limit = limit
+        self.clock = clock
+        self.wall = wall
+        self.last = None        # (beat, state, bytes) of the last report
+        self.heard = None       # (clock, wall) when it came
+        self.beats = False
+
+    def see(self, report):
+        """Note ``report`` (None: none, or the peer unreachable)."""
+        now = self.clock()
+        if isinstance(report, dict):
+            mark = (report.get("beat"), report.get("state"),
+                    report.get("bytes"))
+            # A peer of a release that sends no beats is not watched.
+            self.beats = self.beats or "beat" in report
+            if mark != self.last:
+                self.last = mark
+                self.heard = (now, self.wall())
+                if self.live.peer_silent_since is not None:
+                    self.live.peer_silent(None)
+                return
+        if self.beats and now - self.heard[0] > self.limit and \
+                self.live.peer_silent_since is None:
+            self.live.peer_silent(self.heard[1])
+
+
 class AwaitPeerImport(base.MigrationTask):
     """Follow the peer's import report (peer engine -> peer agent -> this
     DTN's agent) until the image is active there with the same hash.
@@ -455,6 +503,8 @@ class AwaitPeerImport(base.MigrationTask):
             return agent.get_peer_report(base.CTXT, host, peer, transfer_id,
                                          attempt=attempt)
 
+        silence = PeerSilence(live, silence_limit(self.conf))
+
         def step():
             try:
                 # The first step asks (which tells the peer the attempt
@@ -473,6 +523,7 @@ class AwaitPeerImport(base.MigrationTask):
             if not isinstance(report, dict) or \
                     report_mod.attempt_of(report) < attempt:
                 report = None
+            silence.see(report)
             if report is not None:
                 try:
                     result = self._reported(migration_id, peer, descriptor,
@@ -527,8 +578,14 @@ class AwaitPeerImport(base.MigrationTask):
         """The peer image of an ``active`` report; None while it runs."""
         state = report.get("state")
         live = self.live(migration_id)
-        live.stage("import", state=state, done=report.get("bytes"),
-                   size=descriptor["size"])
+        # The progress of an earlier attempt that the peer's agent lets
+        # stand for this one: its bytes are not this attempt's.
+        carried = report_mod.attempt_of(
+            {"attempt": report.get("of_attempt")}) or \
+            report_mod.attempt_of(report)
+        live.stage("import", state=state, size=descriptor["size"],
+                   done=report.get("bytes") if carried >=
+                   report_mod.attempt_of(report) else None)
         if state == "failed":
             raise exception.MigrationFailed(
                 migration_id=migration_id,

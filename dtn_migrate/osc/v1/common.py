@@ -240,7 +240,6 @@ def progress_record(migration):
         st = {"done": done}
         if index == current and not final:
             st["rate"] = migration.get("rate")
-            st["eta"] = migration.get("eta")
         stages[name] = st
     return {"migration_id": migration.get("id"),
             "image_id": migration.get("image_id"),
@@ -250,26 +249,32 @@ def progress_record(migration):
             "size": migration.get("size"),
             "error": migration.get("error"),
             "current_stage": stage if current is not None else None,
+            "eta": None if final else migration.get("eta"),
+            "peer_silent_since": migration.get("peer_silent_since"),
             "stages": stages}
 
 
 class _Progress(client_progress.Progress):
     """dtn-migrate-manage's progress lines, plus the bytes the current
     stage has moved, e.g. ``... ETA 00:12 (transfer 1.0 GiB of 3.0
-    GiB)``.
+    GiB)``, where the terminal has room for them.
     """
 
-    def line(self, record):
-        text = super().line(record)
+    def line(self, record, columns=None):
         stage = record.get("current_stage")
+        extra = ""
         if stage and record.get("state") not in \
                 states.FINAL_STATES:
             done = (record["stages"].get(stage) or {}).get("done") or 0
-            text += " (%s %s" % (stage, human_bytes(done))
+            extra = " (%s %s" % (stage, human_bytes(done))
             if record.get("size"):
-                text += " of %s" % human_bytes(record["size"])
-            text += ")"
-        return text
+                extra += " of %s" % human_bytes(record["size"])
+            extra += ")"
+        text = super().line(record) + extra
+        if columns is None or len(text) <= columns - 1:
+            return text
+        # No room: the stages say enough, and the line fits.
+        return super().line(record, columns)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,8 @@ RESULT_COLUMNS = (("id", "ID"), ("image_id", "Image ID"),
 MIGRATE_COLUMNS = RESULT_COLUMNS + (("reused", "Reused"),)
 #: Fields of ``migration show``, in this order.
 SHOW_FIELDS = ("id", "request_id", "image_id", "image_name", "peer",
-               "direction", "state", "stage", "mode", "attempt", "size",
+               "direction", "state", "peer_silent_since", "stage", "mode",
+               "attempt", "size",
                "progress", "rate", "eta", "bytes", "error",
                "peer_image_id", "peer_image_hash", "os_hash_value",
                "project_id", "user_id", "created_at", "updated_at",

@@ -9,6 +9,7 @@ Keystones, Glances, agents, engines and the APIs under uwsgi.  Every
 import json
 import os
 import re
+import time
 
 from testtools import content
 import yaml
@@ -66,6 +67,48 @@ class TestApi(api.ApiPairTestCase):
         self.assertIn(rec["id"], _ids(self.openstack_json(
             "rita", "dtn", "migration", "list")))
         self.assertEqual(rec["id"], self.show(rec["id"], "rita")["id"])
+
+    def test_progress_as_the_api_shows_it(self):
+        # 96 MiB at 8 MiB/s, pipelined: polled over REST all the way.
+        source = self.upload(96 * MiB)
+        rec = self.start_migration(source["id"])
+        seen = []
+
+        def ended():
+            m = self.rest_show(rec["id"])
+            seen.append((time.monotonic(), m))
+            return m["state"] in api.FINAL and m
+        final = self.wait_until(ended, "the migration to end", timeout=300,
+                                interval=0.25)
+        end = seen[-1][0]
+        self.assertMigrated(final, source)
+        running = [(t, m) for t, m in seen if m["state"] == "running"]
+        self.assertGreater(len(running), 10)
+        # Never back, and no stage ahead of the one before it.
+        progress = [m["progress"] for _t, m in seen]
+        self.assertEqual(sorted(progress), progress)
+        for _t, m in running:
+            moved = m["bytes"]
+            self.assertLessEqual(moved["import"], moved["transfer"], m)
+            self.assertLessEqual(moved["transfer"], moved["export"], m)
+            self.assertIsNone(m["peer_silent_since"])
+        # No ETA from the first samples; then one close to the time
+        # that was really left (of all the stages).
+        self.assertIsNone(running[0][1]["eta"])
+        timed = [(round(m["eta"], 1), round(end - t, 1))
+                 for t, m in running if m["eta"] is not None]
+        self.addDetail("eta-and-time-left", content.text_content(
+            repr(timed)))
+        self.addDetail("samples", content.text_content("\n".join(
+            "%.1f %s %s %s %s" % (end - t, m["progress"], m["rate"],
+                                  m["eta"], m["bytes"])
+            for t, m in running)))
+        self.assertTrue(timed, running)
+        eta, left = timed[len(timed) // 2]
+        self.assertLess(abs(eta - left), max(4.0, left / 2), timed)
+        # The CLI's show: the field is there, empty while it answers.
+        shown = self.show(rec["id"])
+        self.assertIsNone(shown["peer_silent_since"])
 
     def test_sparse_image_migrates_only_its_data(self):
         """Issue 13, through both Glances: a raw image of 64 MiB holding

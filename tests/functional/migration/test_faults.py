@@ -11,11 +11,13 @@ must hold, so that the migration is provably where each step wants it
 (staging, transferring, importing) when the fault strikes.
 """
 
+import datetime
 import os
 import re
 import subprocess
 import time
 
+from dtn_migrate.api import views
 from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from tests.functional import base
@@ -290,6 +292,71 @@ class TestFaults(migration.MigrationTestCase):
         self.assertEqual(0, status["bytes_resent"], status)
         self.assertEqual(1, status["attempts"], status)
         self.assertEqual(1, b.proxy.count("pass", "PUT"))
+
+    def test_peer_engine_down_twice(self):
+        # Before: the source said "running", its numbers frozen, and
+        # nothing of the peer; neither timeline had a word of it.
+        a, b = self.clouds(proxy_b=True)
+        source = self.upload(a, data=os.urandom(32 * MiB), name="quiet",
+                             tags=["quiet"])
+        # The peer import is held (Glance B answers 503 to the upload)
+        # until both faults are over: engine B reports it, beating.
+        b.proxy.fail(503, retry_after=None, method="PUT", path=FILE)
+        req = a.bus.engine.migrate(ADMIN, b.agent_name,
+                                   images=[source["id"]])
+        mid = req["migrations"][0]["migration_id"]
+        tid = req["migrations"][0]["transfer_id"]
+
+        def record():
+            return a.bus.engine.get_migration(ADMIN, mid)
+
+        def reported():
+            imp = record()["stages"].get("import") or {}
+            return imp.get("state") in ("uploading", "transferring")
+        self.wait_until(lambda: b.proxy.count("fail", "PUT") >= 1 and
+                        reported(), "engine B to report its upload")
+        downs = []
+        for fault in (1, 2):
+            down = time.time()
+            b.engine.kill9()
+            rec = self.wait_until(
+                lambda: (lambda r: r.get("peer_silent_since") and r)(
+                    record()), "A to see the peer not answering",
+                timeout=60)
+            self.assertEqual("running", rec["state"], rec.get("error"))
+            since = rec["peer_silent_since"]
+            # Since the last report it had, before the kill.
+            when = datetime.datetime.fromisoformat(since).replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            self.assertLess(when, down + 1)
+            self.assertGreater(when, down - 10)
+            self.assertEqual(since[:19], views.migration(rec)[
+                "peer_silent_since"][:19])
+            downs.append(since)
+            b.engine.start()
+            b.wait_ready()
+            self.wait_until(lambda: record().get("peer_silent_since") is
+                            None, "A to hear from the peer again",
+                            timeout=60)
+        b.proxy.clear()
+        rec = self.wait_migration(mid)
+        self.assertMigrated(rec, source)
+        # Both timelines have the loss and the resume, twice.
+        events = [(e["event"], e["message"]) for e in rec["events"]
+                  if e["event"] in ("peer-lost", "peer-back")]
+        self.assertEqual(
+            [("peer-lost", "the peer has not answered since %s" % since)
+             for since in downs],
+            [e for e in events if e[0] == "peer-lost"])
+        self.assertEqual(["peer-lost", "peer-back"] * 2,
+                         [e for e, _m in events])
+        [imp] = [m for m in b.bus.engine.list_migrations(ADMIN)
+                 if m["transfer_id"] == tid]
+        imp = b.bus.engine.get_migration(ADMIN, imp["migration_id"])
+        self.assertEqual("complete", imp["state"], imp.get("error"))
+        self.assertEqual(["interrupted", "resumed"] * 2,
+                         [e["event"] for e in imp["events"]
+                          if e["event"] in ("interrupted", "resumed")])
 
     def test_glance_b_503_then_429(self):
         a, b = self.clouds(proxy_b=True)

@@ -192,17 +192,22 @@ class TestAttempts(StoreTestCase):
         self.store.set_report(self.tid, dict(REPORT, attempt=1))
         self.assertEqual(dict(REPORT, attempt=1), self.answer(0))
         self.assertEqual(dict(REPORT, attempt=1), self.answer(1))
-        self.assertEqual(dict(REPORT, attempt=3), self.answer(3))
+        # Saying the attempt it is of: its bytes are that attempt's
+        # (before, a retry's import showed the last attempt's bytes).
+        self.assertEqual(dict(REPORT, attempt=3, of_attempt=1),
+                         self.answer(3))
         progress = {"state": "uploading", "bytes": 1, "attempt": 2}
         self.store.set_report(self.tid, progress)
-        self.assertEqual(dict(progress, attempt=4), self.answer(4))
+        self.assertEqual(dict(progress, attempt=4, of_attempt=2),
+                         self.answer(4))
         failed = {"state": "failed", "error": "x", "attempt": 2}
         self.store.set_report(self.tid, failed)
         self.assertEqual(failed, self.answer(5))
         # A report that names no attempt.
         bare = {"state": "active"}
         self.store.set_report(self.tid, bare)
-        self.assertEqual(dict(bare, attempt=2), self.answer(2))
+        self.assertEqual(dict(bare, attempt=2, of_attempt=0),
+                         self.answer(2))
         self.assertEqual(bare, self.answer(0))
 
 
@@ -415,7 +420,7 @@ class TestManagerReports(StoreTestCase):
         self.east.set_import_report({}, tid, dict(REPORT, attempt=1))
         self.assertEqual(dict(REPORT, attempt=1),
                          self.here.get_peer_report({}, "east", tid))
-        self.assertEqual(dict(REPORT, attempt=3),
+        self.assertEqual(dict(REPORT, attempt=3, of_attempt=1),
                          self.here.get_peer_report({}, "east", tid, 3))
         for bad in (0, -1, True, "2", None, 2.0, protocol.MAX_ATTEMPT + 1):
             self.assertRaisesExpected(exception.InvalidInput,

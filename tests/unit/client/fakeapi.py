@@ -37,7 +37,7 @@ def migration(**values):
            "os_hash_value": None, "project_id": "p1", "user_id": "u1",
            "created_at": "2026-11-24T10:00:00Z",
            "updated_at": "2026-11-24T10:00:00Z", "started_at": None,
-           "finished_at": None}
+           "finished_at": None, "peer_silent_since": None}
     rec.update(values)
     return rec
 

@@ -20,27 +20,66 @@ class TestMigrationLine(testcase.TestCase):
             "name-m1                      running   [##########..........]"
             "  50.0% of 2.0 GiB export 100% transfer 50% 50.0 MiB/s "
             "import 0% ETA 00:20",
-            line(rec("m1", "running", 0.5, {
+            line(dict(rec("m1", "running", 0.5, {
                 "export": {"done": 2 * GiB, "size": 2 * GiB, "rate": 1},
                 "transfer": {"done": GiB, "rate": 50 * MiB},
-                "import": {"done": 0}})))
+                "import": {"done": 0}}), eta=20.0)))
 
     def test_each_unfinished_stage_has_its_rate(self):
         # Pipelined: export and transfer run at once.
-        text = line(rec("m1", "running", 0.3, {
+        text = line(dict(rec("m1", "running", 0.3, {
             "export": {"done": GiB, "rate": 400 * MiB},
-            "transfer": {"done": GiB // 2, "rate": 300 * MiB}}))
+            "transfer": {"done": GiB // 2, "rate": 300 * MiB}}), eta=5.0))
         self.assertIn(" export 50% 400.0 MiB/s transfer 25% 300.0 MiB/s "
                       "ETA 00:05", text)
 
-    def test_eta_of_the_stage_due_last(self):
+    def test_eta_is_the_engine_s_over_all_stages(self):
+        # Before: a stage's own ETA from its first rate sample (the
+        # issue's "ETA 35:12:23") won over the record's.
         stages = {"export": {"done": 0, "size": 100, "rate": 1,
-                             "eta": 4000},
+                             "eta": 126743},
                   "transfer": {"done": 50, "size": 100, "rate": 10}}
-        self.assertEqual(4000, client_progress.eta(stages, None))
-        self.assertTrue(line(rec("m1", "running", stages=stages)).endswith(
-            " export 0% 1 B/s transfer 50% 10 B/s ETA 1:06:40"))
-        self.assertIsNone(client_progress.eta({}, 100))
+        text = line(dict(rec("m1", "running", stages=stages), eta=None))
+        self.assertNotIn("ETA", text)
+        text = line(dict(rec("m1", "running", stages=stages), eta=64.0))
+        self.assertTrue(text.endswith(" ETA 01:04"), text)
+
+    def test_smoothed_rate_once_known(self):
+        st = {"done": GiB, "rate": 900 * MiB, "avg_rate": 300 * MiB,
+              "rate_samples": 5, "rate_seconds": 5.0}
+        self.assertIn(" transfer 50% 300.0 MiB/s",
+                      line(rec("m1", "running", 0.3, {"transfer": st})))
+
+    def test_peer_not_answering(self):
+        text = line(dict(rec("m1", "running", 0.3), eta=None,
+                         peer_silent_since="2026-12-02T07:01:02.000000Z"))
+        self.assertTrue(text.endswith(
+            " - peer not answering since 07:01:02 UTC"), text)
+
+    def test_fits_the_terminal_with_rate_and_eta(self):
+        # Before: cut at 80 columns before the rate and the ETA.
+        record = dict(rec("m1", "running", 0.42, {
+            "export": {"done": 2 * GiB, "state": "complete"},
+            "transfer": {"done": GiB, "rate": 310 * MiB},
+            "import": {"done": GiB // 2, "rate": 300 * MiB}}), eta=3725.0,
+            image_name="a-rather-long-image-name-of-a-real-cloud")
+        out = io.StringIO()
+        out.isatty = lambda: True
+        progress = client_progress.Progress(out)
+        for columns in (80, 100, 60):
+            with mock.patch.object(client_progress.shutil,
+                                   "get_terminal_size",
+                                   return_value=(columns, 24)):
+                progress.draw([record])
+            drawn = out.getvalue().split("\x1b[K")[-1].split("\n")[0]
+            self.assertLessEqual(len(drawn), columns - 1, drawn)
+            if columns < 80:
+                continue        # too narrow: cut
+            self.assertTrue(drawn.endswith(
+                "transfer 50% 310.0 MiB/s import 25% 300.0 MiB/s "
+                "ETA 1:02:05"), (columns, drawn))
+        # The whole line where it fits.
+        self.assertEqual(line(record), line(record, columns=200))
 
     def test_eta_of_the_row_when_stages_have_no_rate(self):
         record = dict(rec("m1", "running", 0.5, {
@@ -136,11 +175,12 @@ class TestProgress(testcase.TestCase):
             progress.draw(records[-1:])
             progress.draw(records)
         first, second, rest = out.getvalue().split("\x1b[J")
-        self.assertEqual("\r\x1b[K%s\n" % line(records[-1])[:39], first)
+        self.assertEqual("\r\x1b[K%s\n" % line(records[-1], columns=40),
+                         first)
         # Redrawn in place; as many lines as fit, unfinished ones first.
         self.assertEqual("\x1b[1A" + "".join(
             "\r\x1b[K%s\n" % text[:39] for text in (
-                line(records[4]), line(records[5]),
+                line(records[4], columns=40), line(records[5], columns=40),
                 "6 migrations: 4 complete, 1 queued, 1 running")),
             second)
         self.assertEqual("", rest)

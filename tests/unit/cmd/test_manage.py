@@ -265,7 +265,7 @@ def walk(mid, last="complete"):
             rec(mid, "running", 0.5, {
                 "export": {"done": 2 * GiB, "size": 2 * GiB},
                 "transfer": {"done": GiB, "size": 2 * GiB,
-                             "rate": 100 * MiB, "eta": 10.0}}),
+                             "rate": 100 * MiB, "eta": 10.0}}, eta=10.0),
             rec(mid, last, 1.0 if ok else 0.5,
                 error=None if ok else "%s: the reason\ntraceback" % last)]
 

@@ -669,9 +669,11 @@ class TestStore(testcase.TestCase):
                                              rec["bytes_transfer"],
                                              rec["bytes_import"]))
         self.assertEqual("transfer", rec["stage"])
-        self.assertEqual(0.5, rec["progress"])
+        # No rate known yet: the stage furthest behind (the import), and
+        # no ETA; the rate the transfer reports.
+        self.assertEqual(0.0, rec["progress"])
         self.assertEqual(100.0, rec["rate"])
-        self.assertEqual(5.0, rec["eta"])
+        self.assertIsNone(rec["eta"])
         rec = store.save(mid, state="failed", error="peer gone",
                          stages=dict(rec["stages"], transfer={
                              "state": "failed", "done": 600}))
@@ -709,16 +711,18 @@ class TestStore(testcase.TestCase):
         self.assertEqual(({}, None), (rec["stages"], rec["bytes_export"]))
 
     def test_rate_measured_when_a_stage_reports_none(self):
-        store, mid = self.running(direction="incoming", size=1000)
-        store.save(mid, stages={"import": {"state": "uploading",
-                                           "done": 0}})
-        time.sleep(0.2)
-        rec = store.save(mid, stages={"import": {"state": "uploading",
-                                                 "done": 400}})
-        self.assertGreater(rec["rate"], 400)
-        self.assertLess(rec["rate"], 2000)
+        store, mid = self.running(direction="incoming", size=10000)
+        clock = [100.0]
+        with mock.patch.object(persistence.time, "monotonic",
+                               lambda: clock[0]):
+            for done in range(0, 3200, 400):
+                rec = store.save(mid, stages={"import": {
+                    "state": "uploading", "done": done}})
+                clock[0] += 1.0
+        self.assertEqual(400.0, round(rec["rate"], 1))
         self.assertEqual("import", rec["stage"])
-        self.assertEqual(0.4, rec["progress"])
+        self.assertEqual(0.28, rec["progress"])
+        self.assertEqual(18.0, round(rec["eta"], 1))
 
     @contextlib.contextmanager
     def events_fail(self):

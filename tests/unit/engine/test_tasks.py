@@ -349,14 +349,18 @@ class TestReporter(testcase.TestCase):
             if len(sent) >= 2:
                 break
             time.sleep(0.02)
-        # The first report, then only the latest of the rest.
-        self.assertEqual(2, len(sent))
+        # The first report, then only the latest of the rest (and the
+        # beats that repeat it).
+        beat = sent[1].pop("beat")
+        self.assertIsInstance(beat, float)
         self.assertEqual({"state": "uploading", "bytes": 99, "attempt": 4},
-                         sent[-1])
+                         sent[1])
         reporter.close()
-        reporter.post("uploading", 100)
         time.sleep(0.1)
-        self.assertEqual(2, len(sent))
+        count = len(sent)
+        reporter.post("uploading", 100)
+        time.sleep(0.2)
+        self.assertEqual(count, len(sent))
 
     def test_a_new_state_is_sent_at_once(self):
         sent = []
@@ -720,6 +724,28 @@ class TestAwaitPeerImport(testcase.TestCase):
         for call in self.agent.get_peer_report.call_args_list:
             self.assertEqual(2, call[1]["attempt"])
 
+    def test_a_retry_shows_none_of_the_last_attempt_s_bytes(self):
+        # The peer's agent lets attempt 1's progress stand for attempt 2
+        # (of_attempt 1): before, the retry's import showed its bytes.
+        live = self.res.live_for(MID)
+        seen = []
+        reports = iter([
+            {"state": "uploading", "bytes": 2, "attempt": 2,
+             "of_attempt": 1},
+            {"state": "uploading", "bytes": 1, "attempt": 2},
+            {"state": "active", "attempt": 2, "of_attempt": 1,
+             "os_hash_value": HASH, "image_id": "i"}])
+
+        def report(*args, **kwargs):
+            seen.append(dict(live.snapshot().get("import") or {}))
+            return next(reports)
+
+        self.agent.get_peer_report.side_effect = report
+        self.assertEqual("i", self.execute()["image_id"])
+        self.assertEqual([None, None, 1],
+                         [st.get("done") for st in seen])
+        self.assertEqual(3, live.snapshot()["import"]["done"])
+
     def test_a_failed_transfer_ends_the_wait(self):
         self.agent.get_peer_report.return_value = None
         self.res.live_for(MID).stage("transfer", state="failed")
@@ -766,6 +792,62 @@ class TestAwaitPeerImport(testcase.TestCase):
             err = self.assertRaises(exception.MigrationFailed, self.execute)
         self.assertGreaterEqual(time.monotonic() - t0, 0.3)
         self.assertIn("import at b failed", str(err))
+
+
+class TestPeerSilence(testcase.TestCase):
+    """While the peer's engine is down its reports stop beating: the
+    migration says since when the peer does not answer, and when it
+    answers again (before: running, frozen numbers, no word).
+    """
+
+    def test_a_peer_that_stops_beating_is_not_answering(self):
+        agent = mock.Mock()
+        res = make_res(agent=agent, progress_interval=0.05,
+                       event_fallback_interval=0.5, stall_timeout=30)
+        self.assertEqual(0.65, round(outgoing.silence_limit(res.conf), 2))
+        t0 = time.monotonic()
+
+        def report(*args, **kwargs):
+            t = time.monotonic() - t0
+            if t > 2.2:
+                return {"state": "active", "attempt": 2,
+                        "os_hash_value": HASH, "image_id": "i"}
+            # Its engine is down from 0.3 s to 1.6 s: the last report
+            # stays.
+            beat = t if t < 0.3 or t > 1.6 else 0.3
+            return {"state": "uploading", "bytes": 1, "attempt": 2,
+                    "beat": round(beat, 2)}
+
+        agent.get_peer_report.side_effect = report
+        live = res.live_for(MID)
+        seen = []
+        live.on_peer = lambda since: seen.append(
+            (since, time.monotonic() - t0))
+        before = time.time()
+        result = outgoing.AwaitPeerImport(res).execute(
+            MID, TID, "b", {"size": 3, "os_hash_value": HASH}, 2)
+        self.assertEqual("i", result["image_id"])
+        self.assertEqual(2, len(seen), seen)
+        (since, lost), (back, found) = seen
+        # Lost once the last beat is older than the limit; since then.
+        self.assertGreater(lost, 0.3 + 0.65)
+        self.assertLess(lost, 1.6)
+        self.assertGreater(since, before + 0.2)
+        self.assertLess(since, before + 0.5)
+        self.assertIsNone(back)
+        self.assertGreater(found, 1.6)
+        self.assertIsNone(live.peer_silent_since)
+
+    def test_a_peer_without_beats_is_not_watched(self):
+        live = resources.Live()
+        seen = []
+        live.on_peer = seen.append
+        clock = [0.0]
+        silence = outgoing.PeerSilence(live, 1.0, clock=lambda: clock[0])
+        for t in range(5):
+            clock[0] = float(t)
+            silence.see({"state": "uploading", "bytes": 1, "attempt": 1})
+        self.assertEqual([], seen)
 
 
 class TestPushedEvents(testcase.TestCase):

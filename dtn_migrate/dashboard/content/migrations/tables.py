@@ -144,25 +144,39 @@ class UpdateRow(tables.Row):
         return api.migration_get(request, migration_id)
 
 
+def stage_bytes(migration):
+    """(stage, bytes it moved) of each stage a migration has begun: the
+    API's ``bytes``, never progress times size.
+    """
+    moved = migration.get("bytes") or {}
+    names = ("import",) if migration.get("direction") == "incoming" \
+        else states.STAGES
+    complete = migration.get("state") == "complete"
+    return [(name, utils.human_bytes(moved.get(name) or 0))
+            for name in names if moved.get(name) or complete]
+
+
 def progress_cell(migration):
-    """The progress bar with bytes, rate and ETA (HTML)."""
+    """The progress bar with the bytes each stage moved, rate, ETA and
+    whether the peer answers (HTML).
+    """
     size = migration.get("size")
     progress = migration.get("progress") or 0.0
     if migration.get("state") == "complete":
         progress = 1.0
-    done = None
-    if size:
-        done = int(size * min(max(float(progress), 0.0), 1.0))
     running = migration.get("state") == "running"
+    silent = migration.get("peer_silent_since") if running else None
     context = {
         "percent": utils.percent(progress),
         "state": migration.get("state"),
-        "done": utils.human_bytes(done) if done is not None else None,
+        "stages": stage_bytes(migration) if size else [],
         "size": utils.human_bytes(size) if size else None,
         "rate": utils.human_rate(migration.get("rate"))
         if running and migration.get("rate") else None,
         "eta": utils.human_duration(migration.get("eta"))
         if running and migration.get("eta") is not None else None,
+        "peer_silent_since": "%s UTC" % utils.local_time(silent)
+        if silent else None,
     }
     return loader.render_to_string("dtn_migrate/migrations/_progress.html",
                                    context)

@@ -509,9 +509,20 @@ class TestProgressRecord(base.CommandTestCase):
             state="running", stage="transfer", size=GiB, rate=5.0, eta=3,
             bytes={"export": GiB, "transfer": 10, "import": 0}))
         self.assertEqual({"export": {"done": GiB},
-                          "transfer": {"done": 10, "rate": 5.0, "eta": 3}},
+                          "transfer": {"done": 10, "rate": 5.0}},
                          rec["stages"])
         self.assertEqual("transfer", rec["current_stage"])
+        # The engine's ETA, over the work left in every stage.
+        self.assertEqual(3, rec["eta"])
+
+    def test_peer_not_answering(self):
+        since = "2026-11-24T10:00:31.000000Z"
+        rec = common.progress_record(fakeapi.migration(
+            state="running", stage="import", size=GiB,
+            peer_silent_since=since))
+        self.assertEqual(since, rec["peer_silent_since"])
+        self.assertIn("- peer not answering since 10:00:31 UTC",
+                      common._Progress(base.Stream()).line(rec))
 
     def test_queued_has_no_stage(self):
         rec = common.progress_record(fakeapi.migration())

@@ -59,7 +59,17 @@ class MigrationsTableTest(base.TestCase):
         self.assertIn('class="progress-bar', html)
         self.assertEqual(["42.4"], re.findall(r'data-progress="([^"]+)"',
                                               html))
-        self.assertIn("4.2 MiB / 10.0 MiB", html)
+        # The bytes each stage moved (before: progress times size, as if
+        # 4.2 MiB had been moved in all).
+        self.assertIn("export 10.0 MiB</span>, <span class=\"dtn-stage-bytes"
+                      "\" data-stage=\"transfer\">transfer 4.2 MiB</span> / "
+                      "10.0 MiB", html)
+        self.assertNotIn("import", html)
+        self.assertNotIn("dtn-peer-silent", html)
+        silent = tables.progress_cell(base.migration(
+            "m-run", peer_silent_since="2026-11-25T06:00:03.000000Z"))
+        self.assertIn("Peer not answering since 2026-11-25 06:00:03 UTC",
+                      silent)
         self.assertIn("8.0 MiB/s", html)
         self.assertIn("ETA 1m 15s", html)
         no_rate = tables.progress_cell(base.migration("m-run", rate=None))

@@ -1,0 +1,158 @@
+"""A migration record's progress, rate and ETA as the engine saves them
+(issue 37 item 5).
+"""
+
+import shutil
+import tempfile
+import types
+from unittest import mock
+
+from dtn_migrate.engine import migrations
+from dtn_migrate.engine import persistence
+from dtn_migrate.engine import resources
+from tests.unit import testcase
+
+MID = "a" * 32
+SIZE = 1000
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+class TestProgress(testcase.TestCase):
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.mkdtemp(prefix="dtnm-progress-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        self.store = persistence.Store("sqlite:///%s/e.sqlite" % tmp)
+        self.addCleanup(self.store.close)
+        self.clock = Clock()
+        patcher = mock.patch.object(persistence.time, "monotonic",
+                                    self.clock)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def running(self, mode="pipelined", direction="outgoing"):
+        self.store.create(MID, {"state": "running", "direction": direction,
+                                "mode": mode, "size": SIZE})
+
+    def save(self, seconds=1.0, **stages):
+        self.clock.now += seconds
+        return self.store.save(MID, stages=stages)
+
+    def test_no_eta_from_a_first_rate_sample(self):
+        # Before: the first sample's rate gave the ETA at once (the
+        # issue's "ETA 35:12:23").
+        self.running()
+        self.save(export={"state": "running", "done": 0, "rate": 0.01})
+        rec = self.save(export={"state": "running", "done": 100,
+                                "rate": 0.01})
+        self.assertIsNone(rec["eta"])
+        for done in (200, 300, 400, 500):
+            rec = self.save(export={"state": "running", "done": done})
+            self.assertIsNone(rec["eta"])
+        rec = self.save(export={"state": "running", "done": 600})
+        # Known now (five seconds since it was first seen moving): 100
+        # B/s.  The stages run at once, and those not
+        # begun take that rate: the transfer's and import's 1000 B.
+        self.assertEqual(10.0, round(rec["eta"], 1))
+        self.assertEqual(100.0, rec["rate"])
+
+    def test_eta_covers_the_work_left_in_every_stage(self):
+        # Serial: a fast export's rate stands for nothing that follows
+        # once the transfer moves (before: ETA 00:06 of 64 s).
+        self.running(mode="serial")
+        for done in range(0, 800, 100):
+            rec = self.save(export={"state": "running", "done": done})
+        # The stages to come take the export's rate until theirs is
+        # known: 300 B at 100 B/s, then 2 * 1000 B at 100 B/s.
+        self.assertEqual(23.0, round(rec["eta"], 1))
+        self.save(export={"state": "complete", "done": SIZE},
+                  transfer={"state": "running", "done": 0})
+        rec = self.save(export={"state": "complete", "done": SIZE},
+                        transfer={"state": "running", "done": 10})
+        self.assertIsNone(rec["eta"])     # its own rate is not known yet
+        for done in range(20, 80, 10):
+            rec = self.save(export={"state": "complete", "done": SIZE},
+                            transfer={"state": "running", "done": done})
+        # 930 B at 10 B/s, then the import's 1000 B at the slowest rate.
+        self.assertEqual(193.0, round(rec["eta"], 1))
+
+    def test_progress_is_weighted_by_each_stage_s_work(self):
+        # Before: a third the moment a fast export ended (the issue's
+        # 33.7 %), whatever the transfer and import had left.
+        self.running()
+        for n in range(8):
+            rec = self.save(export={"state": "running", "done": 100 * n},
+                            transfer={"state": "running", "done": 10 * n},
+                            **{"import": {"state": "uploading",
+                                          "done": 10 * n}})
+        # A byte takes the export 1/100 s, the transfer and import 1/10:
+        # (7 + 7 + 7) / (10 + 100 + 100).
+        self.assertEqual(0.1, rec["progress"])
+        self.assertEqual(93.0, round(rec["eta"], 1))
+
+    def test_progress_never_goes_back(self):
+        # Before: the import restarted by the peer engine's restart took
+        # the progress back.
+        self.running(direction="incoming")
+        rec = self.save(**{"import": {"state": "uploading", "done": 600}})
+        self.assertEqual(0.6, rec["progress"])
+        rec = self.save(**{"import": {"state": "uploading", "done": 0}})
+        self.assertEqual(0.6, rec["progress"])
+        self.assertEqual(0, rec["bytes_import"])
+        # A new attempt starts from nothing.
+        rec = self.store.new_run(MID, state="queued", stages={})
+        self.assertEqual(0.0, rec["progress"])
+
+    def test_import_shows_no_more_than_the_transfer(self):
+        # Before: 272 MiB imported against 264 MiB sent.
+        self.running()
+        rec = self.save(export={"state": "running", "done": 300},
+                        transfer={"state": "running", "done": 264},
+                        **{"import": {"state": "uploading", "done": 272}})
+        self.assertEqual((300, 264, 264),
+                         (rec["bytes_export"], rec["bytes_transfer"],
+                          rec["bytes_import"]))
+        rec = self.save(export={"state": "complete", "done": SIZE},
+                        transfer={"state": "complete", "done": SIZE},
+                        **{"import": {"state": "uploading", "done": 990}})
+        self.assertEqual(990, rec["bytes_import"])
+
+    def test_a_retry_carries_nothing_of_the_last_attempt(self):
+        # Nothing measured of the failed attempt (averages, samples, the
+        # progress reached) counts for the retry.
+        self.running()
+        for done in range(0, 800, 100):
+            rec = self.save(transfer={"state": "running", "done": done})
+        self.assertIsNotNone(rec["eta"])
+        self.store.save(MID, state="failed", error="x")
+        self.store.new_run(MID, state="queued", stages={})
+        self.store.save(MID, state="running")
+        rec = self.save(60.0, transfer={"state": "running", "done": 900})
+        self.assertEqual((None, None, 900),
+                         (rec["rate"], rec["eta"], rec["bytes_transfer"]))
+        self.assertNotIn("avg_rate", rec["stages"]["transfer"])
+        self.assertNotIn("rate_base", rec["stages"]["transfer"])
+
+    def test_the_live_record_keeps_the_smoothed_rates(self):
+        # Before: the engine's own view of a running migration (its RPC
+        # get_migration) took the live stages whole, without the rates
+        # the row had smoothed: no ETA ever.
+        self.running()
+        for done in range(0, 800, 100):
+            rec = self.save(transfer={"state": "running", "done": done})
+        live = resources.Live()
+        live.stage("transfer", state="running", done=800, rate=5.0)
+        engine = types.SimpleNamespace(
+            res=types.SimpleNamespace(live={MID: live}))
+        shown = migrations.Migrations._record(engine, rec)
+        self.assertEqual(100.0, round(shown["rate"], 1))
+        self.assertEqual(800, shown["bytes_transfer"])
+        # The export and import, not begun, take its rate: 1000 B left.
+        self.assertEqual(10.0, round(shown["eta"], 1))
