@@ -48,7 +48,7 @@ from dtn_migrate.common import units  # noqa: E402
 from dtn_migrate import context  # noqa: E402
 from dtn_migrate.common import states
 from dtn_migrate.transfer import cli as transfer_cli  # noqa: E402
-from dtn_migrate import utils  # noqa: E402
+from dtn_migrate.common import polling  # noqa: E402
 
 #: The context of the demo's requests to engine A over the bus.
 CTXT = context.get_service_context("dtn-migrate-demo").to_dict()
@@ -216,7 +216,7 @@ class Demo:
             seen["state"] = rec["state"]
             return rec if rec["state"] in states.FINAL_STATES else None
 
-        rec = utils.wait_for(ended, timeout, 0.25)
+        rec = polling.poll(ended, timeout, 0.25)
         if not rec:
             raise democlouds.DemoError(
                 "migration %s not done after %d s (state %s)" % (

@@ -3,7 +3,6 @@
 
 from dtn_migrate.common import polling
 from dtn_migrate.staging import retry
-from dtn_migrate import utils
 from tests.unit import utils as test_utils
 from tests.unit import testcase
 
@@ -113,6 +112,3 @@ class TestPoll(testcase.TestCase):
         self.assertRaises(Boom, polling.poll,
                           lambda: calls.append(1), 10, 1, sleep=sleep)
         self.assertEqual([1], calls)
-
-    def test_utils_wait_for_is_this_poll(self):
-        self.assertIs(polling.poll, utils.wait_for)
