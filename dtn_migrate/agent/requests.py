@@ -15,8 +15,8 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from dtn_migrate import exception
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ The two agents and the relay are shared by each class.
 import hashlib
 import os
 
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 from tests.functional import base
 from tests.functional.transfer import shared
 
