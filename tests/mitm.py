@@ -20,7 +20,7 @@ import time
 import zlib
 
 from dtn_migrate.transfer import checksum
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 from devcloud import relay
 
 

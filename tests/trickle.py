@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 
 
 def connect_frame(peer="trickler", header_length=None):

@@ -17,13 +17,13 @@ from oslo_log import log as logging
 from dtn_migrate.common import staged
 from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate import exception
-from dtn_migrate.transfer import admission
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sinkquota
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import admission
+from dtn_migrate.transfer.sink import quota as sinkquota
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

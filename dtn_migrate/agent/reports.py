@@ -32,8 +32,8 @@ from dtn_migrate import exception
 from dtn_migrate.common import states
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import durable
-from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer import report as report_mod
+from dtn_migrate.transfer.wire import protocol
 
 LOG = logging.getLogger(__name__)
 

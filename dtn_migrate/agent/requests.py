@@ -17,8 +17,8 @@ from oslo_log import log as logging
 
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

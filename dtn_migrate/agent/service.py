@@ -18,7 +18,7 @@ from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import pusher
 from dtn_migrate import rpc
 from dtn_migrate.transfer import report as report_mod
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 
 LOG = logging.getLogger(__name__)
 

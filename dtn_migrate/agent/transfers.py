@@ -22,7 +22,7 @@ from dtn_migrate.common import states
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
 
 LOG = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ import time
 import uuid
 
 from dtn_migrate.common import units
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
+from dtn_migrate.transfer.wire import auth
 
 
 def size(text):
@@ -130,7 +130,7 @@ def _rdma(cfg, args):
 
 
 def cmd_serve(args):
-    from dtn_migrate.transfer import sink
+    from dtn_migrate.transfer.sink import server as sink
     cfg = _config(args)
     key = auth.load_key(path=args.key_file)
     tls = None
@@ -151,7 +151,7 @@ def cmd_serve(args):
 
 
 def cmd_send(args):
-    from dtn_migrate.transfer import source
+    from dtn_migrate.transfer.source import transfer as source
     cfg = _config(args)
     key = auth.load_key(path=args.key_file)
     host, port = args.peer

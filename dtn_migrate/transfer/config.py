@@ -4,7 +4,7 @@ from oslo.config, the standalone CLI from its arguments).
 
 import dataclasses
 
-from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer.wire import protocol
 
 LOGGERS = ("none", "file", "transaction", "universal")
 LOG_METHODS = ("char", "int", "binary", "varint", "bit8", "bit64")

@@ -18,7 +18,7 @@ import os
 import stat
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer.wire import protocol
 
 PARTIAL_DIR = ".dtn-partial"
 

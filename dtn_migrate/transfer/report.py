@@ -23,8 +23,8 @@ import threading
 import time
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

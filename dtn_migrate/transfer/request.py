@@ -19,8 +19,8 @@ import threading
 import time
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 
 #: A REPORT frame's body: found flag and blob length, then the bytes.
 MAX_FRAME_BODY = P.MAX_REPORT + 5

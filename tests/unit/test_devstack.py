@@ -43,7 +43,7 @@ from dtn_migrate.agent import peers
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.dashboard import install as dashboard_install
 from dtn_migrate.conf import peer as peer_conf
-from dtn_migrate.transfer import auth
+from dtn_migrate.transfer.wire import auth
 
 from tests.unit import testcase
 

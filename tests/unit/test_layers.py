@@ -14,6 +14,12 @@
 * Nothing a deployment, the demo or the benchmarks run (``dtn_migrate``,
   ``devcloud``, ``benchmarks``) imports the tests: the local clouds
   the tests use are ``devcloud``'s.
+* Within ``transfer/``, the two ends (``source/`` and ``sink/``) import
+  nothing of each other, and what they share (``wire/``, ``transport/``,
+  ``objectlog/`` and the modules at the top) imports neither of them:
+  only the modules that drive an end (``cli``, and ``report`` and
+  ``request``, whose asking side opens its connection as a source does)
+  import one.
 
 Read from the source (ast), every import of a module, those inside
 functions included.
@@ -88,6 +94,25 @@ def library_breaches(allowed, found):
 COMMON_ALLOWED = ("tenacity",)
 
 
+#: The two ends of a transfer (subpackages of transfer/).
+ENDS = ("transfer.source", "transfer.sink")
+#: The modules of transfer/ outside the ends that may import an end.
+DRIVERS = ("transfer/cli.py", "transfer/report.py", "transfer/request.py")
+
+
+def transfer_breaches(rel, found):
+    """What the module ``rel`` (a path below the package) imports of an
+    end of a transfer that it may not.
+    """
+    own = [end for end in ENDS
+           if rel.startswith("%s/" % end.replace(".", "/"))]
+    if rel in DRIVERS:
+        return []
+    return sorted(n for n in found
+                  for end in ENDS
+                  if end not in own and _within(n, (end,)))
+
+
 def common_breaches(found):
     return sorted(n for n in found
                   if n.split(".")[0] not in sys.stdlib_module_names and
@@ -121,6 +146,12 @@ class TestLayers(testcase.TestCase):
                     found[rel] = names
         self.assertEqual({}, found)
 
+    def test_the_ends_of_a_transfer_import_nothing_of_each_other(self):
+        found = {rel: transfer_breaches(rel, imports(path))
+                 for rel, path in modules("transfer")}
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
     def test_common_imports_only_the_standard_library_and_tenacity(self):
         found = {rel: common_breaches(imports(path))
                  for rel, path in modules("common")}
@@ -143,8 +174,19 @@ class TestLayers(testcase.TestCase):
         self.assertEqual(["dtn_migrate.agent", "oslo_log"],
                          library_breaches(LIBRARIES["transfer"], {
                              "oslo_log", "dtn_migrate.agent",
-                             "dtn_migrate.transfer.protocol",
+                             "dtn_migrate.transfer.wire.protocol",
                              "dtn_migrate.common.units", "os"}))
+        self.assertEqual(["dtn_migrate.transfer.source.file"],
+                         transfer_breaches("transfer/sink/server.py", {
+                             "dtn_migrate.transfer.sink.session",
+                             "dtn_migrate.transfer.source.file",
+                             "dtn_migrate.transfer.wire"}))
+        self.assertEqual(["dtn_migrate.transfer.sink"],
+                         transfer_breaches("transfer/wire/auth.py", {
+                             "dtn_migrate.transfer.sink",
+                             "dtn_migrate.transfer.errors"}))
+        self.assertEqual([], transfer_breaches("transfer/cli.py", {
+            "dtn_migrate.transfer.sink.server"}))
         self.assertEqual(["dtn_migrate.engine", "yaml"],
                          common_breaches({"yaml", "dtn_migrate.engine",
                                           "os", "dtn_migrate.common",

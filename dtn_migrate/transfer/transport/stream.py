@@ -7,9 +7,9 @@ import socket
 import ssl
 import threading
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol
 
 TLS_RECORD_HANDSHAKE = 0x16
 

@@ -1,8 +1,8 @@
 """TCP data plane: object bytes follow their NEW_BLOCK frame."""
 
 from dtn_migrate.transfer import checksum
-from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
+from dtn_migrate.transfer.wire import protocol
 
 
 class TcpSourcePlane(base.SourcePlane):

@@ -28,9 +28,9 @@ from glanceclient import exc as glance_exc
 
 import devcloud
 from dtn_migrate.transfer import config as transfer_config
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
-from dtn_migrate.transfer import source as transfer_source
+from dtn_migrate.transfer.source import transfer as transfer_source
+from dtn_migrate.transfer.wire import protocol as P
 from tests.functional.api import harness as api
 from tests.functional import base
 from tests.functional.api import runbook

@@ -25,8 +25,8 @@ from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
 from tests.functional.staging import test_libnfs
 
 KiB = 1 << 10

@@ -17,8 +17,8 @@ from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
 from tests.functional.staging.test_copy import chunks
 from tests.functional.staging.test_copy import KEY
 from tests.functional.staging.test_copy import options

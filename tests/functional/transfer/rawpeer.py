@@ -29,11 +29,11 @@ import socket
 import time
 import zlib
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 
 
 def frame(msg=None, mtype=None, body=None, length=None, crc=None,

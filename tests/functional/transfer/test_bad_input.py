@@ -27,11 +27,11 @@ import subprocess
 import time
 import uuid
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 from dtn_migrate.transfer import varint
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 from tests.functional import base
 from tests.functional.transfer import rawpeer
 

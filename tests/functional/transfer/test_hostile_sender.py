@@ -20,7 +20,7 @@ import uuid
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 from tests.functional import base
 from tests.functional.transfer import rawpeer
 

@@ -10,7 +10,7 @@ from testtools import content
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 from tests.functional import base
 
 MiB = base.MiB

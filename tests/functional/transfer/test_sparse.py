@@ -17,7 +17,7 @@ import os
 
 from testtools import content
 
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 from tests.functional import base
 from tests.functional.transfer import shared
 

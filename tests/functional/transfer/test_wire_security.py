@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 from tests.functional import base
 from tests.functional.transfer import test_bad_input
 from tests import mitm

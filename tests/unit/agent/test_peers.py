@@ -14,7 +14,7 @@ from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate.conf import tls as tls_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import config as transfer_config
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
 
 from tests.unit import testcase
 

@@ -17,9 +17,9 @@ from dtn_migrate.agent import manager
 from dtn_migrate.agent import reports
 from dtn_migrate import exception
 from dtn_migrate.transfer import config as engine
-from dtn_migrate.transfer import protocol
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol
 
 from tests.unit import testcase
 

@@ -15,9 +15,9 @@ from dtn_migrate.agent import requests
 from dtn_migrate.engine import rpcapi as engine_rpcapi
 from dtn_migrate import exception
 from dtn_migrate import rpc
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request as request_mod
-from dtn_migrate.transfer import sink
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.agent import test_reports
 from tests.unit.agent import test_service
 from tests.unit import testcase

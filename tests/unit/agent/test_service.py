@@ -22,8 +22,8 @@ from dtn_migrate import conf as dtn_conf
 from dtn_migrate.conf import peer as peer_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.agent import test_reports
 from tests.unit import testcase
 

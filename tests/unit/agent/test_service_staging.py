@@ -14,7 +14,7 @@ from dtn_migrate import exception
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.agent import test_service
 
 OBJ = 64 << 10

@@ -16,8 +16,8 @@ from dtn_migrate.common import states
 from dtn_migrate.conf import agent as agent_conf
 from dtn_migrate import exception
 from dtn_migrate.transfer import config as engine
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
 from tests.unit import utils as test_utils
 from tests.unit import testcase
 

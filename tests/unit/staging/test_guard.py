@@ -13,8 +13,8 @@ from dtn_migrate.staging import localfs
 from dtn_migrate.staging import stream as staging_stream
 from dtn_migrate.staging import watermark
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
 from tests.unit.staging import test_copy
 from tests.unit.staging.test_copy import (
     KEY, KiB, MiB, StagingTestCase, chunked, options, payload, sha, slow)

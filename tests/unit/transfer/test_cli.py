@@ -274,7 +274,8 @@ class RdmaProbeTest(testcase.TestCase):
         with fakeverbs.install(fakeverbs.Fabric()), \
                 mock.patch.object(cli.auth, "load_key",
                                   return_value=b"k" * 32), \
-                mock.patch("dtn_migrate.transfer.sink.SinkServer", server):
+                mock.patch("dtn_migrate.transfer.sink.server.SinkServer",
+                           server):
             self.assertRaises(Stop, cli.cmd_serve, args)
         dev = made["rdma_device"]
         self.assertIsNotNone(dev)

@@ -2,7 +2,7 @@
 
 
 from dtn_migrate.transfer import config
-from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer.wire import protocol
 
 from tests.unit import testcase
 

@@ -18,9 +18,9 @@ import fixtures
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import sinksession
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.sink import session as sinksession
+from dtn_migrate.transfer.source import transfer as source
 from tests.unit import utils as test_utils
 from tests.unit import testcase
 from devcloud import relay

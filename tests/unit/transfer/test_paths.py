@@ -9,7 +9,7 @@ import fixtures
 
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol
+from dtn_migrate.transfer.wire import protocol
 
 from tests.unit import testcase
 

@@ -12,10 +12,10 @@ import zlib
 
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.transfer import test_engine
 from tests.unit import utils as test_utils
 from tests.unit import testcase

@@ -5,10 +5,10 @@ import threading
 import time
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import request
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.transfer import test_engine
 
 KEY = test_engine.KEY

@@ -6,10 +6,10 @@ Each plane keeps one queue pair per data stream (``_Streams``).
 import threading
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
 from dtn_migrate.transfer.transport.rdma import endpoint as endpoint_mod
 from dtn_migrate.transfer.transport.rdma import resources
+from dtn_migrate.transfer.wire import protocol
 
 
 class _Streams:

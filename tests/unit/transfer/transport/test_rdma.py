@@ -22,13 +22,13 @@ from unittest import mock
 
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol
 from dtn_migrate.transfer.transport import base
 from dtn_migrate.transfer.transport import rdma
-from dtn_migrate.transfer.transport import verbs as verbs_loader
 from dtn_migrate.transfer.transport.rdma import endpoint as endpoint_mod
 from dtn_migrate.transfer.transport.rdma import probing
 from dtn_migrate.transfer.transport.rdma import queuepair
+from dtn_migrate.transfer.transport import verbs as verbs_loader
+from dtn_migrate.transfer.wire import protocol
 from tests.unit.transfer.transport import fakeverbs
 from tests.unit import utils as test_utils
 from tests.unit import testcase

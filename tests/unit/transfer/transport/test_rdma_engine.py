@@ -17,10 +17,10 @@ import time
 from unittest import mock
 
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import protocol
-from dtn_migrate.transfer import source
-from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.source import transfer as source
 from dtn_migrate.transfer.transport import rdma
+from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import protocol
 from tests.unit.transfer import test_engine
 from tests.unit.transfer.transport import fakeverbs
 
@@ -245,7 +245,7 @@ class TestRdmaEngine(RdmaEngineTestCase):
             discard = mock.patch.object(
                 rdma.RdmaSinkPlane, "discard", autospec=True,
                 side_effect=rdma.RdmaSinkPlane.discard)
-            with mock.patch("dtn_migrate.transfer.sinkrecv.os.pwrite",
+            with mock.patch("dtn_migrate.transfer.sink.recv.os.pwrite",
                             pwrite), \
                     mock.patch.object(rdma.RdmaSourcePlane, "send", send), \
                     discard as drained:

@@ -4,8 +4,8 @@ import socket
 import threading
 
 
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 

@@ -1,4 +1,4 @@
-"""Tests of the wire protocol (dtn_migrate.transfer.protocol)."""
+"""Tests of the wire protocol (dtn_migrate.transfer.wire.protocol)."""
 
 import dataclasses
 import random
@@ -7,7 +7,7 @@ import zlib
 
 
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 

@@ -9,7 +9,7 @@ import time
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
 from tests.unit.transfer import test_engine as base
 from tests.unit import utils as test_utils
 

@@ -14,13 +14,13 @@ import threading
 import zlib
 
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import handshake
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import handshake
+from dtn_migrate.transfer.wire import protocol as P
 from tests import mitm
 from tests.unit.transfer import test_engine
 from tests.unit import testcase

@@ -14,11 +14,11 @@ import zlib
 import fixtures
 import testtools
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import handshake
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import handshake
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 

@@ -15,14 +15,14 @@ from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import sinkrecv
-from dtn_migrate.transfer import sinksession
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import recv as sinkrecv
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.sink import session as sinksession
+from dtn_migrate.transfer.source import transfer as source
 from dtn_migrate.transfer.transport import tcp
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.transfer import test_direct
-from tests.unit.transfer import test_sink_session as base
+from tests.unit.transfer.sink import test_session as base
 from tests.unit import testcase
 
 OBJ = base.OBJ
@@ -234,7 +234,7 @@ class TestZeroExtents(DataTestCase):
             ctypes.set_errno(95)        # EOPNOTSUPP
             return -1
         self.useFixture(fixtures.MonkeyPatch(
-            "dtn_migrate.transfer.sinkrecv._fallocate", lambda: no_punch))
+            "dtn_migrate.transfer.sink.recv._fallocate", lambda: no_punch))
         self.assertFalse(sinkrecv.punch_hole(fd, OBJ, OBJ + 5))
         self.assertEqual(b"x" * OBJ + bytes(OBJ + 5) + b"x" * (OBJ - 5),
                          os.pread(fd, 3 * OBJ, 0))

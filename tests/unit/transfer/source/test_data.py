@@ -9,9 +9,9 @@ from unittest import mock
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import direct
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sourcedata
-from dtn_migrate.transfer import sourcehash
+from dtn_migrate.transfer.source import data as sourcedata
+from dtn_migrate.transfer.source import hash as sourcehash
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit.transfer import test_engine
 
 KiB = 1 << 10

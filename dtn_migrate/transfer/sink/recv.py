@@ -3,7 +3,7 @@
 NEW_BLOCK bytes are received straight into a pooled buffer (hashed on
 the way: xxh3 and the object's keyed digest), written at their offset by
 the shared I/O threads and offered to the file's prefix hasher with the
-same buffer (see ``sinkhash``).  NEW_BLOCK_Z bytes are received into a
+same buffer (see ``sink.hash``).  NEW_BLOCK_Z bytes are received into a
 per-thread scratch buffer and decoded into the pooled buffer with an
 output bound of the object's length: a decoder error, a wrong size or a
 failed check is damage, answered with BLOCK_NACK like a damaged
@@ -20,13 +20,13 @@ import logging
 import os
 import threading
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sinkhash
+from dtn_migrate.transfer.sink import hash as sinkhash
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 
 try:
     import zstandard

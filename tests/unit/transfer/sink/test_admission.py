@@ -13,11 +13,11 @@ import time
 
 import fixtures
 
-from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import admission
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 from tests import trickle
 from tests.unit.transfer import test_engine
 from tests.unit import testcase
@@ -120,7 +120,7 @@ class TestAcceptTrouble(testcase.TestCase):
         super().setUp()
         self.now = 100.0
         self.log = self.useFixture(fixtures.FakeLogger(
-            name="dtn_migrate.transfer.admission"))
+            name="dtn_migrate.transfer.sink.admission"))
         self.trouble = admission.AcceptTrouble(
             "s", clock=lambda: self.now)
 

@@ -1,15 +1,15 @@
 """One source's session at the sink: its control connection, and the
 partial copies of the files it announces.
 
-A ``SinkSession`` is created by the ``SinkServer`` (``sink``) for each
+A ``SinkSession`` is created by the ``SinkServer`` (``sink.server``) for each
 authenticated control connection and joined by the session's data
 streams.  It answers NEW_FILE by creating (or reopening, on resume) the
 file's partial copy under ``<root>/.dtn-partial/<transfer>/``: sized by
 ftruncate, preallocated only for files of PREALLOCATE_MIN or more in
 sessions without zero extents, and marked UNCONFIRMED until its first
 objects are reported durable.  Receiving and writing objects is
-``sinkrecv``'s, the contiguous-prefix sha512 ``sinkhash``'s, durability
-batches and the final rename ``sinksync``'s; this module holds the
+``sink.recv``'s, the contiguous-prefix sha512 ``sink.hash``'s, durability
+batches and the final rename ``sink.sync``'s; this module holds the
 session's state, its files' opening and closing, and its teardown.
 """
 
@@ -24,13 +24,13 @@ from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sinkfile
-from dtn_migrate.transfer import sinkhash
-from dtn_migrate.transfer import sinkrecv
-from dtn_migrate.transfer import sinkroom
-from dtn_migrate.transfer import sinksync
+from dtn_migrate.transfer.sink import file as sinkfile
+from dtn_migrate.transfer.sink import hash as sinkhash
+from dtn_migrate.transfer.sink import recv as sinkrecv
+from dtn_migrate.transfer.sink import room as sinkroom
+from dtn_migrate.transfer.sink import sync as sinksync
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

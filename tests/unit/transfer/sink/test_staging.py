@@ -14,13 +14,13 @@ from dtn_migrate.common import staged
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import sinkquota
-from dtn_migrate.transfer import sinksession
+from dtn_migrate.transfer.sink import quota as sinkquota
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.sink import session as sinksession
 from dtn_migrate.transfer.transport import tcp
+from dtn_migrate.transfer.wire import protocol as P
 from tests.unit import testcase
-from tests.unit.transfer import test_sink_session as base
+from tests.unit.transfer.sink import test_session as base
 
 OBJ = base.OBJ
 KEY = base.KEY

@@ -8,9 +8,9 @@ import threading
 
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import dataset
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
-from tests.unit.transfer import test_source_window as tsw
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
+from tests.unit.transfer.source import test_window as tsw
 
 OBJ = tsw.OBJ
 MiB = tsw.MiB

@@ -9,8 +9,8 @@ import tempfile
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import config
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sinksession
+from dtn_migrate.transfer.sink import session as sinksession
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 

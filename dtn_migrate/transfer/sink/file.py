@@ -12,7 +12,7 @@ import time
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import progress
-from dtn_migrate.transfer import protocol as P
+from dtn_migrate.transfer.wire import protocol as P
 
 XATTR_SHA512 = "user.dtn_migrate.sha512"
 # Beside <key>.part while that copy, created afresh, has had no object

@@ -1,19 +1,19 @@
 """Sink side: accept transfers from authenticated peers into a staging root.
 
 ``SinkServer`` listens on one port.  Each connection authenticates
-(see ``auth``) and is either a session's control connection or one of
+(see ``wire.auth``) and is either a session's control connection or one of
 its data streams; a control connection opens a ``SinkSession``
-(``sinksession``), which the data streams then join.  For every
+(``sink.session``), which the data streams then join.  For every
 announced file the session creates a partial copy under
 ``<root>/.dtn-partial/<transfer>/``, sized by ftruncate (preallocated
 only for files of PREALLOCATE_MIN or more in sessions without zero
 extents); objects are checked (bounds, then xxh3) and written at their
 offsets by the shared I/O threads, zero extents left as holes
-(``sinkrecv``); the file's contiguous-prefix sha512 is fed from the
+(``sink.recv``); the file's contiguous-prefix sha512 is fed from the
 buffers the objects arrived in, in order, and saves its state next to
 the partial copy, so neither a reconnect nor a restart re-reads what was
-already hashed (``sinkhash``); a per-session syncer makes batches
-durable and only then reports them with BLOCK_SYNC (``sinksync``).
+already hashed (``sink.hash``); a per-session syncer makes batches
+durable and only then reports them with BLOCK_SYNC (``sink.sync``).
 When every object is durable and the hash matches the source's, the
 copy is renamed to its final name.  The session's optional
 capabilities (zero extents, zstd objects) are answered in CONNECT_ACK.
@@ -40,22 +40,22 @@ import socket
 import threading
 import time
 
-from dtn_migrate.transfer import admission
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import handshake
 from dtn_migrate.transfer import mounts
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer import report as report_mod
 from dtn_migrate.transfer import request as request_mod
-from dtn_migrate.transfer import sinkfile
-from dtn_migrate.transfer import sinkquota
-from dtn_migrate.transfer import sinkrecv
-from dtn_migrate.transfer import sinkroom
-from dtn_migrate.transfer import sinksession
+from dtn_migrate.transfer.sink import admission
+from dtn_migrate.transfer.sink import file as sinkfile
+from dtn_migrate.transfer.sink import quota as sinkquota
+from dtn_migrate.transfer.sink import recv as sinkrecv
+from dtn_migrate.transfer.sink import room as sinkroom
+from dtn_migrate.transfer.sink import session as sinksession
 from dtn_migrate.transfer.transport import stream
 from dtn_migrate.transfer.transport import tcp
+from dtn_migrate.transfer.wire import handshake
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Readers read each object once into a pool buffer, computing its xxh3
 and keyed digest on the way, recognise zero extents (``extents``), feed
-the file's sha512 in file order (``sourcehash``) and compress the object
+the file's sha512 in file order (``source.hash``) and compress the object
 when the policy says so (``compress``); senders put NEW_BLOCK (bytes
 from that same buffer), NEW_BLOCK_Z or ZERO_BLOCKS on their stream.
 """
@@ -10,16 +10,16 @@ from that same buffer), NEW_BLOCK_Z or ZERO_BLOCKS on their stream.
 import collections
 import os
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import buffers
 from dtn_migrate.transfer import checksum
 from dtn_migrate.transfer import compress
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import extents
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sourcehash
-from dtn_migrate.transfer.sourcefile import FileState
+from dtn_migrate.transfer.source.file import FileState
+from dtn_migrate.transfer.source import hash as sourcehash
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 
 
 class DataMixin:

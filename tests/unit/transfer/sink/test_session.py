@@ -20,11 +20,11 @@ import fixtures
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sink
-from dtn_migrate.transfer import sinksession
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.sink import server as sink
+from dtn_migrate.transfer.sink import session as sinksession
+from dtn_migrate.transfer.source import transfer as source
 from dtn_migrate.transfer.transport import tcp
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 
@@ -366,7 +366,7 @@ class TestSessionBounds(testcase.TestCase):
                 go.wait(10)
             real_close(session, reason)
         self.useFixture(fixtures.MonkeyPatch(
-            "dtn_migrate.transfer.sinksession.SinkSession.close",
+            "dtn_migrate.transfer.sink.session.SinkSession.close",
             slow_close))
         stale = {}
 
@@ -465,7 +465,7 @@ class TestSessionBounds(testcase.TestCase):
                 super().__init__(*args, **kwargs)
                 made.append(session)
         self.useFixture(fixtures.MonkeyPatch(
-            "dtn_migrate.transfer.sinksession.SinkSession", Recorded))
+            "dtn_migrate.transfer.sink.session.SinkSession", Recorded))
         conn.close()
         self.assertTrue(syncing.wait(10))
         acks, refused = [], []

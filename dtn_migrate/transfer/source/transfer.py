@@ -7,7 +7,7 @@ object log does not already hold.  Threads of an attempt:
 
 * the scheduler (the caller's thread, FT-LADS "master"),
 * ``io_threads`` readers: pread an object into a pool buffer, xxh3 it
-  (and feed the file's sha512 in order, see sourcehash), recognise zero
+  (and feed the file's sha512 in order, see source.hash), recognise zero
   extents (extents) and compress it when worth it (compress),
 * ``streams`` senders: NEW_BLOCK + bytes, NEW_BLOCK_Z + zstd bytes or
   ZERO_BLOCKS on their stream, one buffer per object from read to send,
@@ -37,21 +37,21 @@ from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import objectlog
 from dtn_migrate.transfer import progress
-from dtn_migrate.transfer import sourceattempt
-from dtn_migrate.transfer import sourceflow
-from dtn_migrate.transfer import sourcehash
+from dtn_migrate.transfer.source import attempt as sourceattempt
+from dtn_migrate.transfer.source import flow as sourceflow
+from dtn_migrate.transfer.source import hash as sourcehash
 
-from dtn_migrate.transfer.sourceattempt import MAX_ZERO_RUN  # noqa: F401
-from dtn_migrate.transfer.sourceattempt import NO_SHA512  # noqa: F401
-from dtn_migrate.transfer.sourceattempt import ZERO_COST  # noqa: F401
-from dtn_migrate.transfer.sourcefile import _AttemptFailed
-from dtn_migrate.transfer.sourcefile import Failures
-from dtn_migrate.transfer.sourcefile import _Fatal
-from dtn_migrate.transfer.sourcefile import FileState
-from dtn_migrate.transfer.sourcefile import open_connection  # noqa: F401
-from dtn_migrate.transfer.sourcefile import Peer  # noqa: F401
-from dtn_migrate.transfer.sourcefile import SourceFile
-from dtn_migrate.transfer.sourcefile import TERMINAL
+from dtn_migrate.transfer.source.attempt import MAX_ZERO_RUN  # noqa: F401
+from dtn_migrate.transfer.source.attempt import NO_SHA512  # noqa: F401
+from dtn_migrate.transfer.source.attempt import ZERO_COST  # noqa: F401
+from dtn_migrate.transfer.source.file import _AttemptFailed
+from dtn_migrate.transfer.source.file import Failures
+from dtn_migrate.transfer.source.file import _Fatal
+from dtn_migrate.transfer.source.file import FileState
+from dtn_migrate.transfer.source.file import open_connection  # noqa: F401
+from dtn_migrate.transfer.source.file import Peer  # noqa: F401
+from dtn_migrate.transfer.source.file import SourceFile
+from dtn_migrate.transfer.source.file import TERMINAL
 from dtn_migrate.transfer.transport import stream
 
 LOG = logging.getLogger(__name__)
@@ -388,7 +388,7 @@ class SourceTransfer:
         return f.available
 
     # Source-side sha512 (only for files without a known hash), fed by
-    # the readers from the objects they read (see sourcehash).
+    # the readers from the objects they read (see source.hash).
     def _start_hashers(self):
         for f in self.files:
             if f.sha512 is None and self.cfg.verify_sha512 and \

@@ -14,8 +14,8 @@ import tempfile
 from dtn_migrate.transfer import config
 from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import source
+from dtn_migrate.transfer.source import transfer as source
+from dtn_migrate.transfer.wire import protocol as P
 
 from tests.unit import testcase
 

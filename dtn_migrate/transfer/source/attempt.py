@@ -1,5 +1,5 @@
 """One attempt of a source transfer: its connections, the scheduler,
-and the control messages from the sink (see ``source``).
+and the control messages from the sink (see ``source.transfer``).
 """
 
 import collections
@@ -16,15 +16,15 @@ from dtn_migrate.transfer import dataset
 from dtn_migrate.transfer import direct
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import extents
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sourcedata
-from dtn_migrate.transfer.sourcefile import _Fatal
-from dtn_migrate.transfer.sourcefile import FileState
-from dtn_migrate.transfer.sourcefile import open_connection
-from dtn_migrate.transfer.sourcefile import TERMINAL
-from dtn_migrate.transfer import sourceflow
+from dtn_migrate.transfer.source import data as sourcedata
+from dtn_migrate.transfer.source.file import _Fatal
+from dtn_migrate.transfer.source.file import FileState
+from dtn_migrate.transfer.source.file import open_connection
+from dtn_migrate.transfer.source.file import TERMINAL
+from dtn_migrate.transfer.source import flow as sourceflow
 from dtn_migrate.transfer.transport import stream
 from dtn_migrate.transfer.transport import tcp
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import time
 
 from dtn_migrate.transfer import bitmap
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import handshake
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import handshake
+from dtn_migrate.transfer.wire import protocol as P
 
 
 class FileState(enum.Enum):

@@ -2,10 +2,10 @@
 
 import logging
 
-from dtn_migrate.transfer import auth
 from dtn_migrate.transfer import errors
-from dtn_migrate.transfer import protocol as P
 from dtn_migrate.transfer.transport import stream
+from dtn_migrate.transfer.wire import auth
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 _AUTH_FAILED = "authentication failed (wrong key for this peering?)"

@@ -4,7 +4,7 @@ installation of complete files.
 Written objects join a batch; the syncer makes a batch durable (fdatasync
 of each file, or one syncfs for a batch of many files) and only then
 reports it with BLOCK_SYNC.  A file whose objects are all durable and
-whose sha512 (see ``sinkhash``) matches the source's is renamed to its
+whose sha512 (see ``sink.hash``) matches the source's is renamed to its
 final name; its directory entry becomes durable with the next batch (one
 directory fsync for all files installed meanwhile), and only then is it
 reported complete.
@@ -17,8 +17,8 @@ import time
 from dtn_migrate.transfer import errors
 from dtn_migrate.transfer import mounts
 from dtn_migrate.transfer import paths
-from dtn_migrate.transfer import protocol as P
-from dtn_migrate.transfer import sinkfile
+from dtn_migrate.transfer.sink import file as sinkfile
+from dtn_migrate.transfer.wire import protocol as P
 
 LOG = logging.getLogger(__name__)
 
