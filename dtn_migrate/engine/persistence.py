@@ -214,11 +214,13 @@ class Store:
     """Migration records and TaskFlow flow state on one database.
 
     ``conf``: the engine's configuration ([database] connection); or an
-    SQLAlchemy URL.
+    SQLAlchemy URL.  ``clock``: the monotonic clock the stages' rates
+    are measured with.
     Creating a Store brings the database's schema up to date.
     """
 
-    def __init__(self, conf):
+    def __init__(self, conf, clock=time.monotonic):
+        self.clock = clock
         if isinstance(conf, str):
             self.url = conf
             self.db = db_api.Database(connection=conf)
@@ -345,7 +347,7 @@ class Store:
                 # A new attempt: nothing measured of the last one counts.
                 self._measured.pop(migration_id, None)
             elif "stages" in changes:
-                now = time.monotonic()
+                now = self.clock()
                 seen = self._measured.get(migration_id)
                 if seen is not None:
                     _rates(seen[1], new["stages"], now - seen[0],

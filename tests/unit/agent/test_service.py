@@ -220,13 +220,15 @@ class TestWantedAttempt(ServiceTestCase):
         self.assertEqual("uploading", self.ask(east, 2)["state"])
         east.manager.set_import_report({}, self.tid, dict(REPORT,
                                                           attempt=2))
-        self.assertEqual(dict(REPORT, attempt=3), self.ask(east, 3))
+        self.assertEqual(dict(REPORT, attempt=3, of_attempt=2),
+                         self.ask(east, 3))
         self.assertEqual((self.tid, "here", {"attempt": 3}),
                          self.engine.wait(3)[2])
         # Remembered across a restart.
         east.sink.stop()
         east = self.start_east()
-        self.assertEqual(dict(REPORT, attempt=3), self.ask(east, 3))
+        self.assertEqual(dict(REPORT, attempt=3, of_attempt=2),
+                         self.ask(east, 3))
         self.assertEqual(3, len(self.engine.wait(4, timeout=0.3)))
 
     def test_only_the_owner_raises_it(self):
@@ -251,7 +253,8 @@ class TestWantedAttempt(ServiceTestCase):
         east.manager.set_import_report({}, self.tid, REPORT)
         with mock.patch.object(east.incoming, "want_attempt",
                                side_effect=OSError("read-only")):
-            self.assertEqual(dict(REPORT, attempt=2), self.ask(east, 2))
+            self.assertEqual(dict(REPORT, attempt=2, of_attempt=1),
+                             self.ask(east, 2))
         self.assertEqual(1, len(self.engine.wait(2, timeout=0.3)))
 
 

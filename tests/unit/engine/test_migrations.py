@@ -713,8 +713,7 @@ class TestStore(testcase.TestCase):
     def test_rate_measured_when_a_stage_reports_none(self):
         store, mid = self.running(direction="incoming", size=10000)
         clock = [100.0]
-        with mock.patch.object(persistence.time, "monotonic",
-                               lambda: clock[0]):
+        with mock.patch.object(store, "clock", lambda: clock[0]):
             for done in range(0, 3200, 400):
                 rec = store.save(mid, stages={"import": {
                     "state": "uploading", "done": done}})

@@ -5,7 +5,6 @@
 import shutil
 import tempfile
 import types
-from unittest import mock
 
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
@@ -29,13 +28,10 @@ class TestProgress(testcase.TestCase):
         super().setUp()
         tmp = tempfile.mkdtemp(prefix="dtnm-progress-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        self.store = persistence.Store("sqlite:///%s/e.sqlite" % tmp)
-        self.addCleanup(self.store.close)
         self.clock = Clock()
-        patcher = mock.patch.object(persistence.time, "monotonic",
-                                    self.clock)
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        self.store = persistence.Store("sqlite:///%s/e.sqlite" % tmp,
+                                       clock=self.clock)
+        self.addCleanup(self.store.close)
 
     def running(self, mode="pipelined", direction="outgoing"):
         self.store.create(MID, {"state": "running", "direction": direction,
