@@ -276,8 +276,9 @@ class TestReports(base.FunctionalTestCase):
         self.assertEqual(2, self.incoming(dst, tid)["wanted_attempt"])
         self.assertReport(dict(REPORT, attempt=2), src, dst, tid, 2)
         # A success stands for a later attempt too.
-        self.assertEqual(dict(REPORT, attempt=3), self.api.get_peer_report(
-            {}, src.name, dst.name, tid, 3))
+        self.assertEqual(dict(REPORT, attempt=3, of_attempt=2),
+                         self.api.get_peer_report(
+                             {}, src.name, dst.name, tid, 3))
         self.assertEqual((tid, src.name, 3),
                          engine.wait_for(tid, count=4)[-1])
         self.assertRemote(exception.InvalidInput, self.api.get_peer_report,
