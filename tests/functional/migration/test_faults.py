@@ -246,7 +246,8 @@ class TestFaults(migration.MigrationTestCase):
         def transferring():
             status = self.transfer_status(a, tid)
             return status and \
-                0 < status["bytes_done"] < status["bytes_total"] and status
+                0 < (status.get("bytes_done") or 0) < \
+                (status.get("bytes_total") or 0) and status
         sent = self.wait_until(transferring, "the transfer to be under way")
         rec = self.a.bus.engine.get_migration(ADMIN, mid)
         self.assertEqual("running", rec["state"], rec.get("error"))
