@@ -179,6 +179,17 @@ class MigrationStateConflict(Conflict):
                 "%(action)s it.")
 
 
+class MigrationClaimLost(Conflict):
+    """Another engine claimed the migration since this one did (its
+    epoch is the row's no longer): this engine must stop working on it,
+    and writes nothing of it (see db.api's migration_claim).
+    """
+
+    msg_fmt = _("Migration %(migration_id)s was claimed by another engine: "
+                "this one holds epoch %(held)s, the row is at epoch "
+                "%(found)s (owner %(owner)s).")
+
+
 class MigrationInProgress(Conflict):
     """A request for an image that a migration of the caller's project
     is migrating to the same peer, asking for something else of it.

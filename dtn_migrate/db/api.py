@@ -162,6 +162,24 @@ def _with_events(session, obj, events):
     return row
 
 
+def _locked(session, migration_id):
+    """The row, read as it is now (a locking read: a REPEATABLE READ
+    snapshot older than a claim just committed would not show it), or
+    MigrationNotFound.
+    """
+    obj = session.get(models.Migration, migration_id,
+                      with_for_update=True, populate_existing=True)
+    if obj is None:
+        raise exception.MigrationNotFound(migration_id=migration_id)
+    return obj
+
+
+def _claim_lost(migration_id, held, obj):
+    return exception.MigrationClaimLost(
+        migration_id=migration_id, held=held, found=obj.epoch,
+        owner=obj.owner)
+
+
 def _values(values):
     return common.values(values, models.MIGRATION_COLUMNS, _JSON_COLUMNS,
                          'migrations')
@@ -250,7 +268,7 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
 
     @_wrap
     def migration_update(self, migration_id, values, expected_state=None,
-                         events=None):
+                         events=None, expected_epoch=None):
         """Update a row; ``expected_state`` (a state or a list): only if
         the row is in one of them, else MigrationStateConflict.
 
@@ -258,9 +276,18 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
         bytes) that the updated ``row`` means; they are added in the same
         transaction, so that a database lost in between keeps neither
         (the next update, seeing the same change, writes them).
+
+        ``expected_epoch`` (the epoch of the caller's claim, see
+        :meth:`migration_claim`): only if the row is still at that
+        epoch, checked by the UPDATE itself, else MigrationClaimLost and
+        nothing written, neither the row nor its events.  None: no
+        check (a single engine).
         """
         values = _values(values)
         values.setdefault('updated_at', timeutils.utcnow())
+        if expected_epoch is not None:
+            return self._fenced_update(migration_id, values, expected_state,
+                                       events, expected_epoch)
         with self.writer() as session:
             obj = session.get(models.Migration, migration_id)
             if obj is None:
@@ -274,6 +301,57 @@ class Database(protection.ProtectionQueries, drills.DrillQueries):
                 setattr(obj, key, value)
             session.flush()
             return _with_events(session, obj, events)
+
+    def _fenced_update(self, migration_id, values, expected_state, events,
+                       epoch):
+        # One conditional UPDATE, not a read and then a write: a claim
+        # committed between the two would not be seen.
+        Migration = models.Migration
+        where = [Migration.id == migration_id, Migration.epoch == epoch]
+        if expected_state is not None:
+            where.append(Migration.state.in_(_as_list(expected_state)))
+        with self.writer() as session:
+            result = session.execute(
+                sa.update(Migration).where(*where).values(**values)
+                .execution_options(synchronize_session=False))
+            if result.rowcount != 1:
+                obj = _locked(session, migration_id)
+                if obj.epoch != epoch:
+                    raise _claim_lost(migration_id, epoch, obj)
+                raise exception.MigrationStateConflict(
+                    migration_id=migration_id, state=obj.state,
+                    action='change')
+            obj = session.get(Migration, migration_id,
+                              populate_existing=True)
+            return _with_events(session, obj, events)
+
+    @_wrap
+    def migration_claim(self, migration_id, owner, epoch):
+        """Claim a migration for the engine ``owner`` (its host name),
+        taking it over from whichever engine held ``epoch``, the epoch
+        the caller last saw in the row: returns the new epoch (``epoch``
+        + 1), which the claimant's writes then carry (``expected_epoch``
+        of :meth:`migration_update`).
+
+        One conditional UPDATE: of engines claiming the same row at the
+        same epoch, exactly one wins; the others get MigrationClaimLost.
+        MigrationNotFound when there is no such row.
+        """
+        Migration = models.Migration
+        with self.writer() as session:
+            result = session.execute(
+                sa.update(Migration)
+                .where(Migration.id == migration_id,
+                       Migration.epoch == epoch)
+                # Engine-internal: updated_at, which the API shows and
+                # lists by, is the migration's own.
+                .values(owner=owner, epoch=Migration.epoch + 1,
+                        updated_at=Migration.updated_at)
+                .execution_options(synchronize_session=False))
+            if result.rowcount != 1:
+                raise _claim_lost(migration_id, epoch,
+                                  _locked(session, migration_id))
+            return epoch + 1
 
     @_wrap
     def migration_get(self, migration_id, project_id=None):
@@ -398,9 +476,15 @@ def migration_create(values):
     return get_database().migration_create(values)
 
 
-def migration_update(migration_id, values, expected_state=None):
-    return get_database().migration_update(migration_id, values,
-                                           expected_state)
+def migration_update(migration_id, values, expected_state=None,
+                     expected_epoch=None):
+    return get_database().migration_update(
+        migration_id, values, expected_state,
+        expected_epoch=expected_epoch)
+
+
+def migration_claim(migration_id, owner, epoch):
+    return get_database().migration_claim(migration_id, owner, epoch)
 
 
 def migration_get(migration_id, project_id=None):

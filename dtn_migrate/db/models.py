@@ -55,6 +55,15 @@ class Migration(Base):
     details = sa.Column(sa.Text)
     project_id = sa.Column(sa.String(64), index=True)
     user_id = sa.Column(sa.String(64))
+    #: The engine (its host name) that claimed the migration last, and
+    #: the epoch of that claim: each claim or takeover adds one to it
+    #: (db.api's migration_claim), and a write that carries an older
+    #: epoch than the row's is refused, so that an engine that lost the
+    #: migration to another cannot overwrite it (issue 39).  Written
+    #: only by migration_claim; NULL and 0 until the first claim.
+    owner = sa.Column(sa.String(255))
+    epoch = sa.Column(sa.Integer, nullable=False, default=0,
+                      server_default='0')
     created_at = sa.Column(DateTime, index=True, default=_now)
     updated_at = sa.Column(DateTime, index=True, default=_now,
                            onupdate=_now)

@@ -17,6 +17,12 @@ Inside the engine a record is the row as a dict plus:
 * whatever else the engine keeps (an import's ``source_image_id``), in
   ``details``.
 
+A record also shows the row's ``owner`` and ``epoch``: the engine that
+claimed it last and the epoch of that claim (:meth:`Store.claim`).  A
+save may carry the epoch its engine holds (``epoch=``), and is refused
+once another engine has claimed the migration since; one that carries
+none is not checked (a single engine).
+
 :meth:`Store.save` writes a record's changes and appends the events
 they mean (state changes, stages started, finished or failed).
 """
@@ -56,7 +62,11 @@ _STATE_EVENTS = {"queued": "queued", "running": "started",
 REFUSAL = " may not import "
 #: Record keys that are not columns and not kept in ``details``.
 _TRANSIENT = ("migration_id", "reused", "bytes", "details")
-_COLUMNS = frozenset(db_models.MIGRATION_COLUMNS) - {"details", "id"}
+#: Columns a record shows but only :meth:`Store.claim` writes: a save
+#: that carried them would move the fence without claiming.
+_FENCE = ("owner", "epoch")
+_COLUMNS = frozenset(db_models.MIGRATION_COLUMNS) - {"details", "id"} - \
+    frozenset(_FENCE)
 
 
 def is_database_error(exc):
@@ -158,7 +168,7 @@ def to_row(record):
     """The columns of a record (``details`` included)."""
     row, details = {}, {}
     for key, value in record.items():
-        if key in _TRANSIENT:
+        if key in _TRANSIENT or key in _FENCE:
             continue
         if key in _COLUMNS:
             row[key] = value
@@ -285,8 +295,8 @@ class Store:
 
     def new_run(self, migration_id, notes=(), **changes):
         """Save ``changes`` (a retry's: state queued, ...) with ``notes``
-        (see :meth:`save`) and give the migration a fresh flow detail;
-        returns the record.
+        (and ``epoch=``, see :meth:`save`) and give the migration a fresh
+        flow detail; returns the record.
         """
         record = self.save(migration_id, notes=notes, **changes)
         loaded = self._book(migration_id)
@@ -326,11 +336,28 @@ class Store:
             detail = self._add_run(book)
         return book, detail, record
 
-    def save(self, migration_id, notes=(), **changes):
+    def claim(self, migration_id, owner, epoch):
+        """Claim a migration for the engine ``owner``, over whoever held
+        ``epoch`` (the record's): returns the new epoch, which this
+        engine's saves then carry.  MigrationClaimLost when another
+        engine claimed it first; MigrationNotFound.
+        """
+        new = self.db.migration_claim(migration_id, owner, epoch)
+        with self.lock:
+            # What this engine measured before (if it ever ran it) is
+            # not the last sample: the rates start from the row's.
+            self._measured.pop(migration_id, None)
+        return new
+
+    def save(self, migration_id, notes=(), epoch=None, **changes):
         """Write ``changes`` to a migration's record, with ``notes``
         (events of their own: (stage, event, message, bytes)) before the
         events the changes mean, all in one transaction; returns the
         record.
+
+        ``epoch``: the epoch of this engine's claim (:meth:`claim`);
+        when another engine has claimed the migration since,
+        MigrationClaimLost and nothing written.  None: no check.
         """
         with self.lock:
             old = self.record(migration_id)
@@ -372,7 +399,14 @@ class Store:
             def events(row):
                 saved.append(from_row(row))
                 return list(notes) + _events(old, saved[-1])
-            self.db.migration_update(migration_id, changed, events=events)
+            try:
+                self.db.migration_update(migration_id, changed,
+                                         events=events,
+                                         expected_epoch=epoch)
+            except exception.MigrationClaimLost:
+                # The sample taken above was not saved.
+                self._measured.pop(migration_id, None)
+                raise
             return saved[-1]
 
     def close(self):

@@ -323,6 +323,22 @@ class TestShow(base.ApiTestCase):
                              [e['event'] for e in m['events']])
             self.assertEqual(100, m['events'][2]['bytes'])
 
+    def test_owner_and_epoch_stay_the_engine_s(self):
+        # The fencing of active/active engines (issue 39) is not the
+        # API's: neither a show nor a listing says which engine holds a
+        # migration.
+        row = self.add()
+        self.db.migration_claim(row['id'], 'engine-host-1', 0)
+        resp = self.request('GET', '/v1/migrations/' + row['id'])
+        self.assertEqual(200, resp.status_int, resp.body)
+        validation.validate(schemas.SHOW_RESPONSE, resp.json, 'response')
+        listed = self.request('GET', '/v1/migrations')
+        self.assertEqual(200, listed.status_int, listed.body)
+        for m in [resp.json['migration']] + listed.json['migrations']:
+            self.assertNotIn('owner', m)
+            self.assertNotIn('epoch', m)
+        self.assertNotIn(b'engine-host-1', resp.body + listed.body)
+
     def test_not_found(self):
         for key in ('f' * 32, 'not-a-uuid', '\u00e9' * 40):
             self.assertError(404, self.request(

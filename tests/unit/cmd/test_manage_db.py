@@ -19,10 +19,10 @@ class TestDbCommands(test_manage.ManageTestCase):
         rc, out, _ = self.run_main("db", "version", conf=self.conf)
         self.assertEqual((0, "none (run 'db sync')\n"), (rc, out))
         rc, out, _ = self.run_main("db", "sync", conf=self.conf)
-        self.assertEqual((0, "database at revision 0005\n"), (rc, out))
+        self.assertEqual((0, "database at revision 0006\n"), (rc, out))
         self.assertFalse(self.rpc_init.called)      # no bus needed
         rc, out, _ = self.run_main("db", "version", conf=self.conf)
-        self.assertEqual((0, "0005\n"), (rc, out))
+        self.assertEqual((0, "0006\n"), (rc, out))
         # The tables are there.
         db = db_api.Database(connection=self.url)
         self.addCleanup(db.dispose)

@@ -3,6 +3,7 @@
 import datetime
 import shutil
 import tempfile
+import threading
 import time
 from unittest import mock
 
@@ -104,6 +105,24 @@ class TestSchema(DatabaseTestCase):
         # Another project's replica of s1 is a row of its own now.
         db.replica_upsert('outgoing', 'dtn-b', 's1', {'project_id': 'p2'})
         self.assertEqual(5, len(db.replica_get_all()))
+
+    def test_upgrade_gives_existing_migrations_epoch_0(self):
+        conf = make_conf('sqlite:///%s/old.sqlite' % self.tmp)
+        migration.db_sync(conf, '0005')
+        engine = sa.create_engine('sqlite:///%s/old.sqlite' % self.tmp,
+                                  poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO migrations (id, direction, state) VALUES "
+                "('m1', 'outgoing', 'running')"))
+        migration.db_sync(conf)
+        db = api.Database(conf)
+        self.addCleanup(db.dispose)
+        row = db.migration_get('m1')
+        self.assertEqual((None, 0, 'running'),
+                         (row['owner'], row['epoch'], row['state']))
+        self.assertEqual(1, db.migration_claim('m1', 'engine-1', 0))
 
     def test_migrations_make_the_models(self):
         # Every table, column, type, index and constraint of the models,
@@ -210,6 +229,121 @@ class TestMigrations(DatabaseTestCase):
 
     def test_unknown_column(self):
         self.assertRaises(exception.InvalidInput, self.add, colour='red')
+
+
+class TestClaims(DatabaseTestCase):
+    """The fencing of active/active engines (issue 39): a claim moves a
+    migration's epoch on, and a write carrying an older one is refused.
+    """
+
+    def test_new_row_is_unclaimed(self):
+        row = self.add()
+        self.assertEqual((None, 0), (row['owner'], row['epoch']))
+
+    def test_claim_and_takeover(self):
+        row = self.add()
+        self.assertEqual(1, self.db.migration_claim(row['id'], 'e1', 0))
+        self.assertEqual(2, self.db.migration_claim(row['id'], 'e2', 1))
+        got = self.db.migration_get(row['id'])
+        self.assertEqual(('e2', 2), (got['owner'], got['epoch']))
+
+    def test_claim_with_a_stale_epoch_is_lost(self):
+        row = self.add()
+        self.db.migration_claim(row['id'], 'e1', 0)
+        exc = self.assertRaises(exception.MigrationClaimLost,
+                                self.db.migration_claim, row['id'], 'e2', 0)
+        self.assertEqual(409, exc.code)
+        for word in (row['id'], 'epoch 0', 'epoch 1', 'e1'):
+            self.assertIn(word, str(exc))
+        got = self.db.migration_get(row['id'])
+        self.assertEqual(('e1', 1), (got['owner'], got['epoch']))
+
+    def test_claim_unknown(self):
+        self.assertRaises(exception.MigrationNotFound,
+                          self.db.migration_claim, 'a' * 32, 'e1', 0)
+
+    def test_racing_claims_one_wins(self):
+        row = self.add()
+        other = api.Database(self.conf)
+        self.addCleanup(other.dispose)
+        barrier = threading.Barrier(2, timeout=10)
+        results = {}
+
+        def claim(db, owner):
+            barrier.wait()
+            try:
+                results[owner] = db.migration_claim(row['id'], owner, 0)
+            except exception.MigrationClaimLost as exc:
+                results[owner] = exc
+        threads = [threading.Thread(target=claim, args=(db, owner))
+                   for db, owner in ((self.db, 'e1'), (other, 'e2'))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        won = [o for o, r in results.items() if r == 1]
+        lost = [o for o, r in results.items()
+                if isinstance(r, exception.MigrationClaimLost)]
+        self.assertEqual((1, 1), (len(won), len(lost)), results)
+        got = self.db.migration_get(row['id'])
+        self.assertEqual((won[0], 1), (got['owner'], got['epoch']))
+
+    def test_update_with_the_current_epoch(self):
+        row = self.add()
+        epoch = self.db.migration_claim(row['id'], 'e1', 0)
+        new = self.db.migration_update(
+            row['id'], {'state': 'running', 'options': {'a': 1}},
+            expected_epoch=epoch,
+            events=lambda r: [(None, 'started', r['state'], None)])
+        self.assertEqual(('running', {'a': 1}, 'e1', 1),
+                         (new['state'], new['options'], new['owner'],
+                          new['epoch']))
+        self.assertEqual(new, self.db.migration_get(row['id']))
+        self.assertEqual([('started', 'running')],
+                         [(e['event'], e['message']) for e in
+                          self.db.migration_events_get(row['id'])])
+
+    def test_update_with_a_stale_epoch_writes_nothing(self):
+        row = self.add()
+        epoch = self.db.migration_claim(row['id'], 'e1', 0)
+        self.db.migration_claim(row['id'], 'e2', epoch)
+        exc = self.assertRaises(
+            exception.MigrationClaimLost, self.db.migration_update,
+            row['id'], {'state': 'failed'}, expected_epoch=epoch,
+            events=lambda r: [(None, 'failed', None, None)])
+        self.assertEqual({'migration_id': row['id'], 'held': 1, 'found': 2,
+                          'owner': 'e2'}, exc.kwargs)
+        got = self.db.migration_get(row['id'])
+        self.assertEqual(('queued', row['updated_at']),
+                         (got['state'], got['updated_at']))
+        self.assertEqual([], self.db.migration_events_get(row['id']))
+
+    def test_update_with_an_epoch_and_expected_state(self):
+        row = self.add(state='complete')
+        self.assertRaises(exception.MigrationStateConflict,
+                          self.db.migration_update, row['id'],
+                          {'state': 'queued'}, expected_state='failed',
+                          expected_epoch=0)
+        self.assertEqual('complete',
+                         self.db.migration_get(row['id'])['state'])
+        # A stale epoch says so first: its engine must stop.
+        self.assertRaises(exception.MigrationClaimLost,
+                          self.db.migration_update, row['id'],
+                          {'state': 'queued'}, expected_state='failed',
+                          expected_epoch=5)
+
+    def test_update_unknown_with_an_epoch(self):
+        self.assertRaises(exception.MigrationNotFound,
+                          self.db.migration_update, 'a' * 32,
+                          {'state': 'failed'}, expected_epoch=0)
+
+    def test_update_without_an_epoch_is_not_checked(self):
+        # A single engine (no epoch given) writes as it always did.
+        row = self.add()
+        self.db.migration_claim(row['id'], 'e1', 0)
+        new = self.db.migration_update(row['id'], {'state': 'running'})
+        self.assertEqual(('running', 'e1', 1),
+                         (new['state'], new['owner'], new['epoch']))
 
 
 class TestServiceKeys(DatabaseTestCase):
@@ -370,6 +504,12 @@ class TestModuleFunctions(DatabaseTestCase):
         row = api.migration_create({'direction': 'incoming',
                                     'state': 'queued'})
         api.migration_update(row['id'], {'state': 'running'})
+        self.assertEqual(1, api.migration_claim(row['id'], 'e1', 0))
+        api.migration_update(row['id'], {'stage': 'import'},
+                             expected_epoch=1)
+        self.assertRaises(exception.MigrationClaimLost,
+                          api.migration_update, row['id'],
+                          {'stage': 'export'}, expected_epoch=0)
         api.migration_event_add(row['id'], 'import', 'started')
         self.assertEqual('running', api.migration_get(row['id'])['state'])
         self.assertEqual([row['id']], [r['id'] for r in

@@ -9,6 +9,7 @@ import types
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
+from dtn_migrate import exception
 from tests.unit import testcase
 
 MID = "a" * 32
@@ -152,3 +153,78 @@ class TestProgress(testcase.TestCase):
         self.assertEqual(800, shown["bytes_transfer"])
         # The export and import, not begun, take its rate: 1000 B left.
         self.assertEqual(10.0, round(shown["eta"], 1))
+
+
+class TestFencing(testcase.TestCase):
+    """A record's owner and epoch (issue 39): Store.claim moves the
+    epoch on; a save carrying an older one writes nothing.
+    """
+
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.mkdtemp(prefix="dtnm-fence-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        self.store = persistence.Store("sqlite:///%s/e.sqlite" % tmp)
+        self.addCleanup(self.store.close)
+        self.store.create(MID, {"state": "queued", "direction": "outgoing",
+                                "size": SIZE})
+
+    def test_record_shows_owner_and_epoch(self):
+        rec = self.store.record(MID)
+        self.assertEqual((None, 0), (rec["owner"], rec["epoch"]))
+        self.assertEqual(1, self.store.claim(MID, "engine-1", 0))
+        rec = self.store.record(MID)
+        self.assertEqual(("engine-1", 1), (rec["owner"], rec["epoch"]))
+
+    def test_two_claims_of_one_epoch_one_wins(self):
+        epoch = self.store.record(MID)["epoch"]
+        self.assertEqual(1, self.store.claim(MID, "engine-1", epoch))
+        self.assertRaises(exception.MigrationClaimLost, self.store.claim,
+                          MID, "engine-2", epoch)
+        self.assertEqual("engine-1", self.store.record(MID)["owner"])
+
+    def test_save_with_the_claim_s_epoch(self):
+        epoch = self.store.claim(MID, "engine-1", 0)
+        rec = self.store.save(MID, epoch=epoch, state="running",
+                              stages={"export": {"state": "running",
+                                                 "done": 10}})
+        self.assertEqual(("running", 10, 1),
+                         (rec["state"], rec["bytes_export"], rec["epoch"]))
+        self.assertEqual(rec["state"], self.store.record(MID)["state"])
+
+    def test_stale_save_writes_nothing(self):
+        mine = self.store.claim(MID, "engine-1", 0)
+        self.store.claim(MID, "engine-2", mine)
+        before = self.store.record(MID)
+        events = self.store.events(MID)
+        exc = self.assertRaises(
+            exception.MigrationClaimLost, self.store.save, MID, epoch=mine,
+            notes=[(None, "note", "x", None)], state="failed", error="x")
+        self.assertIn("epoch 1", str(exc))
+        self.assertEqual(before, self.store.record(MID))
+        self.assertEqual(events, self.store.events(MID))
+        # Nor does a retry's new run.
+        self.assertRaises(exception.MigrationClaimLost, self.store.new_run,
+                          MID, epoch=mine, state="queued", stages={})
+        self.assertEqual(before, self.store.record(MID))
+
+    def test_save_without_an_epoch_is_not_checked(self):
+        self.store.claim(MID, "engine-1", 0)
+        self.store.claim(MID, "engine-2", 1)
+        rec = self.store.save(MID, state="running")
+        self.assertEqual(("running", "engine-2", 2),
+                         (rec["state"], rec["owner"], rec["epoch"]))
+
+    def test_a_save_does_not_move_the_fence(self):
+        # The record's owner and epoch are the claim's: a save handing
+        # the whole record back, or other ones, writes neither.
+        epoch = self.store.claim(MID, "engine-1", 0)
+        rec = dict(self.store.record(MID), owner="engine-9", epoch=7)
+        row = persistence.to_row(rec)
+        self.assertNotIn("owner", row)
+        self.assertNotIn("epoch", row)
+        self.assertNotIn("owner", row["details"])
+        self.store.save(MID, epoch=epoch, owner="engine-9", state="running")
+        got = self.store.record(MID)
+        self.assertEqual(("engine-1", 1, "running"),
+                         (got["owner"], got["epoch"], got["state"]))
