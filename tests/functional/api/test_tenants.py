@@ -149,40 +149,47 @@ class TestTenants(api.ApiPairTestCase):
 
     def test_the_peer_keeps_a_project_to_its_own(self):
         # Even an administrator of A cannot send demo's images into
-        # other's project at B: B maps A's demo to its demo only.  A
-        # protection policy of demo, made by A's administrator, asks.
+        # other's project at B: B maps A's demo to its demo only.  B
+        # says so before any byte crosses, when a protection policy of
+        # demo is made or changed (twice over: nothing is saved).
         other_b = self.project_at_b("bob")
         demo_b = self.project_at_b("alice")
+        alice_a = self.a.users["alice"]["project_id"]
         tag = "tenants-%s" % uuid.uuid4().hex[:6]
         image = self.image("alice", tags=[tag])
+
+        def refused(text):
+            # What alice reads names what was refused and her own
+            # project, not the project B lets demo import into.
+            self.assertIn("may not import into project %s" % other_b, text)
+            self.assertIn("for source project %s" % alice_a, text)
+            self.assertNotIn(demo_b, text)
+
+        for _ in range(2):
+            resp = self.http("admin", "POST", "/v1/policies", json={
+                "name": tag, "peer": self.b.agent_name, "mode": "manual",
+                "selector": {"tags": [tag]},
+                "options": {"target_project": other_b},
+                "project_id": alice_a})
+            self.assertEqual(409, resp.status_code, resp.text)
+            refused(resp.text)
         resp = self.http("admin", "POST", "/v1/policies", json={
             "name": tag, "peer": self.b.agent_name, "mode": "manual",
             "selector": {"tags": [tag]},
-            "options": {"target_project": other_b},
-            "project_id": self.a.users["alice"]["project_id"]})
+            "options": {"target_project": demo_b},
+            "project_id": alice_a})
         self.assertEqual(201, resp.status_code, resp.text)
         policy = resp.json()["policy"]
         # Alice may sync her project's policy, not change what it asks.
         resp = self.http("alice", "PUT", "/v1/policies/%s" % policy["id"],
-                         json={"options": {"target_project": demo_b}})
+                         json={"options": {"target_project": other_b}})
         self.assertEqual(403, resp.status_code, resp.text)
         self.assertIn("options.target_project", resp.text)
-        resp = self.http("alice", "POST",
-                         "/v1/policies/%s/action" % policy["id"],
-                         json={"sync": None})
-        self.assertEqual(202, resp.status_code, resp.text)
-        [started] = resp.json()["migrations"]
-        rec = self.wait_final(started["id"])
-        self.assertEqual("failed", rec["state"])
-        # What alice reads names what was refused and her own project,
-        # not the project B lets demo import into.
-        shown = self.show(rec["id"])
-        self.assertIn("may not import into project %s" % other_b,
-                      shown["error"])
-        self.assertIn("for source project %s"
-                      % self.a.users["alice"]["project_id"],
-                      shown["error"])
-        self.assertNotIn(demo_b, shown["error"])
+        # Nor may the administrator point it at other's project.
+        resp = self.http("admin", "PUT", "/v1/policies/%s" % policy["id"],
+                         json={"options": {"target_project": other_b}})
+        self.assertEqual(409, resp.status_code, resp.text)
+        refused(resp.text)
         self.assertEqual([], self.at_b(image))
 
     def test_peer_details_are_an_admins(self):

@@ -169,9 +169,12 @@ class TestDashboard(dashboard.DashboardTestCase):
     # The tests.
 
     def test_migrate_watch_progress_and_detail(self):
-        # 64 MiB at 8 MiB/s: about 8 s on the DTN link, long enough for
-        # several AJAX updates of the row.
-        source = self.upload(64 * MiB, name="dash-progress")
+        # 128 MiB at 8 MiB/s: about 16 s on the DTN link, long enough
+        # for several AJAX updates of the row, and for an ETA: none is
+        # shown before each moving stage's rate is known (at least
+        # stages.MIN_SECONDS of samples; a 64 MiB migration had one in
+        # its last second only).
+        source = self.upload(128 * MiB, name="dash-progress")
         page = self.goto("alice", INDEX)
         self.shot(page, "01-migrations-index")
         page.click("#migrations__action_migrate")

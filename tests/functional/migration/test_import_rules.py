@@ -15,6 +15,7 @@ import uuid
 import fixtures
 
 import devcloud
+from devcloud import pair
 from dtn_migrate import exception
 from tests.functional.migration import harness as migration
 
@@ -30,7 +31,7 @@ class TestImportRules(migration.MigrationTestCase):
     def setUp(self):
         super().setUp()
         self.peers_of = {}
-        engine_class = migration.Engine
+        engine_class = pair.Engine
         case = self
 
         def engine(workdir, name, transport_url, agent_host, *args, **kw):
@@ -45,8 +46,8 @@ class TestImportRules(migration.MigrationTestCase):
             return engine_class(workdir, name, transport_url, agent_host,
                                 *args, **kw)
 
-        self.useFixture(fixtures.MockPatchObject(migration, "Engine",
-                                                 engine))
+        # The clouds' harness (devcloud.pair) makes the engines.
+        self.useFixture(fixtures.MockPatchObject(pair, "Engine", engine))
 
     def agent(self, name, peers, **kw):
         self.peers_of[name] = sorted(peers)
