@@ -14,7 +14,7 @@ SUDO=""
 # Debian's build (``playwright install`` downloads, which CI cannot do).
 APT_PACKAGES="python3 python3-venv python3-dev python3-pyverbs gcc openssl
 iproute2 socat rabbitmq-server mariadb-server postgresql procps
-util-linux
+util-linux zookeeper redis-server
 libnfs13 nfs-ganesha nfs-ganesha-vfs rpcbind shellcheck
 chromium fonts-liberation"
 if [ "${DTN_BENCH:-0}" = 1 ]; then

@@ -12,6 +12,7 @@ from dtn_migrate.conf import peer
 from dtn_migrate.conf import protection
 from dtn_migrate.conf import rdma
 from dtn_migrate.conf import staging
+from dtn_migrate.conf import task_flow
 from dtn_migrate.conf import tls
 from dtn_migrate.conf import transfer
 
@@ -20,7 +21,7 @@ CONF = cfg.CONF
 #: The option modules, in the order of the sample configuration; each
 #: has register_opts(conf) and list_opts().
 MODULES = (default, agent, transfer, tls, rdma, peer, staging, engine,
-           protection, database, api, glance)
+           task_flow, protection, database, api, glance)
 
 
 def register_opts(conf):

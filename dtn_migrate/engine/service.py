@@ -24,6 +24,21 @@ from dtn_migrate import rpc
 LOG = logging.getLogger(__name__)
 
 
+def check_jobboard(conf):
+    """ConfigError when ``[task_flow] jobboard_enabled`` asks for what
+    this engine cannot do yet: the jobboard's drivers and conductor
+    (``dtn_migrate.coordination``) are not the engine's yet, and an
+    engine that ignored the setting would run beside others on one
+    database.
+    """
+    if conf.task_flow.jobboard_enabled:
+        raise exception.ConfigError(
+            reason="[task_flow] jobboard_enabled = true: this engine "
+                   "does not run on a jobboard yet; one engine per "
+                   "persistence database ([task_flow] jobboard_enabled "
+                   "= false)")
+
+
 class EngineService(service.Service):
     def __init__(self, conf, images=None, agent=None, backend=None,
                  transport=None):
@@ -31,6 +46,7 @@ class EngineService(service.Service):
         ones of ``rpc.init``).
         """
         super().__init__()
+        check_jobboard(conf)
         self.conf = conf
         self.transport = transport
         self.host = conf.host

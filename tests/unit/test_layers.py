@@ -9,6 +9,10 @@
 * ``transfer/`` and ``staging/`` are libraries: nothing of OpenStack,
   and of dtn-migrate only themselves, ``common`` and (staging, which
   copies with the transfer library's buffers and checksums) ``transfer``.
+* ``coordination/`` (the jobboard and its conductor) knows nothing of
+  what a job does: it imports no service package of dtn-migrate
+  (``engine``, ``agent``, ``api``, ``db``, ...), only ``conf`` and the
+  exceptions; the engine imports it.
 * ``common/`` imports nothing but the standard library and tenacity
   (its one poll loop, :mod:`dtn_migrate.common.polling`).
 * Nothing a deployment, the demo or the benchmarks run (``dtn_migrate``,
@@ -40,7 +44,10 @@ ROOT = PACKAGE.parent
 NOT_TESTS = ("dtn_migrate", "devcloud", "benchmarks")
 CLIENT_SIDE = ("client", "osc", "dashboard")
 SERVER_SIDE = ("engine", "agent", "transfer", "staging", "api", "cmd", "db",
-               "image")
+               "image", "coordination")
+#: What ``coordination/`` may import of dtn-migrate.
+COORDINATION_ALLOWED = ("coordination", "conf", "exception", "i18n",
+                        "common")
 #: Each library, and the parts of dtn-migrate it may use.
 LIBRARIES = {"transfer": ("transfer", "common"),
              "staging": ("staging", "transfer", "common")}
@@ -120,6 +127,12 @@ def common_breaches(found):
                   not _within(n, ("common",)) and n != "dtn_migrate")
 
 
+def coordination_breaches(found):
+    return sorted(n for n in found
+                  if n.startswith("dtn_migrate.") and
+                  not _within(n, COORDINATION_ALLOWED))
+
+
 def tests_breaches(found):
     return sorted(n for n in found if n == "tests" or n.startswith("tests."))
 
@@ -158,6 +171,13 @@ class TestLayers(testcase.TestCase):
         self.assertEqual({}, {rel: names for rel, names in found.items()
                               if names})
 
+    def test_coordination_knows_nothing_of_the_service(self):
+        found = {rel: coordination_breaches(imports(path))
+                 for rel, path in modules("coordination")}
+        self.assertNotEqual({}, found)
+        self.assertEqual({}, {rel: names for rel, names in found.items()
+                              if names})
+
     def test_nothing_outside_the_tests_imports_them(self):
         found = {rel: tests_breaches(imports(path))
                  for rel, path in top_level_modules(*NOT_TESTS)}
@@ -191,6 +211,11 @@ class TestLayers(testcase.TestCase):
                          common_breaches({"yaml", "dtn_migrate.engine",
                                           "os", "dtn_migrate.common",
                                           "tenacity"}))
+        self.assertEqual(["dtn_migrate.engine.persistence"],
+                         coordination_breaches({
+                             "dtn_migrate.engine.persistence",
+                             "dtn_migrate.conf", "dtn_migrate.exception",
+                             "taskflow.jobs"}))
         self.assertEqual(["tests", "tests.functional.base"],
                          tests_breaches({"tests", "tests.functional.base",
                                          "testtools", "devcloud.pair",
