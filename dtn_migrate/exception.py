@@ -179,6 +179,16 @@ class MigrationStateConflict(Conflict):
                 "%(action)s it.")
 
 
+class MigrationSuspended(Conflict):
+    """This engine stopped working on a migration that another engine
+    holds now (its claim was lost): nothing more of it is written or
+    undone here.
+    """
+
+    msg_fmt = _("Migration %(migration_id)s is suspended on this engine: "
+                "%(reason)s")
+
+
 class MigrationClaimLost(Conflict):
     """Another engine claimed the migration since this one did (its
     epoch is the row's no longer): this engine must stop working on it,

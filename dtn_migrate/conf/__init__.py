@@ -3,6 +3,7 @@
 from oslo_config import cfg
 
 from dtn_migrate.conf import agent
+from dtn_migrate.conf import coordination
 from dtn_migrate.conf import api
 from dtn_migrate.conf import database
 from dtn_migrate.conf import default
@@ -21,7 +22,7 @@ CONF = cfg.CONF
 #: The option modules, in the order of the sample configuration; each
 #: has register_opts(conf) and list_opts().
 MODULES = (default, agent, transfer, tls, rdma, peer, staging, engine,
-           task_flow, protection, database, api, glance)
+           task_flow, coordination, protection, database, api, glance)
 
 
 def register_opts(conf):

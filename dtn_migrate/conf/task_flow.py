@@ -23,10 +23,10 @@ DRIVERS = ('zookeeper_taskflow_driver', 'redis_taskflow_driver')
 task_flow_opts = [
     cfg.BoolOpt(
         'jobboard_enabled', default=False,
-        help='Share migrations between engines through a jobboard. '
-             'False: one engine per persistence database, which holds a '
-             'lock on it. The engine does not run on a jobboard yet: it '
-             'refuses to start with true.'),
+        help='Share migrations between engines through a jobboard: any '
+             'number of engines on one persistence database, each '
+             'claiming jobs and taking over a dead engine\'s. False: one '
+             'engine per persistence database, which holds a lock on it.'),
     cfg.StrOpt(
         'jobboard_backend_driver', default='zookeeper_taskflow_driver',
         choices=[(DRIVERS[0], 'ZooKeeper: a claim is an ephemeral node, '

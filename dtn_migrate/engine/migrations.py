@@ -78,6 +78,9 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         # its worker ended on a database error.
         self.stranded = {}
         self.progress_written = {}      # id -> monotonic time
+        #: The jobboard (jobs.Jobs) when engines share one; None: this
+        #: engine runs every migration on its pools.
+        self.jobs = None
         #: Called with the record of every migration that ends (its
         #: outcome saved): the protection policies' bookkeeping.
         self.finished = []
@@ -414,6 +417,12 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             pending = migration_id in self.pending
             if pending:
                 self.res.live_for(migration_id).cancel.set()
+        if not pending and self.jobs is not None:
+            # Maybe another engine's: this one takes it over (the owner
+            # is fenced), cancels its transfer and ends it.
+            self.jobs.take_over(migration_id)
+            if record["direction"] == OUTGOING:
+                self._cancel_transfer(record["transfer_id"])
         if not running:
             # Queued, left unfinished by a previous run of the engine, or
             # stranded by a database error.
@@ -423,7 +432,21 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 records.saved(self._finish, loaded[2], "cancelled",
                               "cancelled before it started")
         LOG.info("migration %s: cancel requested", migration_id)
+        self.store.release(migration_id)
         return self.get(migration_id)
+
+    def _cancel_transfer(self, transfer_id):
+        try:
+            self.res.agent.cancel_transfer(base.CTXT, self.res.agent_host,
+                                           transfer_id)
+        except Exception as exc:  # noqa: B902 - best effort
+            LOG.warning("could not cancel transfer %s: %s", transfer_id, exc)
+
+    def fail_poison(self, migration_id, reason):
+        """End a migration whose job went to the jobboard's trash."""
+        meta = records.saved(self.store.record, migration_id)
+        LOG.error("migration %s fails: %s", migration_id, reason)
+        records.saved(self._finish, meta, "failed", reason)
 
     def _record(self, meta):
         """The record, with the live progress of a migration running

@@ -19,9 +19,10 @@ Inside the engine a record is the row as a dict plus:
 
 A record also shows the row's ``owner`` and ``epoch``: the engine that
 claimed it last and the epoch of that claim (:meth:`Store.claim`).  A
-save may carry the epoch its engine holds (``epoch=``), and is refused
-once another engine has claimed the migration since; one that carries
-none is not checked (a single engine).
+save carries the epoch its engine holds (``epoch=``, by default the
+claim it made, until :meth:`Store.release`), and is refused once
+another engine has claimed the migration since; one that carries none
+is not checked (a single engine, which claims nothing).
 
 :meth:`Store.save` writes a record's changes and appends the events
 they mean (state changes, stages started, finished or failed).
@@ -243,6 +244,7 @@ class Store:
         db_api.serialize_sqlite(self.backend.engine)
         self.lock = threading.RLock()
         self._measured = {}     # migration id -> (monotonic, stages)
+        self._held = {}         # migration id -> epoch of its claim
         with self.connection() as conn:
             conn.upgrade()
 
@@ -339,15 +341,29 @@ class Store:
     def claim(self, migration_id, owner, epoch):
         """Claim a migration for the engine ``owner``, over whoever held
         ``epoch`` (the record's): returns the new epoch, which this
-        engine's saves then carry.  MigrationClaimLost when another
-        engine claimed it first; MigrationNotFound.
+        engine's saves of it then carry (until :meth:`release`).
+        MigrationClaimLost when another engine claimed it first;
+        MigrationNotFound.
         """
         new = self.db.migration_claim(migration_id, owner, epoch)
         with self.lock:
             # What this engine measured before (if it ever ran it) is
             # not the last sample: the rates start from the row's.
             self._measured.pop(migration_id, None)
+            self._held[migration_id] = new
         return new
+
+    def held(self, migration_id):
+        """The epoch of this engine's claim of a migration, or None."""
+        with self.lock:
+            return self._held.get(migration_id)
+
+    def release(self, migration_id):
+        """This engine no longer works on a migration it claimed: its
+        saves of it carry no epoch again.
+        """
+        with self.lock:
+            self._held.pop(migration_id, None)
 
     def save(self, migration_id, notes=(), epoch=None, **changes):
         """Write ``changes`` to a migration's record, with ``notes``
@@ -355,11 +371,14 @@ class Store:
         events the changes mean, all in one transaction; returns the
         record.
 
-        ``epoch``: the epoch of this engine's claim (:meth:`claim`);
-        when another engine has claimed the migration since,
-        MigrationClaimLost and nothing written.  None: no check.
+        ``epoch``: the epoch of this engine's claim (:meth:`claim`;
+        by default the one it holds, if any); when another engine has
+        claimed the migration since, MigrationClaimLost and nothing
+        written.  None and no claim held: no check.
         """
         with self.lock:
+            if epoch is None:
+                epoch = self._held.get(migration_id)
             old = self.record(migration_id)
             if old is None:
                 raise exception.MigrationNotFound(migration_id=migration_id)

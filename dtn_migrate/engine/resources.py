@@ -72,6 +72,10 @@ class Live:
     def __init__(self, wake=None):
         self.stop = _Stop(wake)
         self.cancel = _Cancel(self.stop)
+        #: Set when this engine lost the migration to another (its
+        #: claim): every stage stops, nothing is undone (:meth:`fence`).
+        self.fenced = _Cancel(self.stop)
+        self.fenced_why = None
         self.failed = None              # the first stage that failed
         self.stages = {}
         self.lock = threading.Lock()
@@ -117,6 +121,15 @@ class Live:
                 callback(since)
             except Exception:  # noqa: B902 - never fail a stage
                 LOG.exception("the peer's silence could not be recorded")
+
+    def fence(self, why):
+        """Another engine holds the migration now (``why``): its stages
+        stop at once, and neither its outcome nor its reverts run here.
+        """
+        with self.lock:
+            if self.fenced_why is None:
+                self.fenced_why = why
+        self.fenced.set()
 
     def fail(self, name):
         """Stage ``name`` failed: stop the others."""

@@ -91,9 +91,10 @@ class EngineAPI:
                        info=None, origin=None):
         """From this cloud's DTN agent: the latest ``info`` of ``kind``
         (see EngineManager.transfer_event) of ``transfer_id``.  A cast:
-        the agent never waits for the engine.
+        the agent never waits for the engine.  To every engine of the
+        cloud (fanout): whichever runs the migration now takes it.
         """
-        self.client.cast(
+        self.client.prepare(fanout=True).cast(
             ctxt, 'transfer_event', kind=kind, transfer_id=transfer_id,
             name=name, info=info, origin=origin)
 

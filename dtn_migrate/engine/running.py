@@ -107,7 +107,11 @@ class Running:
     """
 
     def resume_unfinished(self):
-        """Queue the flows a previous run of the engine left running."""
+        """Queue the flows a previous run of the engine left running (on
+        a jobboard: post those that have no job).
+        """
+        if self.jobs is not None:
+            return self.jobs.orphans()
         resumed = []
         for meta in self.store.records(
                 {"state": list(states.ACTIVE_STATES)},
@@ -124,8 +128,36 @@ class Running:
         return resumed
 
     def _submit(self, migration_id, direction):
+        if self.jobs is not None:
+            # Whichever engine claims its job runs it.
+            self.jobs.post(migration_id, direction)
+            return
         self.pending.add(migration_id)
         self.pools[direction].submit(migration_id)
+
+    def run_claimed(self, migration_id):
+        """Run a migration whose job this engine's conductor claimed."""
+        with self.lock:
+            self.pending.add(migration_id)
+        self._run(migration_id)
+
+    def fence(self, migration_id, why):
+        """This engine lost ``migration_id`` to another (``why``): its
+        flow here stops, writing and undoing nothing.
+        """
+        live = self.res.live.get(migration_id)
+        if live is not None and migration_id in self.pending:
+            if not live.fenced.is_set():
+                LOG.warning("migration %s: %s; its flow here stops",
+                            migration_id, why)
+            live.fence(why)
+
+    def suspend_all(self, why):
+        """Stop every flow running here (fenced), for another engine."""
+        with self.lock:
+            running = list(self.pending)
+        for migration_id in running:
+            self.fence(migration_id, why)
 
     def _store_for(self, meta):
         if meta["direction"] == records.OUTGOING:
@@ -142,6 +174,8 @@ class Running:
     def _run(self, migration_id):
         try:
             self._run_flow(migration_id)
+        except exception.MigrationClaimLost as exc:
+            self._claim_lost(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.error("migration %s: the persistence database failed (%s); "
                       "it is recovered when the database answers again",
@@ -151,6 +185,7 @@ class Running:
         finally:
             again = self._let_go(migration_id)
             self.res.forget(migration_id)
+            self.store.release(migration_id)
         if again:
             self._wanted_again(migration_id, again)
 
@@ -170,6 +205,19 @@ class Running:
         meta = self.store.record(migration_id)
         self.incoming(meta["transfer_id"], meta["peer"], attempt)
 
+    def _claim_lost(self, migration_id, exc):
+        """Another engine claimed ``migration_id`` (MigrationClaimLost
+        ``exc``): its flow here stops at once, and writes and undoes
+        nothing more (``Live.fence``).
+        """
+        live = self.res.live.get(migration_id)
+        first = live is not None and not live.fenced.is_set()
+        if live is not None:
+            live.fence(str(exc))
+        if first or live is None:
+            LOG.warning("migration %s: %s This engine stops working on "
+                        "it.", migration_id, exc)
+
     def _stage_changed(self, migration_id, stage, state):
         """A stage of a running migration changed state: its row and
         events are written at once.
@@ -180,6 +228,8 @@ class Running:
         try:
             self.store.save(migration_id, stages=live.snapshot())
             self.progress_written[migration_id] = time.monotonic()
+        except exception.MigrationClaimLost as exc:
+            self._claim_lost(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.warning("migration %s: %s %s not saved: %s", migration_id,
                         stage, state, exc)
@@ -205,6 +255,8 @@ class Running:
         try:
             self.store.save(migration_id, notes=[note],
                             peer_silent_since=when, stages=live.snapshot())
+        except exception.MigrationClaimLost as exc:
+            self._claim_lost(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.warning("migration %s: %s not saved: %s", migration_id,
                         note[1], exc)
@@ -262,6 +314,11 @@ class Running:
         try:
             engine.run()
         except Exception as exc:  # noqa: B902 - recorded and notified
+            if live.fenced.is_set():
+                # Another engine holds it: its outcome is that one's.
+                LOG.info("migration %s: its flow stopped here: %s",
+                         migration_id, live.fenced_why)
+                return
             if persistence.is_database_error(exc):
                 raise tf_exc.StorageFailure(_reason(exc))
             extra = self._import_result(meta, storage)
@@ -329,6 +386,9 @@ class Running:
                 record = self.store.save(migration_id,
                                          stages=live.snapshot())
             except exception.MigrationNotFound:
+                continue
+            except exception.MigrationClaimLost as exc:
+                self._claim_lost(migration_id, exc)
                 continue
             except persistence.DATABASE_ERRORS as exc:
                 # The next write carries the bytes.

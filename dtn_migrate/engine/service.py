@@ -6,7 +6,9 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 from oslo_service import service
 
+from dtn_migrate.coordination import leader
 from dtn_migrate.db import api as db_api
+from dtn_migrate.engine import jobs
 from dtn_migrate.engine import lock
 from dtn_migrate.engine import manager
 from dtn_migrate.engine import migrations
@@ -24,19 +26,9 @@ from dtn_migrate import rpc
 LOG = logging.getLogger(__name__)
 
 
-def check_jobboard(conf):
-    """ConfigError when ``[task_flow] jobboard_enabled`` asks for what
-    this engine cannot do yet: the jobboard's drivers and conductor
-    (``dtn_migrate.coordination``) are not the engine's yet, and an
-    engine that ignored the setting would run beside others on one
-    database.
-    """
-    if conf.task_flow.jobboard_enabled:
-        raise exception.ConfigError(
-            reason="[task_flow] jobboard_enabled = true: this engine "
-                   "does not run on a jobboard yet; one engine per "
-                   "persistence database ([task_flow] jobboard_enabled "
-                   "= false)")
+#: Seconds an engine that shares its database waits for another one's
+#: schema upgrade.
+SHARED_SYNC_TIMEOUT = 120.0
 
 
 class EngineService(service.Service):
@@ -46,16 +38,21 @@ class EngineService(service.Service):
         ones of ``rpc.init``).
         """
         super().__init__()
-        check_jobboard(conf)
         self.conf = conf
         self.transport = transport
         self.host = conf.host
         #: Set when another engine took the database's lock.
         self.lock_lost = False
+        #: Engines share the migrations through a jobboard, or one holds
+        #: the database's lock.
+        self.shared = conf.task_flow.jobboard_enabled
         # Before anything touches the database: a second engine on it
-        # refuses to start (PersistenceInUse).
+        # refuses to start (PersistenceInUse).  Engines that share it
+        # hold the lock only while one brings the schema up to date.
         connection = db_api.connection_url(conf)
-        self.lock = lock.EngineLock(connection, conf.engine.lock_timeout)
+        self.lock = lock.EngineLock(
+            connection, conf.engine.lock_timeout if not self.shared
+            else max(conf.engine.lock_timeout, SHARED_SYNC_TIMEOUT))
         self.lock.acquire()
         try:
             # Brings the schema up to date (as dtn-migrate-manage db
@@ -64,6 +61,8 @@ class EngineService(service.Service):
         except BaseException:
             self.lock.release()
             raise
+        if self.shared:
+            self.lock.release()
         if images is None:
             images = glance.ImageService.from_conf(conf, 'glance')
         self.resources = resources.Resources(conf, images, agent, backend,
@@ -75,6 +74,14 @@ class EngineService(service.Service):
             notifier = messaging.Notifier(transport, publisher_id=publisher)
         self.migrations = migrations.Migrations(conf, self.store,
                                                 self.resources, notifier)
+        #: The election of the engine that runs the cloud's timers (None:
+        #: this engine is the cloud's only one).
+        self.leadership = None
+        if self.shared:
+            self.migrations.jobs = jobs.Jobs(conf, self.migrations,
+                                             self.host)
+            self.leadership = leader.Leadership(leader.backend_url(conf),
+                                                self.host)
         self.protection = protection.Protection(
             conf, self.store.db, self.migrations, notifier)
         self.drills = drills.Drills(conf, self.store.db, self.resources,
@@ -92,6 +99,9 @@ class EngineService(service.Service):
         self.rpcserver = rpc.get_server(target, [self.manager],
                                         transport=self.transport)
         self.rpcserver.start()
+        if self.shared:
+            self.migrations.jobs.start()
+            self.leadership.start()
         resumed = self.migrations.resume_unfinished()
         LOG.info("dtn-migrate-engine %s ready (agent %s); %d migrations "
                  "resumed", self.host, self.conf.engine.agent_host,
@@ -105,6 +115,14 @@ class EngineService(service.Service):
         self.tg.add_timer_args(self.conf.engine.reconcile_interval,
                                self.migrations.reconcile, initial_delay=1.0,
                                stop_on_exception=False)
+        if self.shared:
+            # Jobs a backend lost (a Redis restart): the leader posts them
+            # again.
+            self.tg.add_timer_args(
+                self.conf.engine.reconcile_interval,
+                self._leading(self.migrations.jobs.orphans),
+                initial_delay=self.conf.engine.reconcile_interval,
+                stop_on_exception=False)
         interval = self.conf.engine.database_check_interval
         self.tg.add_timer_args(interval, self.check_database,
                                initial_delay=interval,
@@ -116,10 +134,15 @@ class EngineService(service.Service):
         every scan_interval), the recovery points and mirror deletions.
         """
         group = self.conf.protection
-        try:
-            self.drills.recover()
-        except exception.DtnMigrateException as exc:
-            LOG.warning("drills left running not recovered: %s", exc)
+        if self.shared:
+            # A drill left running may be another engine's, running.
+            LOG.warning("engines share the jobboard: drills left running "
+                        "are not recovered at start")
+        else:
+            try:
+                self.drills.recover()
+            except exception.DtnMigrateException as exc:
+                LOG.warning("drills left running not recovered: %s", exc)
         self.protection.start()
         if group.listen:
             transport = self.transport or rpc.NOTIFICATION_TRANSPORT
@@ -131,17 +154,27 @@ class EngineService(service.Service):
                      ", ".join(group.notification_topics),
                      group.listener_pool)
         self.tg.add_timer_args(group.scan_interval,
-                               self.protection.request_scan,
+                               self._leading(self.protection.request_scan),
                                initial_delay=1.0, stop_on_exception=False)
         self.tg.add_timer_args(group.rpo_interval,
-                               self.protection.check_rpo,
+                               self._leading(self.protection.check_rpo),
                                initial_delay=group.rpo_interval,
                                stop_on_exception=False)
         # Its own timer: a peer slow to answer never delays the grades.
         self.tg.add_timer_args(group.rpo_interval,
-                               self.protection.send_deletions,
+                               self._leading(self.protection.send_deletions),
                                initial_delay=group.rpo_interval,
                                stop_on_exception=False)
+
+    def _leading(self, call):
+        """``call``, run only by the engine that leads the cloud's."""
+        if self.leadership is None:
+            return call
+
+        def run():
+            if self.leadership.is_leader():
+                return call()
+        return run
 
     def check_database(self):
         """Take the lock again after a database restart, and reconcile
@@ -149,7 +182,8 @@ class EngineService(service.Service):
         took the lock meanwhile stops this one.
         """
         try:
-            self.lock.check()
+            if not self.shared:
+                self.lock.check()
         except exception.PersistenceInUse as exc:
             LOG.critical("%s This engine stops.", exc)
             self.lock_lost = True
@@ -167,6 +201,10 @@ class EngineService(service.Service):
         self._stopped.set()
         # A timer's run may wait for the agent (rpc_timeout): not joined.
         self.tg.stop_timers()
+        if self.shared:
+            # Its flows stop here and go back to the board.
+            self.migrations.jobs.stop()
+            self.leadership.stop()
         for server in (self.listener, self.rpcserver):
             if server is not None:
                 server.stop()
@@ -175,7 +213,8 @@ class EngineService(service.Service):
         super().stop(graceful)
         self.resources.close()
         self.store.close()
-        self.lock.release()
+        if not self.shared:
+            self.lock.release()
 
     def wait(self):
         self._stopped.wait()

@@ -21,8 +21,10 @@ TRANSIENT_RPC = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
                  messaging.ClientSendError)
 
 
-#: Failures of a stage that only follow another stage's (or a cancel).
-SECONDARY = (exception.MigrationCancelled, exception.StageFailed)
+#: Failures of a stage that only follow another stage's (or a cancel,
+#: or the loss of the migration to another engine).
+SECONDARY = (exception.MigrationCancelled, exception.StageFailed,
+             exception.MigrationSuspended)
 
 
 def sink_verifies(options):
@@ -54,16 +56,31 @@ class MigrationTask(task.Task):
         return self.res.live_for(migration_id)
 
     def check_cancel(self, migration_id):
-        """Raise MigrationCancelled after a cancel, StageFailed after
+        """Raise MigrationSuspended once another engine holds the
+        migration, MigrationCancelled after a cancel, StageFailed after
         another stage's failure.
         """
         live = self.live(migration_id)
+        if live.fenced.is_set():
+            raise exception.MigrationSuspended(migration_id=migration_id,
+                                               reason=live.fenced_why)
         if live.cancel.is_set():
             raise exception.MigrationCancelled(migration_id=migration_id)
         if live.stop.is_set():
             raise exception.StageFailed(migration_id=migration_id,
                                         stage=self.name,
                                         reason="%s failed" % live.failed)
+
+    def fenced(self, migration_id, what):
+        """Whether another engine holds the migration now: then ``what``
+        (a revert) is not done here, and it says so.
+        """
+        live = self.res.live.get(migration_id)
+        if live is None or not live.fenced.is_set():
+            return False
+        LOG.info("migration %s: %s left to the engine that holds it now "
+                 "(%s)", migration_id, what, live.fenced_why)
+        return True
 
     def pause(self, migration_id, seconds=None):
         """Sleep a poll interval, or less if the migration is cancelled

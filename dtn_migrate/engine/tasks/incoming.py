@@ -198,12 +198,16 @@ class CreateImage(base.MigrationTask):
         LOG.info("import %s: created image %s", migration_id, image["id"])
         return image["id"]
 
-    def revert(self, transfer_id, incoming, result=None, flow_failures=None,
-               peer=None, **kwargs):
+    def revert(self, migration_id, transfer_id, incoming, result=None,
+               flow_failures=None, peer=None, **kwargs):
         """Delete the half-imported images of this transfer, but never a
         verified one: after a failure later in the flow (the report, the
         cleanup) the image is kept.
         """
+        if self.fenced(migration_id,
+                       "the removal of transfer %s's half-imported images"
+                       % transfer_id):
+            return
         after_import = not set(flow_failures or ()) & ATTEMPT_TASKS
         ids = {result} if isinstance(result, str) else set()
         try:

@@ -415,7 +415,10 @@ class TransferImage(base.MigrationTask):
 
         self.follow(migration_id, "staging", step, 0.2)
 
-    def revert(self, transfer_id, *args, **kwargs):
+    def revert(self, migration_id, transfer_id, *args, **kwargs):
+        if self.fenced(migration_id, "the cancel of transfer %s"
+                       % transfer_id):
+            return
         try:
             self.res.agent.cancel_transfer(base.CTXT, self.res.agent_host,
                                            transfer_id)

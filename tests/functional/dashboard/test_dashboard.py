@@ -362,8 +362,10 @@ class TestDashboard(dashboard.DashboardTestCase):
         self.assertReadable(page)
 
     def test_cancel_running_migration(self):
-        # 96 MiB at 8 MiB/s: about 12 s on the link.
-        source = self.upload(96 * MiB, name="dash-cancel")
+        # 192 MiB at 8 MiB/s: about 24 s on the link, so that the retry
+        # near the end still runs when its cancel is clicked (with 96 MiB
+        # a loaded CI machine saw the retry complete first).
+        source = self.upload(192 * MiB, name="dash-cancel")
         rec = self.start_migration(source["id"])
         mid = rec["id"]
         self.wait_transferring(mid)
@@ -396,7 +398,7 @@ class TestDashboard(dashboard.DashboardTestCase):
         self.assertNoActions(page)
 
         # The detail page's buttons: retry, then cancel the new attempt
-        # (the 40-odd MiB left take seconds more than the clicks).
+        # (the 100-odd MiB left take seconds more than the clicks).
         detail = "%s%s/" % (INDEX, mid)
         page = self.goto("alice", detail)
         page.click("#migrations__row_%s__action_retry" % mid)

@@ -33,7 +33,8 @@ class TestOpts(testcase.TestCase):
                 self.assertTrue(opt.help, "%s.%s has no help" % (name,
                                                                  opt.name))
         self.assertEqual({"DEFAULT", "agent", "transfer", "tls", "rdma",
-                          "staging", "engine", "task_flow", "protection",
+                          "staging", "engine", "task_flow", "coordination",
+                          "protection",
                           "database", "api", "glance",
                           peer.SAMPLE_GROUP},
                          set(groups))

@@ -208,6 +208,28 @@ class TestFencing(testcase.TestCase):
                           MID, epoch=mine, state="queued", stages={})
         self.assertEqual(before, self.store.record(MID))
 
+    def test_saves_carry_the_claim_this_engine_holds(self):
+        # Two engines' stores on one database: the one taken over has
+        # its saves refused without naming an epoch, until it lets go.
+        other = persistence.Store(self.store.url)
+        self.addCleanup(other.close)
+        mine = self.store.claim(MID, "engine-1", 0)
+        self.assertEqual(mine, self.store.held(MID))
+        self.store.save(MID, state="running")
+        theirs = other.claim(MID, "engine-2", mine)
+        before = self.store.record(MID)
+        for _ in range(2):
+            self.assertRaises(exception.MigrationClaimLost, self.store.save,
+                              MID, stages={"export": {"done": 5}})
+            self.assertEqual(before, self.store.record(MID))
+        self.assertEqual("engine-2",
+                         other.save(MID, state="running")["owner"])
+        self.assertEqual(theirs, other.held(MID))
+        self.store.release(MID)
+        self.assertIsNone(self.store.held(MID))
+        self.assertEqual("queued",
+                         self.store.save(MID, state="queued")["state"])
+
     def test_save_without_an_epoch_is_not_checked(self):
         self.store.claim(MID, "engine-1", 0)
         self.store.claim(MID, "engine-2", 1)

@@ -293,10 +293,11 @@ class TestTransferEvent(testcase.TestCase):
         self.assertTrue(board.wait(k, 0, 5))
         self.assertEqual([k], list(board.items))
 
-    def test_a_cast(self):
+    def test_a_cast_to_every_engine(self):
         api = rpcapi.EngineAPI(transport=mock.Mock())
         api.client = mock.Mock()
         api.transfer_event({}, events.REPORT, TID, info=None)
-        api.client.cast.assert_called_once_with(
+        api.client.prepare.assert_called_once_with(fanout=True)
+        api.client.prepare.return_value.cast.assert_called_once_with(
             {}, "transfer_event", kind="report", transfer_id=TID, name=None,
             info=None, origin=None)

@@ -128,7 +128,7 @@ class TestCreateImageRevert(testcase.TestCase):
 
     def revert(self, failed_at):
         fail = failure.Failure.from_exception(RuntimeError("boom"))
-        self.task.revert(TID, self.incoming, result=None,
+        self.task.revert(MID, TID, self.incoming, result=None,
                          flow_failures={failed_at: fail}, peer="west")
 
     def test_failure_after_verification_keeps_the_image(self):
@@ -212,7 +212,7 @@ class TestPlantedMarkers(testcase.TestCase):
         task = incoming.CreateImage(self.res)
         image_id = task.execute(MID, TID, self.incoming, "west")
         fail = failure.Failure.from_exception(RuntimeError("boom"))
-        task.revert(TID, self.incoming, result=image_id,
+        task.revert(MID, TID, self.incoming, result=image_id,
                     flow_failures={"upload-image": fail}, peer="west")
         self.assertNotIn(image_id, self.images.images)
         self.assertUntouched()

@@ -1,0 +1,188 @@
+"""Migrations as jobs of the jobboard that active/active engines share
+(``[task_flow] jobboard_enabled``; :mod:`dtn_migrate.coordination`).
+
+An engine posts a job for each migration it is asked to run (one job
+per migration: a migration that has one on the board gets no other),
+and its conductor claims jobs, any engine's.  A claimed job's migration
+is claimed in the database too (``Store.claim``: its owner and a new
+epoch, which every later save of this engine carries), and its flow
+runs from its logbook as a single engine runs it (``Running._run``).
+
+* A migration another engine claims meanwhile (a takeover after this
+  engine was paused or cut off) is *fenced* here: its next save is
+  refused, and its flow stops without writing or undoing anything.  So
+  does every flow of a conductor whose claims are lost (the ZooKeeper
+  session expired; a Redis claim found gone).
+* A job whose migration was claimed ``jobboard_max_claims`` times
+  without finishing goes to the trash and its migration fails (a poison
+  job) instead of cycling between engines.
+* Two jobs of one migration (posted by two engines at once) are one:
+  the job with the smallest uuid runs it; the other is consumed.
+"""
+
+import contextlib
+import threading
+
+from oslo_log import log as logging
+
+from dtn_migrate.common import states
+from dtn_migrate.coordination import conductor as conductor_mod
+from dtn_migrate.coordination import jobboard
+from dtn_migrate import exception
+
+LOG = logging.getLogger(__name__)
+
+#: A migration's job name.
+JOB_NAME = "migration-%s"
+
+
+class Jobs:
+    """The jobboard of ``migrations`` (a :class:`migrations.Migrations`),
+    this engine (``host``) one of its conductors.
+    """
+
+    def __init__(self, conf, migrations, host):
+        self.conf = conf
+        self.migrations = migrations
+        self.store = migrations.store
+        self.host = host
+        self.driver = jobboard.get_driver(conf)
+        self.max_claims = conf.task_flow.jobboard_max_claims
+        self.board = None
+        self.conductor = None
+        self._stack = contextlib.ExitStack()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    # Life.
+    def start(self):
+        """Connect to the jobboard (JobFailure when it does not answer)
+        and start claiming.
+        """
+        self.board = self._stack.enter_context(self.driver.job_board(
+            self.store.backend, on_lost=self._session_lost))
+        engine = self.conf.engine
+        self.conductor = conductor_mod.Conductor(
+            self.host, self.board, self.dispatch,
+            max_jobs=engine.max_concurrent_migrations +
+            engine.max_concurrent_imports,
+            claim_expiry=self.driver.claim_expiry)
+        self._thread = threading.Thread(target=self.conductor.run,
+                                        name="conductor", daemon=True)
+        self._thread.start()
+        LOG.info("conductor %s claims jobs of the %s", self.host,
+                 self.driver.describe())
+
+    def stop(self, timeout=30):
+        """Stop claiming; the flows running here stop at once (fenced:
+        nothing undone) and their jobs go back to the board for another
+        engine.
+        """
+        if self.conductor is None:
+            return
+        self.conductor.stop()
+        self.migrations.suspend_all("its engine %s stops" % self.host)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._stack.close()
+
+    def _session_lost(self, why):
+        self.conductor.session_lost(why)
+
+    # Posting.
+    def jobs_of(self, migration_id):
+        """The jobs on the board of ``migration_id``."""
+        return [job for job in self.board.iterjobs(ensure_fresh=True)
+                if (job.details or {}).get("migration_id") == migration_id]
+
+    def post(self, migration_id, direction):
+        """Post the job of ``migration_id`` unless it has one."""
+        with self._lock:
+            if self.jobs_of(migration_id):
+                return None
+            epoch = self.store.record(migration_id)["epoch"]
+            job = self.board.post(JOB_NAME % migration_id, details={
+                "migration_id": migration_id, "direction": direction,
+                "epoch": epoch})
+        LOG.debug("migration %s posted (job %s)", migration_id, job.uuid)
+        return job
+
+    def orphans(self):
+        """Post a job for every active migration that has none (after an
+        engine or the backend lost them); returns their ids.
+        """
+        posted = {(job.details or {}).get("migration_id")
+                  for job in self.board.iterjobs(ensure_fresh=True)}
+        found = []
+        for meta in self.store.records(
+                {"state": list(states.ACTIVE_STATES)},
+                sort_keys=["created_at"], sort_dirs=["asc"]):
+            if meta["migration_id"] not in posted:
+                self.post(meta["migration_id"], meta["direction"])
+                found.append(meta["migration_id"])
+        return found
+
+    def take_over(self, migration_id):
+        """Claim ``migration_id`` here over whichever engine holds it (a
+        cancel): that engine's next save is refused.  Returns the new
+        epoch, or None for a migration no engine holds.
+        """
+        meta = self.store.record(migration_id)
+        if meta is None or meta["state"] in states.FINAL_STATES or \
+                not meta.get("owner"):
+            return None
+        epoch = self.store.claim(migration_id, self.host, meta["epoch"])
+        LOG.info("migration %s taken over from %s (epoch %d)",
+                 migration_id, meta["owner"], epoch)
+        return epoch
+
+    # Claiming.
+    def dispatch(self, job, lost):
+        """Run ``job``'s migration here; its end (conductor.CONSUME,
+        ABANDON or TRASH).
+        """
+        details = job.details or {}
+        migration_id = details.get("migration_id")
+        meta = self.store.record(migration_id) if migration_id else None
+        if meta is None or meta["state"] not in states.ACTIVE_STATES:
+            return conductor_mod.CONSUME
+        if any(other.uuid < job.uuid for other in self.jobs_of(migration_id)):
+            LOG.info("job %s: migration %s has an older job", job.uuid,
+                     migration_id)
+            return conductor_mod.CONSUME
+        claims = meta["epoch"] - (details.get("epoch") or 0)
+        if claims >= self.max_claims:
+            self.migrations.fail_poison(
+                migration_id, "it was taken over %d times ([task_flow] "
+                "jobboard_max_claims) without finishing; last by %s"
+                % (claims, meta.get("owner")))
+            return conductor_mod.TRASH
+        try:
+            epoch = self.store.claim(migration_id, self.host, meta["epoch"])
+        except exception.MigrationClaimLost as exc:
+            LOG.warning("job %s: %s", job.uuid, exc)
+            return conductor_mod.ABANDON
+        LOG.info("migration %s claimed by %s (epoch %d, owner before: %s)",
+                 migration_id, self.host, epoch, meta.get("owner") or "none")
+        done = threading.Event()
+        watch = threading.Thread(target=self._watch,
+                                 args=(migration_id, lost, done),
+                                 name="fence-%s" % migration_id[:8],
+                                 daemon=True)
+        watch.start()
+        try:
+            self.migrations.run_claimed(migration_id)
+        finally:
+            done.set()
+            watch.join()
+        meta = self.store.record(migration_id)
+        if meta is not None and meta["state"] in states.FINAL_STATES:
+            return conductor_mod.CONSUME
+        return conductor_mod.ABANDON
+
+    def _watch(self, migration_id, lost, done):
+        while not done.is_set():
+            if lost.wait(0.2):
+                self.migrations.fence(migration_id,
+                                      "its jobboard claim was lost")
+                return

@@ -1,0 +1,227 @@
+"""Active/active engines (issue 39): three dtn-migrate-engine processes
+of cloud A on one MariaDB share its migrations through a jobboard on a
+real ZooKeeper (and, in a second class, a real Redis); cloud B keeps
+its single engine.
+
+* A batch of migrations asked for at once runs each migration once (one
+  import per image on B), spread over the engines.
+* SIGSTOP of the owner past its session, then SIGCONT: another engine
+  took the migration over, and the paused one writes nothing more.
+* kill -9 of the engine that runs a migration, twice in one test:
+  another engine takes it over within the ZooKeeper session and a
+  margin, and it completes bit-exact; the seconds from each kill to the
+  new owner's claim and to its first progress are kept.
+
+The clouds, the MariaDB and the ZooKeeper (Redis) are the class's; each
+test has its own jobboard namespace and database.
+"""
+
+import collections
+import os
+import signal
+import time
+import uuid
+
+from testtools import content
+
+import devcloud
+from devcloud import coordination
+from devcloud import dbserver
+from dtn_migrate.db import api as db_api
+from tests.functional import base
+from tests.functional.migration import harness as migration
+from tests.functional.migration import scope as class_scope
+
+MiB = 1 << 20
+ENGINES = 3
+#: ZooKeeper's session of an engine (s): how long a dead engine's
+#: migrations wait for another.
+SESSION = 4.0
+
+
+class TestActiveActive(migration.MigrationTestCase):
+    """On ZooKeeper."""
+
+    backend = "zookeeper"
+    server_class = coordination.ZooKeeper
+
+    @staticmethod
+    def task_flow(server):
+        return {"jobboard_backend_driver": "zookeeper_taskflow_driver",
+                "jobboard_backend_port": str(server.port),
+                "jobboard_zookeeper_session_timeout": str(SESSION)}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        scope = cls.scope = class_scope.ClassScope("dtnm-aa-")
+        for ok, why in (devcloud.available(), base.Broker.available(),
+                        dbserver.available("mariadb"),
+                        coordination.available(cls.backend)):
+            if not ok:
+                scope.close()
+                scope.skipTest(why)
+        try:
+            cls.mariadb = dbserver.MariaDB()
+            scope.addCleanup(cls.mariadb.close)
+            cls.mariadb.start()
+            cls.server = cls.server_class()
+            scope.addCleanup(cls.server.close)
+            cls.server.start()
+            cls.a, cls.b = scope.clouds()
+        except BaseException:
+            scope.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scope.close()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        a = self.a
+        a.engine.stop()
+        self.persistence = self.mariadb.database(
+            "dtnm_aa_%s" % uuid.uuid4().hex[:8])
+        namespace = "dtnm-aa-%s" % uuid.uuid4().hex[:8]
+        extra = {"task_flow": dict(self.task_flow(self.server),
+                                   jobboard_enabled="true",
+                                   jobboard_backend_namespace=namespace)}
+        self.engines = {}
+        for i in range(ENGINES):
+            name = "%s-%d" % (a.engine_name, i)
+            engine = migration.Engine(
+                self.workdir, name, a.broker.url(), a.agent_name,
+                a.glance_auth(), a.staging, self.persistence, extra=extra)
+            self.addCleanup(engine.discard)
+            self.addOnException(
+                lambda exc_info, e=engine: self.addDetail(
+                    "log-%s" % e.name, content.text_content(e.tail(200))))
+            self.engines[name] = engine
+        for engine in self.engines.values():
+            engine.start()
+        for engine in self.engines.values():
+            engine.wait_ready(a.bus.engine)
+        # The class's single engine comes back for the next test.
+        self.addCleanup(self._single_engine)
+
+    def _single_engine(self):
+        for engine in self.engines.values():
+            engine.discard()
+        self.a.engine.start()
+        self.a.wait_ready()
+
+    def row(self, migration_id):
+        """The migration's row, read from the engines' database."""
+        db = db_api.Database(connection=self.persistence)
+        try:
+            return db.migration_get(migration_id)
+        finally:
+            db.dispose()
+
+    def test_a_batch_runs_each_migration_once_over_the_engines(self):
+        sources = [self.upload(self.a, data=os.urandom(2 * MiB),
+                               name="aa-%02d" % i) for i in range(12)]
+        req = self.migrate(images=[s["id"] for s in sources])
+        recs = [self.wait_migration(m["migration_id"], timeout=300)
+                for m in req["migrations"]]
+        owners = collections.Counter()
+        for source, rec in zip(sources, recs):
+            # One import of each on B (assertMigrated: one image of the
+            # transfer), and one claim of it on A (epoch 1).
+            self.assertMigrated(rec, source)
+            self.assertEqual(1, rec["epoch"], rec)
+            owners[rec["owner"]] += 1
+        self.addDetail("owners", content.text_content(repr(owners)))
+        self.assertLessEqual(set(owners), set(self.engines))
+        self.assertGreater(len(owners), 1, owners)
+
+    def test_kill_9_of_the_owner_twice(self):
+        source = self.upload(self.a, data=os.urandom(48 * MiB),
+                             name="aa-takeover")
+        req = self.migrate(images=[source["id"]],
+                           transfer_options={"rate_limit": 4 * MiB})
+        mid = req["migrations"][0]["migration_id"]
+        takeovers = []
+        for _ in range(2):
+            first = self.wait_until(
+                lambda: (lambda r: r if r["state"] == "running" and
+                         r.get("owner") and
+                         (r.get("bytes_transfer") or 0) > 0 else None)(
+                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
+                "the migration under way", timeout=120, interval=0.2)
+            owner = first["owner"]
+            t0 = time.monotonic()
+            self.engines[owner].kill9()
+            taken = self.wait_until(
+                lambda: (lambda r: r if r.get("owner") not in (owner, None)
+                         else None)(
+                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
+                "another engine to take it", timeout=60, interval=0.1)
+            claimed = time.monotonic() - t0
+            # Its first write: the new owner's progress.
+            self.wait_until(
+                lambda: (lambda r: r if r["updated_at"] >
+                         taken["updated_at"] else None)(
+                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
+                "the new owner's progress", timeout=60, interval=0.1)
+            takeovers.append((round(claimed, 2),
+                              round(time.monotonic() - t0, 2)))
+            self.assertGreater(taken["epoch"], first["epoch"])
+            self.engines[owner].start()
+        self.addDetail("takeover-seconds",
+                       content.text_content(repr(takeovers)))
+        rec = self.wait_migration(mid, timeout=300)
+        self.assertMigrated(rec, source)
+        for _claimed, progress in takeovers:
+            self.assertLess(progress, SESSION + 10, takeovers)
+
+    def test_sigstop_of_the_owner_past_its_session(self):
+        """The owner paused past its session, then resumed: another
+        engine took the migration over; the paused one, told its claim
+        is gone (or refused its next save), writes nothing more; the
+        image is imported once.
+        """
+        source = self.upload(self.a, data=os.urandom(32 * MiB),
+                             name="aa-paused")
+        req = self.migrate(images=[source["id"]],
+                           transfer_options={"rate_limit": 4 * MiB})
+        mid = req["migrations"][0]["migration_id"]
+        first = self.wait_until(
+            lambda: (lambda r: r if r["state"] == "running" and
+                     r.get("owner") and
+                     (r.get("bytes_transfer") or 0) > 0 else None)(
+                self.a.bus.engine.get_migration(migration.ADMIN, mid)),
+            "the migration under way", timeout=120, interval=0.2)
+        paused = self.engines[first["owner"]]
+        os.kill(paused.proc.pid, signal.SIGSTOP)
+        try:
+            # From the database: the bus's calls that the paused engine
+            # took wait for it.
+            taken = self.wait_until(
+                lambda: (lambda r: r if r.get("owner") not in
+                         (first["owner"], None) else None)(self.row(mid)),
+                "another engine to take it", timeout=60, interval=0.1)
+        finally:
+            os.kill(paused.proc.pid, signal.SIGCONT)
+        rec = self.wait_migration(mid, timeout=300)
+        self.assertMigrated(rec, source)
+        self.assertEqual(taken["owner"], rec["owner"])
+        log = paused.log_text()
+        self.assertTrue(
+            "its jobboard claim was lost" in log or
+            "was claimed by another engine" in log, paused.tail(80))
+
+
+class TestActiveActiveOnRedis(TestActiveActive):
+    """The same cases on Redis: claims that expire unless extended."""
+
+    backend = "redis"
+    server_class = coordination.Redis
+
+    @staticmethod
+    def task_flow(server):
+        return {"jobboard_backend_driver": "redis_taskflow_driver",
+                "jobboard_backend_port": str(server.port),
+                "jobboard_expiration_time": str(int(SESSION))}
