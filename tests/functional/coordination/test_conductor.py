@@ -2,11 +2,12 @@
 Redis (issue 39): conductors in processes of their own
 (``conductor_main``) claim the jobs, and a conductor killed with -9, or
 paused past its session, loses its jobs to another, which is told
-nothing ran twice.  One private server per class
-(:mod:`devcloud.coordination`), one jobboard namespace per test.
+nothing ran twice (each job once over several engines:
+``tests/functional/engine/test_active_active.py``).  One private server
+per class (:mod:`devcloud.coordination`), one jobboard namespace per
+test.
 """
 
-import collections
 import contextlib
 import os
 import signal
@@ -125,22 +126,6 @@ class _JobboardTests:
                 if j.state != "COMPLETE"]
 
     # The tests.
-    def test_each_job_once_over_three_conductors(self):
-        for name in ("c1", "c2", "c3"):
-            self.conductor(name)
-        names = ["job-%02d" % i for i in range(24)]
-        for name in names:
-            self.post(name, hold=0.2)
-        self.wait(lambda: len(self.of("done")) >= len(names),
-                  "24 jobs done")
-        time.sleep(1.0)
-        done = collections.Counter(e[1] for e in self.of("done"))
-        self.assertEqual(dict.fromkeys(names, 1), dict(done))
-        self.assertEqual(len(names), len(self.of("claimed")))
-        by = collections.Counter(e[2] for e in self.of("done"))
-        self.assertGreater(len(by), 1, by)
-        self.wait(lambda: not self.jobs_left(), "the board empty", 10)
-
     def test_a_killed_or_paused_conductor_loses_its_job(self):
         """kill -9, twice, then SIGSTOP past the session and SIGCONT:
         another conductor claims the job each time within the session
