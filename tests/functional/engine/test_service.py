@@ -30,6 +30,7 @@ from oslo_messaging import conffixture  # noqa: E402
 from dtn_migrate.conf import database, default, engine  # noqa: E402
 from dtn_migrate.conf import staging  # noqa: E402
 from dtn_migrate.conf import protection  # noqa: E402
+from dtn_migrate.conf import coordination, task_flow  # noqa: E402
 from dtn_migrate.engine import rpcapi, service  # noqa: E402
 from dtn_migrate.staging import localfs  # noqa: E402
 from tests.unit.engine import fakes  # noqa: E402
@@ -40,7 +41,8 @@ for root in roots.values():
     os.makedirs(root)
 conf = cfg.ConfigOpts()
 conffixture.ConfFixture(conf)
-for module in (default, database, engine, protection, staging):
+for module in (default, database, engine, protection, staging, task_flow,
+               coordination):
     module.register_opts(conf)
 conf([], project="dtn-migrate-test")
 conf.set_override("host", "controller")
