@@ -24,6 +24,7 @@ import contextlib
 import threading
 
 from oslo_log import log as logging
+from taskflow import exceptions as tf_exc
 
 from dtn_migrate.common import states
 from dtn_migrate.coordination import conductor as conductor_mod
@@ -96,14 +97,23 @@ class Jobs:
                 if (job.details or {}).get("migration_id") == migration_id]
 
     def post(self, migration_id, direction):
-        """Post the job of ``migration_id`` unless it has one."""
-        with self._lock:
-            if self.jobs_of(migration_id):
-                return None
-            epoch = self.store.record(migration_id)["epoch"]
-            job = self.board.post(JOB_NAME % migration_id, details={
-                "migration_id": migration_id, "direction": direction,
-                "epoch": epoch})
+        """Post the job of ``migration_id`` unless it has one.  A
+        jobboard that does not answer (a ZooKeeper session that just
+        expired, a Redis restart) posts nothing: the record is saved,
+        and the leading engine posts a job for it (:meth:`orphans`).
+        """
+        try:
+            with self._lock:
+                if self.jobs_of(migration_id):
+                    return None
+                epoch = self.store.record(migration_id)["epoch"]
+                job = self.board.post(JOB_NAME % migration_id, details={
+                    "migration_id": migration_id, "direction": direction,
+                    "epoch": epoch})
+        except tf_exc.JobFailure as exc:
+            LOG.warning("migration %s: not posted (%s); the leading "
+                        "engine posts it", migration_id, exc)
+            return None
         LOG.debug("migration %s posted (job %s)", migration_id, job.uuid)
         return job
 

@@ -18,6 +18,7 @@ import time
 import uuid
 
 from oslo_config import cfg
+from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends as persistence_backends
 import testtools
 
@@ -119,7 +120,16 @@ class _JobboardTests:
             what, timeout, self.events(), err))
 
     def post(self, name, **details):
-        return self.board.post(name, details=details)
+        # After a restart of the backend the board's session may have
+        # expired: its client starts a new one within seconds.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self.board.post(name, details=details)
+            except tf_exc.JobFailure:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def jobs_left(self):
         return [j for j in self.board.iterjobs(ensure_fresh=True)

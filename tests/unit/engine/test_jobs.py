@@ -8,6 +8,7 @@ import tempfile
 import threading
 
 from oslo_config import cfg
+from taskflow import exceptions as tf_exc
 
 from dtn_migrate import conf as dtn_conf
 from dtn_migrate.coordination import conductor
@@ -120,6 +121,13 @@ class TestDispatch(testcase.TestCase):
         self.assertEqual("failed", rec["state"])
         self.assertIn("taken over 3 times ([task_flow] jobboard_max_claims)",
                       rec["error"])
+
+    def test_a_board_that_does_not_answer_posts_nothing(self):
+        def post(name, details=None):
+            raise tf_exc.JobFailure("session expired")
+        self.jobs.board.post = post
+        self.assertIsNone(self.jobs.post(MID, "outgoing"))
+        self.assertEqual("queued", self.store.record(MID)["state"])
 
     def test_orphans_get_a_job(self):
         other = "b" * 32
