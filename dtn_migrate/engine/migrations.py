@@ -422,7 +422,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             # is fenced), cancels its transfer and ends it.
             self.jobs.take_over(migration_id)
             if record["direction"] == OUTGOING:
-                self._cancel_transfer(record["transfer_id"])
+                self.res.cancel_transfer_quietly(record["transfer_id"])
         if not running:
             # Queued, left unfinished by a previous run of the engine, or
             # stranded by a database error.
@@ -434,13 +434,6 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         LOG.info("migration %s: cancel requested", migration_id)
         self.store.release(migration_id)
         return self.get(migration_id)
-
-    def _cancel_transfer(self, transfer_id):
-        try:
-            self.res.agent.cancel_transfer(base.CTXT, self.res.agent_host,
-                                           transfer_id)
-        except Exception as exc:  # noqa: B902 - best effort
-            LOG.warning("could not cancel transfer %s: %s", transfer_id, exc)
 
     def fail_poison(self, migration_id, reason):
         """End a migration whose job went to the jobboard's trash."""

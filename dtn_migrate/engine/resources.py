@@ -316,6 +316,16 @@ class Resources:
         return True
 
     # This cloud's DTN agent.
+    def cancel_transfer_quietly(self, transfer_id):
+        """Ask this DTN's agent to cancel ``transfer_id``, best effort:
+        one it no longer runs, or an agent that does not answer, is
+        logged.
+        """
+        try:
+            self.agent.cancel_transfer({}, self.agent_host, transfer_id)
+        except Exception as exc:  # noqa: B902 - best effort
+            LOG.warning("could not cancel transfer %s: %s", transfer_id, exc)
+
     def check_peer(self, peer):
         """The DTN agent answers and knows peer DTN ``peer``."""
         info = self._ping()

@@ -142,15 +142,16 @@ class Running:
         self._run(migration_id)
 
     def fence(self, migration_id, why):
-        """This engine lost ``migration_id`` to another (``why``): its
-        flow here stops, writing and undoing nothing.
+        """This engine lost ``migration_id`` to another (``why``, or the
+        MigrationClaimLost that said so): its flow here stops at once,
+        and writes and undoes nothing more (``Live.fence``).
         """
         live = self.res.live.get(migration_id)
-        if live is not None and migration_id in self.pending:
-            if not live.fenced.is_set():
-                LOG.warning("migration %s: %s; its flow here stops",
-                            migration_id, why)
-            live.fence(why)
+        if live is None or not live.fenced.is_set():
+            LOG.warning("migration %s: %s; its flow here stops",
+                        migration_id, why)
+        if live is not None:
+            live.fence(str(why))
 
     def suspend_all(self, why):
         """Stop every flow running here (fenced), for another engine."""
@@ -175,7 +176,7 @@ class Running:
         try:
             self._run_flow(migration_id)
         except exception.MigrationClaimLost as exc:
-            self._claim_lost(migration_id, exc)
+            self.fence(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.error("migration %s: the persistence database failed (%s); "
                       "it is recovered when the database answers again",
@@ -205,19 +206,6 @@ class Running:
         meta = self.store.record(migration_id)
         self.incoming(meta["transfer_id"], meta["peer"], attempt)
 
-    def _claim_lost(self, migration_id, exc):
-        """Another engine claimed ``migration_id`` (MigrationClaimLost
-        ``exc``): its flow here stops at once, and writes and undoes
-        nothing more (``Live.fence``).
-        """
-        live = self.res.live.get(migration_id)
-        first = live is not None and not live.fenced.is_set()
-        if live is not None:
-            live.fence(str(exc))
-        if first or live is None:
-            LOG.warning("migration %s: %s This engine stops working on "
-                        "it.", migration_id, exc)
-
     def _stage_changed(self, migration_id, stage, state):
         """A stage of a running migration changed state: its row and
         events are written at once.
@@ -229,7 +217,7 @@ class Running:
             self.store.save(migration_id, stages=live.snapshot())
             self.progress_written[migration_id] = time.monotonic()
         except exception.MigrationClaimLost as exc:
-            self._claim_lost(migration_id, exc)
+            self.fence(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.warning("migration %s: %s %s not saved: %s", migration_id,
                         stage, state, exc)
@@ -256,7 +244,7 @@ class Running:
             self.store.save(migration_id, notes=[note],
                             peer_silent_since=when, stages=live.snapshot())
         except exception.MigrationClaimLost as exc:
-            self._claim_lost(migration_id, exc)
+            self.fence(migration_id, exc)
         except persistence.DATABASE_ERRORS as exc:
             LOG.warning("migration %s: %s not saved: %s", migration_id,
                         note[1], exc)
@@ -388,7 +376,7 @@ class Running:
             except exception.MigrationNotFound:
                 continue
             except exception.MigrationClaimLost as exc:
-                self._claim_lost(migration_id, exc)
+                self.fence(migration_id, exc)
                 continue
             except persistence.DATABASE_ERRORS as exc:
                 # The next write carries the bytes.

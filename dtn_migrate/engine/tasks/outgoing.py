@@ -419,11 +419,7 @@ class TransferImage(base.MigrationTask):
         if self.fenced(migration_id, "the cancel of transfer %s"
                        % transfer_id):
             return
-        try:
-            self.res.agent.cancel_transfer(base.CTXT, self.res.agent_host,
-                                           transfer_id)
-        except Exception as exc:  # noqa: B902 - best effort
-            LOG.warning("could not cancel transfer %s: %s", transfer_id, exc)
+        self.res.cancel_transfer_quietly(transfer_id)
 
 
 def _data_bytes(status, data_name):

@@ -56,23 +56,14 @@ class ApiPairTestCase(testtools.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        scope = cls.scope = class_scope.ClassScope("dtnm-apiclass-")
-        for ok, why in (devcloud.available(), base.Broker.available(),
-                        dbserver.available("mariadb")):
-            if not ok:
-                scope.close()
-                scope.skipTest(why)
-        try:
-            cls._start_clouds(scope)
-        except BaseException:
-            scope.close()
-            raise
+        cls.scope = class_scope.ClassScope.opened(
+            "dtnm-apiclass-", (devcloud.available(), base.Broker.available(),
+                               dbserver.available("mariadb")),
+            cls._start_clouds)
 
     @classmethod
     def _start_clouds(cls, scope):
-        cls.mariadb = dbserver.MariaDB()
-        scope.addCleanup(cls.mariadb.close)
-        cls.mariadb.start()
+        cls.mariadb = scope._started(dbserver.MariaDB())
         cls.a, cls.b = start_pair(scope, cls.mariadb.database(
             "dtnm_api_%s" % uuid.uuid4().hex[:8]))
 

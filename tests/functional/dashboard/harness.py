@@ -129,16 +129,10 @@ class DashboardTestCase(api.ApiPairTestCase):
     def setUpClass(cls):
         # Not ApiPairTestCase's: both clouds use SQLite (no MariaDB).
         super(api.ApiPairTestCase, cls).setUpClass()
-        scope = cls.scope = class_scope.ClassScope("dtnm-dash-")
-        try:
-            for ok, why in (devcloud.available(), base.Broker.available(),
-                            browser_available()):
-                if not ok:
-                    scope.skipTest(why)
-            cls._start_clouds(scope)
-        except BaseException:
-            scope.close()
-            raise
+        cls.scope = class_scope.ClassScope.opened(
+            "dtnm-dash-", (devcloud.available(), base.Broker.available(),
+                           browser_available()),
+            cls._start_clouds)
 
     @classmethod
     def _start_clouds(cls, scope):

@@ -54,24 +54,17 @@ class TestActiveActive(migration.MigrationTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        scope = cls.scope = class_scope.ClassScope("dtnm-aa-")
-        for ok, why in (devcloud.available(), base.Broker.available(),
-                        dbserver.available("mariadb"),
-                        coordination.available(cls.backend)):
-            if not ok:
-                scope.close()
-                scope.skipTest(why)
-        try:
-            cls.mariadb = dbserver.MariaDB()
-            scope.addCleanup(cls.mariadb.close)
-            cls.mariadb.start()
-            cls.server = cls.server_class()
-            scope.addCleanup(cls.server.close)
-            cls.server.start()
-            cls.a, cls.b = scope.clouds()
-        except BaseException:
-            scope.close()
-            raise
+        cls.scope = class_scope.ClassScope.opened(
+            "dtnm-aa-", (devcloud.available(), base.Broker.available(),
+                         dbserver.available("mariadb"),
+                         coordination.available(cls.backend)),
+            cls._start_servers)
+
+    @classmethod
+    def _start_servers(cls, scope):
+        cls.mariadb = scope._started(dbserver.MariaDB())
+        cls.server = scope._started(cls.server_class())
+        cls.a, cls.b = scope.clouds()
 
     @classmethod
     def tearDownClass(cls):
@@ -120,6 +113,18 @@ class TestActiveActive(migration.MigrationTestCase):
         finally:
             db.dispose()
 
+    def under_way(self, migration_id):
+        """The record of ``migration_id`` once an engine owns it and its
+        bytes are crossing.
+        """
+        return self.wait_until(
+            lambda: (lambda r: r if r["state"] == "running" and
+                     r.get("owner") and
+                     (r.get("bytes_transfer") or 0) > 0 else None)(
+                self.a.bus.engine.get_migration(migration.ADMIN,
+                                                migration_id)),
+            "the migration under way", timeout=120, interval=0.2)
+
     def test_a_batch_runs_each_migration_once_over_the_engines(self):
         sources = [self.upload(self.a, data=os.urandom(2 * MiB),
                                name="aa-%02d" % i) for i in range(12)]
@@ -145,12 +150,7 @@ class TestActiveActive(migration.MigrationTestCase):
         mid = req["migrations"][0]["migration_id"]
         takeovers = []
         for _ in range(2):
-            first = self.wait_until(
-                lambda: (lambda r: r if r["state"] == "running" and
-                         r.get("owner") and
-                         (r.get("bytes_transfer") or 0) > 0 else None)(
-                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
-                "the migration under way", timeout=120, interval=0.2)
+            first = self.under_way(mid)
             owner = first["owner"]
             t0 = time.monotonic()
             self.engines[owner].kill9()
@@ -188,12 +188,7 @@ class TestActiveActive(migration.MigrationTestCase):
         req = self.migrate(images=[source["id"]],
                            transfer_options={"rate_limit": 4 * MiB})
         mid = req["migrations"][0]["migration_id"]
-        first = self.wait_until(
-            lambda: (lambda r: r if r["state"] == "running" and
-                     r.get("owner") and
-                     (r.get("bytes_transfer") or 0) > 0 else None)(
-                self.a.bus.engine.get_migration(migration.ADMIN, mid)),
-            "the migration under way", timeout=120, interval=0.2)
+        first = self.under_way(mid)
         paused = self.engines[first["owner"]]
         os.kill(paused.proc.pid, signal.SIGSTOP)
         try:

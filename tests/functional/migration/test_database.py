@@ -52,24 +52,17 @@ class TestPersistenceDatabase(migration.MigrationTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        scope = cls.scope = class_scope.ClassScope("dtnm-dbclass-")
-        for ok, why in (devcloud.available(), base.Broker.available(),
-                        dbserver.available("mariadb"),
-                        dbserver.available("postgresql")):
-            if not ok:
-                scope.close()
-                scope.skipTest(why)
-        try:
-            cls.servers = {}
-            for kind, server in (("mariadb", dbserver.MariaDB),
-                                 ("postgresql", dbserver.PostgreSQL)):
-                cls.servers[kind] = server()
-                scope.addCleanup(cls.servers[kind].close)
-                cls.servers[kind].start()
-            cls.a, cls.b = scope.clouds(proxy_b=True)
-        except BaseException:
-            scope.close()
-            raise
+        cls.scope = class_scope.ClassScope.opened(
+            "dtnm-dbclass-", (devcloud.available(), base.Broker.available(),
+                              dbserver.available("mariadb"),
+                              dbserver.available("postgresql")),
+            cls._start_servers)
+
+    @classmethod
+    def _start_servers(cls, scope):
+        cls.servers = {"mariadb": scope._started(dbserver.MariaDB()),
+                       "postgresql": scope._started(dbserver.PostgreSQL())}
+        cls.a, cls.b = scope.clouds(proxy_b=True)
 
     @classmethod
     def tearDownClass(cls):

@@ -4,25 +4,13 @@ of setup.cfg).
 """
 
 import fixtures
-from oslo_config import cfg
 
-from dtn_migrate import conf as dtn_conf
 from dtn_migrate.coordination import jobboard
 from dtn_migrate import exception
-from tests.unit import testcase
+from tests.unit.coordination import base
 
 
-class TestDrivers(testcase.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.conf = cfg.ConfigOpts()
-        dtn_conf.register_opts(self.conf)
-        self.conf([], project="dtn-migrate-test")
-
-    def set(self, **values):
-        for key, value in values.items():
-            self.conf.set_override("jobboard_" + key, value, "task_flow")
+class TestDrivers(base.TaskFlowConfTestCase):
 
     def test_off_by_default(self):
         self.assertFalse(self.conf.task_flow.jobboard_enabled)

@@ -2,24 +2,11 @@
 from the jobboard's [task_flow] backend.
 """
 
-from oslo_config import cfg
-
-from dtn_migrate import conf as dtn_conf
 from dtn_migrate.coordination import leader
-from tests.unit import testcase
+from tests.unit.coordination import base
 
 
-class TestBackendUrl(testcase.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.conf = cfg.ConfigOpts()
-        dtn_conf.register_opts(self.conf)
-        self.conf([], project="dtn-migrate-test")
-
-    def set(self, **values):
-        for key, value in values.items():
-            self.conf.set_override("jobboard_" + key, value, "task_flow")
+class TestBackendUrl(base.TaskFlowConfTestCase):
 
     def test_the_jobboard_s_zookeeper(self):
         self.set(backend_hosts=["zk1", "zk2"], zookeeper_session_timeout=4.4)
