@@ -33,8 +33,8 @@ class ImageEndpoint:
                 len(image_id) > 64:
             LOG.debug("ignored %s without an image id", event_type)
             return messaging.NotificationResult.HANDLED
-        LOG.debug("%s of image %s from %s", event_type, image_id,
-                  publisher_id)
+        LOG.debug("%s of image %s from %s (message %s)", event_type,
+                  image_id, publisher_id, (metadata or {}).get("message_id"))
         try:
             if event_type == "image.delete":
                 self.protection.image_deleted(image_id)

@@ -69,28 +69,8 @@ def reconfigure(cloud, server, sections):
     cloud.wait_ready()
 
 
-class TestProtection(api.ApiPairTestCase):
-
-    @classmethod
-    def _start_clouds(cls, scope):
-        cls.a, cls.b = api.start_pair(scope, notifications=True, relay=True,
-                                      extra=PROTECTION)
-        cls.a.bus.listen()
-        # A applies what B's failback sends back, while A has it open.
-        reconfigure(cls.a, cls.a.engine, {"peer:%s" % cls.b.agent_name: {
-            "accept_metadata_updates": "true"}})
-        # A third peer of B, with a key of its own, that B's import
-        # rules take as any peer (the hostile peer of the tests).
-        cls.evil = "dtn-evil-%s" % uuid.uuid4().hex[:4]
-        cls.evil_key = os.urandom(32).hex()
-        parser = configparser.RawConfigParser(interpolation=None)
-        parser.read(cls.b.agent.conf)
-        reconfigure(cls.b, cls.b.agent, {
-            "agent": {"peers": "%s,%s" % (parser.get("agent", "peers"),
-                                          cls.evil)},
-            "peer:%s" % cls.evil: {"address": "127.0.0.1",
-                                   "port": str(base.free_port()),
-                                   "key": cls.evil_key}})
+class ProtectionTestCase(api.ApiPairTestCase):
+    """Protection policies as an operator drives them: helpers."""
 
     def tag(self):
         return "prot-%s" % uuid.uuid4().hex[:6]
@@ -170,6 +150,30 @@ class TestProtection(api.ApiPairTestCase):
         self.assertEqual(out["replica_image_id"], back["replica_image_id"])
         self.assertEqual(source["os_hash_value"], back["hash_value"])
         self.assertEqual(self.a.agent_name, back["peer"])
+
+
+class TestProtection(ProtectionTestCase):
+
+    @classmethod
+    def _start_clouds(cls, scope):
+        cls.a, cls.b = api.start_pair(scope, notifications=True, relay=True,
+                                      extra=PROTECTION)
+        cls.a.bus.listen()
+        # A applies what B's failback sends back, while A has it open.
+        reconfigure(cls.a, cls.a.engine, {"peer:%s" % cls.b.agent_name: {
+            "accept_metadata_updates": "true"}})
+        # A third peer of B, with a key of its own, that B's import
+        # rules take as any peer (the hostile peer of the tests).
+        cls.evil = "dtn-evil-%s" % uuid.uuid4().hex[:4]
+        cls.evil_key = os.urandom(32).hex()
+        parser = configparser.RawConfigParser(interpolation=None)
+        parser.read(cls.b.agent.conf)
+        reconfigure(cls.b, cls.b.agent, {
+            "agent": {"peers": "%s,%s" % (parser.get("agent", "peers"),
+                                          cls.evil)},
+            "peer:%s" % cls.evil: {"address": "127.0.0.1",
+                                   "port": str(base.free_port()),
+                                   "key": cls.evil_key}})
 
     # Continuous sync.
 
