@@ -29,6 +29,61 @@ function install_dtn_migrate {
         # RDMA data plane when the node has a device; TCP otherwise.
         install_package python3-pyverbs || true
     fi
+    if is_service_enabled dtn-engine; then
+        install_dtn_migrate_jobboard
+    fi
+}
+
+# The engines' coordination backend, on this node unless
+# DTN_MIGRATE_JOBBOARD_HOSTS names others.
+function install_dtn_migrate_jobboard {
+    if [[ -n "$DTN_MIGRATE_JOBBOARD_HOSTS" ]]; then
+        return
+    fi
+    case "$DTN_MIGRATE_JOBBOARD" in
+        zookeeper)
+            install_package zookeeperd
+            start_service zookeeper
+            ;;
+        redis)
+            install_package redis-server
+            start_service redis-server
+            ;;
+    esac
+}
+
+# [task_flow] of the engines: the jobboard of DTN_MIGRATE_JOBBOARD, or
+# none (one engine, the default of dtn-migrate itself).
+function configure_dtn_migrate_jobboard {
+    case "$DTN_MIGRATE_JOBBOARD" in
+        none)
+            if [[ "$DTN_MIGRATE_ENGINE_COUNT" -gt 1 ]]; then
+                die "$LINENO" "DTN_MIGRATE_ENGINE_COUNT=$DTN_MIGRATE_ENGINE_COUNT" \
+                    "needs a DTN_MIGRATE_JOBBOARD (zookeeper or redis)"
+            fi
+            return
+            ;;
+        zookeeper | redis) ;;
+        *)
+            die "$LINENO" "DTN_MIGRATE_JOBBOARD=$DTN_MIGRATE_JOBBOARD:" \
+                "zookeeper, redis or none"
+            ;;
+    esac
+    local hosts=${DTN_MIGRATE_JOBBOARD_HOSTS:-$SERVICE_HOST}
+    iniset "$DTN_MIGRATE_CONF" task_flow jobboard_enabled True
+    iniset "$DTN_MIGRATE_CONF" task_flow jobboard_backend_driver \
+        "${DTN_MIGRATE_JOBBOARD}_taskflow_driver"
+    iniset "$DTN_MIGRATE_CONF" task_flow jobboard_backend_hosts \
+        "${hosts// /,}"
+}
+
+# The devstack service of engine N (1: dtn-engine; then dtn-engine-N).
+function dtn_migrate_engine_service {
+    if [[ "$1" -eq 1 ]]; then
+        echo dtn-engine
+    else
+        echo "dtn-engine-$1"
+    fi
 }
 
 # The [peer:<name>] sections from DTN_MIGRATE_PEERS, and [agent] peers.
@@ -126,6 +181,7 @@ function configure_dtn_migrate {
     configure_dtn_migrate_peers
 
     iniset "$DTN_MIGRATE_CONF" engine agent_host "$DTN_MIGRATE_AGENT_HOST"
+    configure_dtn_migrate_jobboard
     # The engine's notifications (migrations, RPO changes, drills) on the
     # cloud's bus; continuous protection policies follow Glance's.
     iniset "$DTN_MIGRATE_CONF" oslo_messaging_notifications driver \
@@ -193,8 +249,20 @@ function start_dtn_migrate {
         run_process dtn-agent "$DTN_MIGRATE_BIN_DIR/dtn-migrate-agent $conf"
     fi
     if is_service_enabled dtn-engine; then
-        run_process dtn-engine \
-            "$DTN_MIGRATE_BIN_DIR/dtn-migrate-engine $conf"
+        # Engine N > 1 has its own [DEFAULT] host (its RPC server and the
+        # owner name of the migrations it claims) in a file of its own.
+        local n service extra
+        for n in $(seq "$DTN_MIGRATE_ENGINE_COUNT"); do
+            service=$(dtn_migrate_engine_service "$n")
+            extra=""
+            if [[ "$n" -gt 1 ]]; then
+                extra="$DTN_MIGRATE_CONF_DIR/$service.conf"
+                iniset "$extra" DEFAULT host "$(hostname)-$n"
+                extra=" --config-file $extra"
+            fi
+            run_process "$service" \
+                "$DTN_MIGRATE_BIN_DIR/dtn-migrate-engine $conf$extra"
+        done
     fi
     if is_service_enabled dtn-api; then
         run_process dtn-api "$(command -v uwsgi) --procname-prefix \
@@ -229,10 +297,12 @@ function cleanup_dtn_migrate_dashboard {
 }
 
 function stop_dtn_migrate {
-    local service
-    for service in dtn-api dtn-engine dtn-agent; do
-        stop_process "$service"
+    local n
+    stop_process dtn-api
+    for n in $(seq "$DTN_MIGRATE_ENGINE_COUNT"); do
+        stop_process "$(dtn_migrate_engine_service "$n")"
     done
+    stop_process dtn-agent
 }
 
 function cleanup_dtn_migrate {

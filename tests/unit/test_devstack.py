@@ -217,7 +217,8 @@ class TestPluginOptions(testcase.TestCase):
 #: Stand-ins for the DevStack functions plugin.sh and settings call.  Each
 #: appends "name args..." to $CALLS; iniset writes the file (Python's
 #: configparser); is_service_enabled/enable_service/disable_service
-#: follow DevStack's rules (a disabled service stays disabled).
+#: follow DevStack's rules (a disabled service stays disabled), and so
+#: does run_process (a service not enabled does not start).
 FAKE_DEVSTACK = r"""
 record() { printf '%s\n' "$*" >> "$CALLS"; }
 define_plugin() { record define_plugin "$@"; }
@@ -286,10 +287,11 @@ create_service_user() { record create_service_user "$@"; }
 get_or_create_service() { record get_or_create_service "$@"; echo svc-1; }
 get_or_create_endpoint() { record get_or_create_endpoint "$@"; echo ep-1; }
 openstack() { record openstack "$@"; echo 0123456789abcdef0123456789abcdef; }
-run_process() { record run_process "$@"; }
+run_process() { is_service_enabled "$1" || return 0; record run_process "$@"; }
 stop_process() { record stop_process "$@"; }
 wait_for_service() { record wait_for_service "$@"; }
 die() { record die "$@"; exit 1; }
+start_service() { record start_service "$@"; }
 echo_summary() { :; }
 sudo() { "$@"; }
 """
@@ -310,7 +312,8 @@ class PluginPhasesBase(testcase.TestCase):
         self.calls = self.tmp / "calls"
         (self.tmp / "fake.sh").write_text(FAKE_DEVSTACK)
 
-    def run_phases(self, phases, disabled=(), peers="", **extra_env):
+    def run_phases(self, phases, disabled=(), peers="", check=True,
+                   **extra_env):
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.tmp),
@@ -347,7 +350,8 @@ class PluginPhasesBase(testcase.TestCase):
             script.append("source %s %s" % (shlex.quote(str(PLUGIN)), phase))
         proc = subprocess.run(["bash", "-c", "\n".join(script)], env=env,
                               capture_output=True, text=True, timeout=300)
-        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+        if check:
+            self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
         return [line.split(" ", 1) for line in
                 self.calls.read_text().splitlines()]
 
@@ -549,6 +553,78 @@ class TestPluginPhases(PluginPhasesBase):
             [c[1].split(" ", 1)[0] for c in calls if c[0] == "run_process"])
         conf = self.load_conf()
         self.assertEqual("dtn-migrate", conf.glance.username)
+
+    def started(self, calls):
+        """The services run_process started, in order, with their
+        commands.
+        """
+        return [c[1].split(" ", 1) for c in calls if c[0] == "run_process"]
+
+    def test_three_engines_on_a_zookeeper_jobboard(self):
+        stack = ["stack install", "stack post-config", "stack extra"]
+        calls = self.run_phases(stack, DTN_MIGRATE_ENGINE_COUNT="3")
+        self.assertIn(["install_package", "zookeeperd"], calls)
+        self.assertIn(["start_service", "zookeeper"], calls)
+        conf = self.load_conf()
+        self.assertTrue(conf.task_flow.jobboard_enabled)
+        self.assertEqual("zookeeper_taskflow_driver",
+                         conf.task_flow.jobboard_backend_driver)
+        self.assertEqual(["192.0.2.10"], conf.task_flow.jobboard_backend_hosts)
+        started = self.started(calls)
+        self.assertEqual(["dtn-agent", "dtn-engine", "dtn-engine-2",
+                          "dtn-engine-3", "dtn-api"],
+                         [name for name, _command in started])
+        hosts = set()
+        for name, command in started[1:4]:
+            files = command.split("--config-file ")[1:]
+            self.assertEqual(str(self.conf_dir / "dtn-migrate.conf"),
+                             files[0].strip())
+            parser = configparser.RawConfigParser()
+            parser.read([f.strip() for f in files])
+            hosts.add(parser.get("DEFAULT", "host"))
+        self.assertEqual(3, len(hosts), hosts)
+
+        calls = self.run_phases(["unstack"], DTN_MIGRATE_ENGINE_COUNT="3")
+        self.assertEqual(
+            {"dtn-api", "dtn-agent", "dtn-engine", "dtn-engine-2",
+             "dtn-engine-3"},
+            {c[1] for c in calls if c[0] == "stop_process"})
+
+    def test_redis_on_other_hosts(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config"],
+            DTN_MIGRATE_JOBBOARD="redis",
+            DTN_MIGRATE_JOBBOARD_HOSTS="192.0.2.21 192.0.2.22")
+        names = [c[0] for c in calls]
+        self.assertNotIn("start_service", names)
+        self.assertNotIn(["install_package", "redis-server"], calls)
+        conf = self.load_conf()
+        self.assertEqual("redis_taskflow_driver",
+                         conf.task_flow.jobboard_backend_driver)
+        self.assertEqual(["192.0.2.21", "192.0.2.22"],
+                         conf.task_flow.jobboard_backend_hosts)
+
+    def test_one_engine_without_a_jobboard(self):
+        calls = self.run_phases(["stack install", "stack post-config"],
+                                DTN_MIGRATE_JOBBOARD="none")
+        self.assertNotIn(["install_package", "zookeeperd"], calls)
+        self.assertFalse(self.load_conf().task_flow.jobboard_enabled)
+        # More than one engine needs a backend: the stack stops, saying
+        # so.
+        calls = self.run_phases(["stack post-config"], check=False,
+                                DTN_MIGRATE_JOBBOARD="none",
+                                DTN_MIGRATE_ENGINE_COUNT="2")
+        [die] = [c[1] for c in calls if c[0] == "die"]
+        self.assertIn("DTN_MIGRATE_ENGINE_COUNT=2 needs a "
+                      "DTN_MIGRATE_JOBBOARD", die)
+
+    def test_no_engine_here_no_engines(self):
+        calls = self.run_phases(
+            ["stack install", "stack post-config", "stack extra"],
+            disabled=["dtn-engine"], DTN_MIGRATE_ENGINE_COUNT="3")
+        self.assertEqual(["dtn-agent", "dtn-api"],
+                         [name for name, _ in self.started(calls)])
+        self.assertNotIn(["install_package", "zookeeperd"], calls)
 
     def test_api_on_its_own_port(self):
         calls = self.run_phases(["stack post-config"],
