@@ -49,8 +49,11 @@ from devcloud import _base
 from dtn_migrate.image import glance
 from dtn_migrate.staging import factory
 from dtn_migrate.staging import localfs
+from benchmarks import common
 from benchmarks._lab import netns
 from devcloud import apipair
+from devcloud import coordination
+from devcloud import dbserver
 from devcloud import ganesha
 from devcloud import pair
 from devcloud import services
@@ -74,6 +77,8 @@ wait_image = devcloud.wait_image
 wait_import_end = devcloud.wait_import_end
 Broker = services.Broker
 ClassScope = pair.Scope
+Engine = pair.Engine
+ADMIN = pair.ADMIN
 
 
 def check():
@@ -326,3 +331,26 @@ def api_pair(prefix, **kwargs):
         scope.close()
         raise
     return scope, a, b
+
+
+def engines_pair(prefix):
+    """(scope, a, b, mariadb, zookeeper): two clouds as the functional
+    tests start them (:meth:`devcloud.pair.Scope.clouds`), with a private
+    MariaDB and a private ZooKeeper for cloud A's engines, in a new
+    :class:`devcloud.pair.Scope`; ``scope.close()`` removes them, and
+    does so here when they fail to start.
+    """
+    scope = ClassScope(prefix)
+    try:
+        for ok, why in (devcloud.available(), services.Broker.available(),
+                        dbserver.available("mariadb"),
+                        coordination.available("zookeeper")):
+            if not ok:
+                raise common.BenchError(why)
+        mariadb = scope._started(dbserver.MariaDB())
+        zookeeper = scope._started(coordination.ZooKeeper())
+        a, b = scope.clouds()
+    except BaseException:
+        scope.close()
+        raise
+    return scope, a, b, mariadb, zookeeper

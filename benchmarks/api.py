@@ -453,15 +453,11 @@ def main(argv=None):
     p.add_argument("--rate", type=int, default=512 * 1024,
                    help="cloud A's DTN send rate, bytes/s")
     p.add_argument("--seed", type=int, default=12)
-    p.add_argument("--out", default=report.default_out("api"))
-    p.add_argument("--from-json", metavar="JSON",
-                   help="redraw the report from a results.json")
+    report.add_output(p, "api")
     report.add_smoke(p, "api", SMOKE, "about 4 min")
     args = p.parse_args(argv)
     if args.from_json:
-        with open(args.from_json) as f:
-            results = json.load(f)
-        return write(results, args.out)
+        return write(report.load_json(args.from_json), args.out)
     report.apply_smoke(args, p, "api", SMOKE)
     if args.reps < 1 or args.rows < 1:
         p.error("--reps and --rows must be positive")

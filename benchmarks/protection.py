@@ -425,15 +425,11 @@ def main(argv=None):
                    help="seconds of rest after each measurement")
     p.add_argument("--timeout", type=int, default=600,
                    help="longest wait for one replica, seconds")
-    p.add_argument("--out", default=report.default_out("protection"))
-    p.add_argument("--from-json", metavar="JSON",
-                   help="redraw the report from a results.json")
+    report.add_output(p, "protection")
     report.add_smoke(p, "protection", SMOKE, "about 3 min")
     args = p.parse_args(argv)
     if args.from_json:
-        with open(args.from_json) as f:
-            results = json.load(f)
-        return write(results, args.out)
+        return write(report.load_json(args.from_json), args.out)
     report.apply_smoke(args, p, "protection", SMOKE)
     try:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -442,15 +438,8 @@ def main(argv=None):
     if args.reps < 1 or not args.sizes or min(args.sizes) < 1:
         p.error("--reps and --sizes must be positive")
     report.require_plotting()
-    bench = Bench(args)
-    try:
-        bench.start()
-        bench.run()
-    except common.BenchError as exc:
-        return report.stopped(bench.results, args.out, exc)
-    finally:
-        bench.close()
-    return write(bench.results, args.out)
+    return report.measure(Bench(args), args.out, write,
+                          errors=common.BenchError)
 
 
 if __name__ == "__main__":

@@ -409,6 +409,37 @@ def stopped(results, out, exc):
     return 1
 
 
+def add_output(parser, name):
+    """``--out`` (by default :func:`default_out` of benchmark ``name``)
+    and ``--from-json`` on ``parser``.
+    """
+    parser.add_argument('--out', default=default_out(name))
+    parser.add_argument('--from-json', metavar='JSON',
+                        help='redraw the report from a results.json')
+
+
+def load_json(path):
+    """The results a run saved in ``path`` (``--from-json``)."""
+    with open(path) as f:
+        return json.load(f)
+
+
+def measure(bench, out, write, errors=Exception):
+    """Run ``bench`` (its ``start()``, ``run()``, and ``close()`` in any
+    case) and write its ``results`` with ``write(results, out)``: that
+    exit status.  A run stopped by one of ``errors`` saves what it
+    measured instead (:func:`stopped`).
+    """
+    try:
+        bench.start()
+        bench.run()
+    except errors as exc:
+        return stopped(bench.results, out, exc)
+    finally:
+        bench.close()
+    return write(bench.results, out)
+
+
 def add_smoke(parser, name, options, about):
     """--smoke on ``parser``: a quick check of benchmark ``name`` (how
     long: ``about``) with ``options`` ({dest: value}), see apply_smoke.

@@ -113,16 +113,16 @@ class TestActiveActive(migration.MigrationTestCase):
         finally:
             db.dispose()
 
-    def under_way(self, migration_id):
-        """The record of ``migration_id`` once an engine owns it and its
-        bytes are crossing.
+    def under_way(self, migration_id, past=0):
+        """The row of ``migration_id`` (read from the engines' database)
+        once an engine owns it and more than ``past`` of its bytes
+        crossed.
         """
         return self.wait_until(
             lambda: (lambda r: r if r["state"] == "running" and
                      r.get("owner") and
-                     (r.get("bytes_transfer") or 0) > 0 else None)(
-                self.a.bus.engine.get_migration(migration.ADMIN,
-                                                migration_id)),
+                     (r.get("bytes_transfer") or 0) > past else None)(
+                self.row(migration_id)),
             "the migration under way", timeout=120, interval=0.2)
 
     def test_a_batch_runs_each_migration_once_over_the_engines(self):
@@ -208,6 +208,31 @@ class TestActiveActive(migration.MigrationTestCase):
             "its jobboard claim was lost" in log or
             "was claimed by another engine" in log, paused.tail(80))
 
+    def restarted_twice(self, server, name):
+        """``server`` (the jobboard's, or the engines' database) restarted
+        twice under a running migration: it completes, imported once.
+        """
+        source = self.upload(self.a, data=os.urandom(32 * MiB), name=name)
+        req = self.migrate(images=[source["id"]],
+                           transfer_options={"rate_limit": 4 * MiB})
+        mid = req["migrations"][0]["migration_id"]
+        crossed = 0
+        for _ in range(2):
+            crossed = self.under_way(mid, past=crossed)["bytes_transfer"]
+            server.restart(down=1.0)
+        rec = self.wait_migration(mid, timeout=300)
+        self.assertMigrated(rec, source)
+
+    def test_backend_restarted_mid_migration_twice(self):
+        """A ZooKeeper session may outlive the restart or expire: then the
+        engines fence their flows and claim the jobs again; a Redis
+        restart loses the jobs: the leader posts them again.
+        """
+        self.restarted_twice(self.server, "aa-restart")
+
+    def test_database_restarted_mid_migration_twice(self):
+        self.restarted_twice(self.mariadb, "aa-db-restart")
+
 
 class TestActiveActiveOnRedis(TestActiveActive):
     """The core cases on Redis: claims that expire unless extended (a
@@ -217,6 +242,8 @@ class TestActiveActiveOnRedis(TestActiveActive):
     backend = "redis"
     server_class = coordination.Redis
     test_sigstop_of_the_owner_past_its_session = None
+    # The database's faults are the backend's own: once, on ZooKeeper.
+    test_database_restarted_mid_migration_twice = None
 
     @staticmethod
     def task_flow(server):

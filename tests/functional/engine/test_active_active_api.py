@@ -1,22 +1,31 @@
-"""Protection with three engines (issue 39): cloud A's three
+"""Three engines behind the API (issue 39): cloud A's three
 dtn-migrate-engine processes share its MariaDB and a jobboard on a real
-ZooKeeper; A's Glance publishes its notifications on A's bus, and A's
-agent reaches B's through a relay that can cut the DTN link.
+ZooKeeper, behind A's dtn-migrate-api; A's Glance publishes its
+notifications on A's bus, and A's agent reaches B's through a relay that
+can cut the DTN link.
 
-Each engine listens to Glance's notifications in the same pool (one
-engine hears each event); the engine elected through tooz runs the
-scans and grades the recovery points.  So one Glance event makes one
-replication, not three, and a change of a policy's RPO state is
-notified once.
+* 30 migrations asked for at once through the API (concurrent POSTs)
+  each run once: one claim each (epoch 1), one image of each on B,
+  spread over the engines.
+* Each engine listens to Glance's notifications in the same pool (one
+  engine hears each event); the engine elected through tooz runs the
+  scans and grades the recovery points.  So one Glance event makes one
+  replication, not three, and a change of a policy's RPO state is
+  notified once.
 """
 
+import collections
+from concurrent import futures
 import re
 import time
+
+from testtools import content
 
 from devcloud import coordination
 from devcloud import dbserver
 from devcloud import pair
 import devcloud
+from dtn_migrate.db import api as db_api
 from tests.functional.api import harness as api
 from tests.functional.api import test_protection
 from tests.functional import base
@@ -28,7 +37,7 @@ ENGINES = 3
 CUT = 20
 
 
-class TestProtectionOnThreeEngines(test_protection.ProtectionTestCase):
+class TestThreeEngines(test_protection.ProtectionTestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -141,3 +150,24 @@ class TestProtectionOnThreeEngines(test_protection.ProtectionTestCase):
         [migration] = self.migrations_of(source["id"])
         self.assertEqual("complete", migration["state"])
         self.assertEqual(1, self.policy(policy["id"])["images_replicated"])
+
+    def test_30_migrations_at_once_through_the_api(self):
+        sources = [self.upload(256 * 1024 + i, name="aa-%s-%02d" % (
+            self.tag(), i)) for i in range(30)]
+        with futures.ThreadPoolExecutor(10) as pool:
+            recs = list(pool.map(
+                lambda s: self.start_migration(s["id"]), sources))
+        owners = collections.Counter()
+        db = db_api.Database(connection=self.a.database)
+        self.addCleanup(db.dispose)
+        peer = self.b.glance.client(session=self.b.users["admin"].session())
+        for source, rec in zip(sources, recs):
+            self.assertMigrated(self.wait_final(rec["id"]), source)
+            row = db.migration_get(rec["id"])
+            self.assertEqual(1, row["epoch"], row)
+            owners[row["owner"]] += 1
+            self.assertEqual(1, len(list(peer.images.list(
+                filters={"name": source["name"]}))), source["name"])
+        self.addDetail("owners", content.text_content(repr(owners)))
+        self.assertLessEqual(set(owners), {e.name for e in self.engines})
+        self.assertGreater(len(owners), 1, owners)
