@@ -375,9 +375,9 @@ def write(results, out):
     path = report.write_json(os.path.join(out, "results.json"), results)
 
     def table():
-        report.write_text(os.path.join(out, "results.rst"),
-                          render_rst(results, summ))
-        print(render_rst(results, summ))
+        text = render_rst(results, summ)
+        report.write_text(os.path.join(out, "results.rst"), text)
+        print(text)
 
     def figure():
         plot(results, summ, os.path.join(out, "engines.png"))
