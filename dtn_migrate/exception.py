@@ -200,6 +200,17 @@ class MigrationClaimLost(Conflict):
                 "%(found)s (owner %(owner)s).")
 
 
+class StaleEpoch(MigrationClaimLost):
+    """A DTN agent refused an engine's command about a transfer: a later
+    claim of its migration (another engine's) sent one already (see
+    dtn_migrate.agent.fences).
+    """
+
+    msg_fmt = _("Transfer %(transfer_id)s: %(command)s of claim epoch "
+                "%(epoch)s refused, a later claim (epoch %(held)s) holds "
+                "it.")
+
+
 class MigrationInProgress(Conflict):
     """A request for an image that a migration of the caller's project
     is migrating to the same peer, asking for something else of it.

@@ -4,6 +4,7 @@ import oslo_messaging as messaging
 from oslo_log import log as logging
 
 from dtn_migrate.agent import channels as report_channels
+from dtn_migrate.agent import fences
 from dtn_migrate.agent import ids
 from dtn_migrate.agent import requests as peer_requests
 from dtn_migrate import exception
@@ -27,12 +28,14 @@ class AgentManager:
 
     def __init__(self, host, outgoing, sink, incoming=None, health=None,
                  channels=None, pushes=(), on_report=None,
-                 request_timeout=60.0):
+                 request_timeout=60.0, fences=None):
         """``channels``: report channels to the peers (None: one
         connection per get_peer_report); ``pushes``: the kinds of events
         pushed to the engine; ``on_report(transfer_id)``: this cloud's
         import report of a transfer changed; ``request_timeout``:
-        seconds peer_request waits for the peer's answer.
+        seconds peer_request waits for the peer's answer; ``fences``:
+        the engines' claim epochs per transfer (``agent.fences.Fences``;
+        None: a command's ``epoch`` is checked but fences nothing).
         """
         self.host = host
         self.outgoing = outgoing
@@ -43,30 +46,58 @@ class AgentManager:
         self.pushes = list(pushes)
         self.on_report = on_report
         self.request_timeout = request_timeout
+        self.fences = fences
+
+    def _admit(self, transfer_id, epoch, command):
+        """A command of the engine's claim ``epoch`` (None: unfenced) on
+        ``transfer_id``: StaleEpoch when a later claim sent one.
+        """
+        if epoch is None:
+            return
+        fences.check_epoch(epoch)
+        if self.fences is not None:
+            self.fences.admit(transfer_id, epoch, command)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
     def start_transfer(self, ctxt, peer, files, options=None,
-                       transfer_id=None):
+                       transfer_id=None, epoch=None):
         """Queue a transfer of ``files`` (paths under the staging root, or
         mappings with path/name/sha512/size/growing/watermark_file) to
         ``peer``.  Returns its status; repeating a request with the same
-        ``transfer_id`` returns the existing transfer.
+        ``transfer_id`` returns the existing transfer.  ``epoch``: the
+        claim of the engine that asks (this and the other commands of a
+        transfer refuse one older than the latest seen: StaleEpoch).
         """
+        if transfer_id is not None:
+            self._admit(transfer_id, epoch, "start")
         return self.outgoing.start(peer, files, options, transfer_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def get_transfer(self, ctxt, transfer_id):
+    def fence_transfer(self, ctxt, transfer_id, epoch):
+        """An engine claimed the migration of ``transfer_id`` at
+        ``epoch``: refuse the commands of every earlier claim from now.
+        """
+        if epoch is None:
+            raise exception.InvalidInput(reason="fence_transfer needs the "
+                                                "claim's epoch")
+        self._admit(transfer_id, epoch, "fence")
+
+    @messaging.expected_exceptions(exception.DtnMigrateException)
+    def get_transfer(self, ctxt, transfer_id, epoch=None):
+        self._admit(transfer_id, epoch, "get")
         return self.outgoing.get(transfer_id)
 
     def list_transfers(self, ctxt):
         return self.outgoing.list()
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def cancel_transfer(self, ctxt, transfer_id):
+    def cancel_transfer(self, ctxt, transfer_id, epoch=None):
+        self._admit(transfer_id, epoch, "cancel")
         return self.outgoing.cancel(transfer_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def resume_transfer(self, ctxt, transfer_id):
+    def resume_transfer(self, ctxt, transfer_id, epoch=None):
+        self._admit(transfer_id, epoch, "resume")
         return self.outgoing.resume(transfer_id)
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
@@ -88,14 +119,16 @@ class AgentManager:
         return info
 
     @messaging.expected_exceptions(exception.DtnMigrateException)
-    def set_import_report(self, ctxt, transfer_id, report):
+    def set_import_report(self, ctxt, transfer_id, report, epoch=None):
         """Store this cloud's import report (a JSON mapping of at most
         64 KiB) of a transfer received from a peer; that peer reads it
         with get_peer_report.  Only final states ("active", "failed")
         are stored durably.  Returns the incoming record, without the
-        report.
+        report.  ``epoch``: as for start_transfer, of the engine that
+        imports.
         """
         tid = ids.check_id(transfer_id)
+        self._admit(tid, epoch, "report")
         live = self.sink.status(tid, with_files=False)
         rec = self._incoming().set_report(tid, report,
                                           live and live.get("peer"))

@@ -7,6 +7,11 @@ from dtn_migrate import rpc
 TOPIC = 'dtn_migrate_agent'
 
 
+def _epoch(epoch):
+    """The ``epoch`` argument of a fenced command, sent only when set."""
+    return {} if epoch is None else {"epoch": epoch}
+
+
 class AgentAPI:
     """Calls to the agent on DTN ``host`` (its RPC server name).
 
@@ -30,24 +35,32 @@ class AgentAPI:
         return cctxt.call(ctxt, method, **kwargs)
 
     def start_transfer(self, ctxt, host, peer, files, options=None,
-                       transfer_id=None):
+                       transfer_id=None, epoch=None):
+        """``epoch`` (here and below): the claim of the engine that asks,
+        see dtn_migrate.agent.fences (None: unfenced).
+        """
         return self._call(ctxt, host, 'start_transfer', peer=peer,
                           files=files, options=options,
-                          transfer_id=transfer_id)
+                          transfer_id=transfer_id, **_epoch(epoch))
 
-    def get_transfer(self, ctxt, host, transfer_id):
-        return self._call(ctxt, host, 'get_transfer', transfer_id=transfer_id)
+    def fence_transfer(self, ctxt, host, transfer_id, epoch):
+        return self._call(ctxt, host, 'fence_transfer',
+                          transfer_id=transfer_id, epoch=epoch)
+
+    def get_transfer(self, ctxt, host, transfer_id, epoch=None):
+        return self._call(ctxt, host, 'get_transfer', transfer_id=transfer_id,
+                          **_epoch(epoch))
 
     def list_transfers(self, ctxt, host):
         return self._call(ctxt, host, 'list_transfers')
 
-    def cancel_transfer(self, ctxt, host, transfer_id):
+    def cancel_transfer(self, ctxt, host, transfer_id, epoch=None):
         return self._call(ctxt, host, 'cancel_transfer',
-                          transfer_id=transfer_id)
+                          transfer_id=transfer_id, **_epoch(epoch))
 
-    def resume_transfer(self, ctxt, host, transfer_id):
+    def resume_transfer(self, ctxt, host, transfer_id, epoch=None):
         return self._call(ctxt, host, 'resume_transfer',
-                          transfer_id=transfer_id)
+                          transfer_id=transfer_id, **_epoch(epoch))
 
     def get_incoming(self, ctxt, host, transfer_id=None):
         return self._call(ctxt, host, 'get_incoming',
@@ -61,9 +74,11 @@ class AgentAPI:
         # The reply names the staging root and what the agent pushes.
         return self._call(ctxt, host, 'ping')
 
-    def set_import_report(self, ctxt, host, transfer_id, report):
+    def set_import_report(self, ctxt, host, transfer_id, report,
+                          epoch=None):
         return self._call(ctxt, host, 'set_import_report',
-                          transfer_id=transfer_id, report=report)
+                          transfer_id=transfer_id, report=report,
+                          **_epoch(epoch))
 
     def get_peer_report(self, ctxt, host, peer, transfer_id, attempt=1):
         """The import report ``peer`` holds of ``transfer_id``, telling

@@ -7,6 +7,7 @@ from oslo_log import log as logging
 from oslo_service import service
 
 from dtn_migrate.agent import channels
+from dtn_migrate.agent import fences
 from dtn_migrate.agent import manager
 from dtn_migrate.agent import peers
 from dtn_migrate.agent import reports
@@ -91,11 +92,16 @@ class AgentService(service.Service):
             last_transfer=self.outgoing.last_completed)
         self.channels = channels.ReportChannels(
             self.outgoing, on_report=self.on_peer_report)
+        # The engines' claim epochs, kept as long as incoming records.
+        self.fences = fences.Fences(
+            self.outgoing.state_dir,
+            retention=conf.agent.incoming_retention_days * 86400)
         self.manager = manager.AgentManager(
             self.host, self.outgoing, self.sink, self.incoming, self.health,
             channels=self.channels, pushes=pushes,
             on_report=self.feed.changed,
-            request_timeout=conf.agent.peer_request_timeout)
+            request_timeout=conf.agent.peer_request_timeout,
+            fences=self.fences)
         self.engine = None
         self.rpcserver = None
         self._stopped = threading.Event()
@@ -128,11 +134,17 @@ class AgentService(service.Service):
         return self.incoming.owner(transfer_id)
 
     def sweep_strays(self):
-        """Remove stray partial copies (see [agent] stray_max_age)."""
+        """Remove stray partial copies (see [agent] stray_max_age), and
+        the claim epochs of transfers long gone.
+        """
         try:
             self.sink.sweep_strays(self.conf.agent.stray_max_age)
         except Exception:  # noqa: B902 - the next sweep tries again
             LOG.exception("the sweep of stray partial copies failed")
+        try:
+            self.fences.sweep()
+        except OSError:
+            LOG.exception("the sweep of old claim epochs failed")
 
     def _sweep_loop(self):
         """At start, then every [agent] stray_sweep_interval."""

@@ -144,7 +144,22 @@ class Jobs:
         epoch = self.store.claim(migration_id, self.host, meta["epoch"])
         LOG.info("migration %s taken over from %s (epoch %d)",
                  migration_id, meta["owner"], epoch)
+        self._announce(meta)
         return epoch
+
+    def _announce(self, meta):
+        """Tell this DTN's agent of this engine's new claim of ``meta``'s
+        migration: from now on it refuses the commands of the earlier
+        claims (dtn_migrate.agent.fences).  An agent that does not answer
+        learns it from this claim's first command instead.
+        """
+        migration_id = meta["migration_id"]
+        try:
+            self.migrations.res.command(migration_id, "fence_transfer",
+                                        meta["transfer_id"])
+        except Exception as exc:  # noqa: B902 - the next command fences
+            LOG.warning("migration %s: the agent was not told of the new "
+                        "claim: %s", migration_id, exc)
 
     # Claiming.
     def dispatch(self, job, lost):
@@ -174,6 +189,9 @@ class Jobs:
             return conductor_mod.ABANDON
         LOG.info("migration %s claimed by %s (epoch %d, owner before: %s)",
                  migration_id, self.host, epoch, meta.get("owner") or "none")
+        if meta.get("owner"):
+            # Taken over: the engine before may still be alive.
+            self._announce(meta)
         done = threading.Event()
         watch = threading.Thread(target=self._watch,
                                  args=(migration_id, lost, done),

@@ -69,6 +69,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         # Only this service's database holds the import seal's key.
         resources.use_seal_key(
             lambda: store.db.service_key(marker.KEY_NAME))
+        # The agent's commands carry this engine's claims.
+        resources.use_claims(store.held)
         self.notifier = notifier
         self.lock = threading.RLock()
         self.pending = set()            # ids queued or running here
@@ -201,7 +203,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         same = prior is not None and \
             prior.get("os_hash_value") == image["os_hash_value"]
         migration_id = uuid.uuid4().hex
-        transfer_id, attempt, replaced = migration_id, 1, None
+        transfer_id, attempt, replaced, epoch = migration_id, 1, None, 0
         if prior is not None and prior["state"] in states.UNSUCCESSFUL_STATES:
             resumable = same and \
                 _comparable(prior["options"]) == _comparable(opts)
@@ -212,6 +214,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 # which are this attempt's now: no sweep removes them.
                 transfer_id = prior["transfer_id"]
                 attempt = prior.get("attempt", 1) + 1
+                # Its claims come after the previous attempt's.
+                epoch = prior.get("epoch") or 0
                 if prior.get("cleanup") is not None:
                     records.saved(self.store.save, prior["migration_id"],
                                   cleanup=None)
@@ -231,7 +235,7 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             "stages": {}, "project_id": owner.get("project_id"),
             "user_id": owner.get("user_id"),
         }
-        records.saved(self.store.create, migration_id, meta)
+        records.saved(self.store.create, migration_id, meta, epoch=epoch)
         LOG.info("migration %s: image %s to %s queued (%s, transfer %s, "
                  "attempt %d)", migration_id, image["id"], peer,
                  opts["mode"], transfer_id, attempt)
@@ -422,7 +426,8 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             # is fenced), cancels its transfer and ends it.
             self.jobs.take_over(migration_id)
             if record["direction"] == OUTGOING:
-                self.res.cancel_transfer_quietly(record["transfer_id"])
+                self.res.cancel_transfer_quietly(record["transfer_id"],
+                                                 migration_id)
         if not running:
             # Queued, left unfinished by a previous run of the engine, or
             # stranded by a database error.

@@ -14,7 +14,6 @@ from oslo_log import log as logging
 from dtn_migrate.common import states
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
-from dtn_migrate.engine.tasks import base
 from dtn_migrate import exception
 
 LOG = logging.getLogger(__name__)
@@ -194,8 +193,9 @@ class Outcomes:
 
     def _report_failure(self, meta):
         try:
-            self.res.agent.set_import_report(
-                base.CTXT, self.res.agent_host, meta["transfer_id"],
+            self.res.command(
+                meta["migration_id"], "set_import_report",
+                meta["transfer_id"],
                 {"state": "failed", "error": meta.get("error"),
                  "attempt": meta.get("attempt") or 1})
         except Exception as exc:  # noqa: B902 - the source times out

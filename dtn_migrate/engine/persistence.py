@@ -128,6 +128,11 @@ def derive(record):
             current = s
             break
     if state in states.FINAL_STATES:
+        if state == "failed":
+            # The stage that failed (the only one marked so: the others
+            # stopped because of it), else the first not done.
+            current = next((s for s in checks if (stages.get(s) or {}).get(
+                "state") == "failed"), current)
         out.update(stage=current if state == "failed" else None,
                    rate=None, eta=None)
         return out
@@ -274,12 +279,17 @@ class Store:
     def events(self, migration_id):
         return self.db.migration_events_get(migration_id)
 
-    def create(self, migration_id, record):
+    def create(self, migration_id, record, epoch=0):
         """A new migration: its row, its 'queued' event, and a logbook
-        with the flow detail of its first run.
+        with the flow detail of its first run.  ``epoch``: where its
+        claims start, past those of an earlier migration whose transfer
+        it resumes (the DTN agent fences a transfer's commands by epoch,
+        dtn_migrate.agent.fences).
         """
         record = dict(record, migration_id=migration_id)
         row = dict(to_row(record), id=migration_id)
+        if epoch:
+            row["epoch"] = epoch
         self.db.migration_create(row, events=lambda _row: _events(
             None, record))
         book = models.LogBook("migration-%s" % migration_id,

@@ -186,6 +186,8 @@ class Resources:
         self._seal_source = None
         self._seal_key = None
         self._seal_lock = threading.Lock()
+        # The epoch of this engine's claim of a migration (Store.held).
+        self._held = None
 
     # The import seal.
     def use_seal_key(self, source):
@@ -316,13 +318,43 @@ class Resources:
         return True
 
     # This cloud's DTN agent.
-    def cancel_transfer_quietly(self, transfer_id):
-        """Ask this DTN's agent to cancel ``transfer_id``, best effort:
-        one it no longer runs, or an agent that does not answer, is
-        logged.
+    def use_claims(self, held):
+        """``held(migration_id)``: the epoch of this engine's claim of a
+        migration, or None (Store.held): the agent commands of
+        :meth:`command` carry it.
+        """
+        self._held = held
+
+    def command(self, migration_id, method, *args, **kwargs):
+        """Call the agent's ``method`` for ``migration_id`` with the
+        epoch of this engine's claim of it.  An agent that saw a later
+        claim's command refuses it (StaleEpoch): this engine is then
+        fenced off the migration at once, and MigrationSuspended raised.
+        """
+        epoch = None if self._held is None else self._held(migration_id)
+        if epoch is not None:
+            kwargs["epoch"] = epoch
+        try:
+            return getattr(self.agent, method)({}, self.agent_host, *args,
+                                               **kwargs)
+        except exception.StaleEpoch as exc:
+            live = self.live.get(migration_id)
+            if live is not None:
+                live.fence(str(exc))
+            raise exception.MigrationSuspended(migration_id=migration_id,
+                                               reason=str(exc))
+
+    def cancel_transfer_quietly(self, transfer_id, migration_id=None):
+        """Ask this DTN's agent to cancel ``transfer_id`` (of
+        ``migration_id``, whose claim the command carries), best effort:
+        one it no longer runs, or an agent that does not answer or
+        refuses a stale claim, is logged.
         """
         try:
-            self.agent.cancel_transfer({}, self.agent_host, transfer_id)
+            if migration_id is None:
+                self.agent.cancel_transfer({}, self.agent_host, transfer_id)
+            else:
+                self.command(migration_id, "cancel_transfer", transfer_id)
         except Exception as exc:  # noqa: B902 - best effort
             LOG.warning("could not cancel transfer %s: %s", transfer_id, exc)
 

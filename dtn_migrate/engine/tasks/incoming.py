@@ -272,7 +272,8 @@ class UploadImage(base.MigrationTask):
         if images.get(image_id).get("status") == "active":
             return
         desc = incoming["image"]
-        reporter = Reporter(self.res, transfer_id, incoming["attempt"])
+        reporter = Reporter(self.res, migration_id, transfer_id,
+                            incoming["attempt"])
         try:
             self._upload(migration_id, transfer_id, incoming, image_id,
                          reporter)
@@ -424,9 +425,12 @@ class ReportImport(base.MigrationTask):
             wait=tenacity.wait_exponential(multiplier=engine.poll_interval,
                                            max=MAX_REPORT_DELAY),
             sleep=lambda seconds: self.pause(migration_id, seconds),
+            # A later claim's engine reports it now.
+            retry=tenacity.retry_if_not_exception_type(
+                exception.MigrationSuspended),
             before_sleep=again, reraise=True)
-        retrying(self.res.agent.set_import_report, base.CTXT,
-                 self.res.agent_host, transfer_id, report)
+        retrying(self.res.command, migration_id, "set_import_report",
+                 transfer_id, report)
 
 
 class Reporter:
@@ -442,8 +446,9 @@ class Reporter:
     dtn_migrate.engine.tasks.outgoing.PeerSilence).
     """
 
-    def __init__(self, res, transfer_id, attempt):
+    def __init__(self, res, migration_id, transfer_id, attempt):
         self.res = res
+        self.migration_id = migration_id
         self.transfer_id = transfer_id
         self.attempt = attempt
         self.interval = res.conf.engine.progress_interval
@@ -481,7 +486,7 @@ class Reporter:
 
     def _send(self, kind, transfer_id, name, report, origin):
         try:
-            self.res.agent.set_import_report(
-                base.CTXT, self.res.agent_host, transfer_id, report)
+            self.res.command(self.migration_id, "set_import_report",
+                             transfer_id, report)
         except Exception as exc:  # noqa: B902 - progress is best effort
             LOG.debug("progress report of %s failed: %s", transfer_id, exc)

@@ -6,6 +6,7 @@ tasks again from their start, and they pick up what is already done
 report).
 """
 
+import functools
 import json
 import time
 
@@ -290,7 +291,7 @@ class TransferImage(base.MigrationTask):
     def _transfer(self, migration_id, transfer_id, peer, descriptor,
                   options):
         live = self.live(migration_id)
-        agent, host = self.res.agent, self.res.agent_host
+        command = functools.partial(self.res.command, migration_id)
         desc = res_mod.staged_name(transfer_id, res_mod.DESCRIPTOR)
         data = res_mod.staged_name(transfer_id, res_mod.DATA)
         spec = {"path": data, "name": data, "size": descriptor["size"],
@@ -303,21 +304,20 @@ class TransferImage(base.MigrationTask):
             self._await_staging(migration_id, data)
         live.stage("transfer", state="running", size=descriptor["size"])
         status = self._call(migration_id, "starting the transfer",
-                            agent.start_transfer, base.CTXT, host, peer,
+                            command, "start_transfer", peer,
                             [{"path": desc, "name": desc}, spec],
                             options=options.get("transfer_options") or None,
                             transfer_id=transfer_id)
         if status.get("state") in states.UNSUCCESSFUL_STATES:
             status = self._call(migration_id, "resuming the transfer",
-                                agent.resume_transfer, base.CTXT, host,
-                                transfer_id)
+                                command, "resume_transfer", transfer_id)
         latest = [status]
         key = events.key(events.TRANSFER, transfer_id)
 
         answered = []
 
         def asked():
-            status = agent.get_transfer(base.CTXT, host, transfer_id)
+            status = command("get_transfer", transfer_id)
             answered.append(status)
             return status
 
@@ -419,7 +419,7 @@ class TransferImage(base.MigrationTask):
         if self.fenced(migration_id, "the cancel of transfer %s"
                        % transfer_id):
             return
-        self.res.cancel_transfer_quietly(transfer_id)
+        self.res.cancel_transfer_quietly(transfer_id, migration_id)
 
 
 def _data_bytes(status, data_name):

@@ -6,7 +6,11 @@ its single engine.
 * A batch of migrations asked for at once runs each migration once (one
   import per image on B), spread over the engines.
 * SIGSTOP of the owner past its session, then SIGCONT: another engine
-  took the migration over, and the paused one writes nothing more.
+  took the migration over, A's agent refuses every command of the
+  paused engine's claim (twice over), and the paused one writes
+  nothing more.
+* The backend cut from the engine that runs a migration, past its
+  session, twice: another engine takes it over each time.
 * kill -9 of the engine that runs a migration, twice in one test:
   another engine takes it over within the ZooKeeper session and a
   margin, and it completes bit-exact; the seconds from each kill to the
@@ -27,7 +31,9 @@ from testtools import content
 import devcloud
 from devcloud import coordination
 from devcloud import dbserver
+from devcloud import relay
 from dtn_migrate.db import api as db_api
+from dtn_migrate import exception
 from tests.functional import base
 from tests.functional.migration import harness as migration
 from tests.functional.migration import scope as class_scope
@@ -37,6 +43,17 @@ ENGINES = 3
 #: ZooKeeper's session of an engine (s): how long a dead engine's
 #: migrations wait for another.
 SESSION = 4.0
+
+
+def _refusal(call, host, transfer_id, epoch):
+    """The StaleEpoch of ``call`` with a stale ``epoch``, or None when
+    the agent accepted it (the new owner has not told it yet).
+    """
+    try:
+        call({}, host, transfer_id, epoch=epoch)
+    except exception.StaleEpoch as exc:
+        return exc
+    return None
 
 
 class TestActiveActive(migration.MigrationTestCase):
@@ -82,11 +99,19 @@ class TestActiveActive(migration.MigrationTestCase):
                                    jobboard_enabled="true",
                                    jobboard_backend_namespace=namespace)}
         self.engines = {}
+        #: Each engine reaches the backend through a relay of its own:
+        #: the backend cut from one engine (:meth:`relay.Relay.cut`).
+        self.links = {}
         for i in range(ENGINES):
             name = "%s-%d" % (a.engine_name, i)
+            link = self.links[name] = relay.Relay(
+                ("127.0.0.1", self.server.port))
+            self.addCleanup(link.close)
+            mine = {"task_flow": dict(
+                extra["task_flow"], jobboard_backend_port=str(link.port))}
             engine = migration.Engine(
                 self.workdir, name, a.broker.url(), a.agent_name,
-                a.glance_auth(), a.staging, self.persistence, extra=extra)
+                a.glance_auth(), a.staging, self.persistence, extra=mine)
             self.addCleanup(engine.discard)
             self.addOnException(
                 lambda exc_info, e=engine: self.addDetail(
@@ -198,6 +223,10 @@ class TestActiveActive(migration.MigrationTestCase):
                 lambda: (lambda r: r if r.get("owner") not in
                          (first["owner"], None) else None)(self.row(mid)),
                 "another engine to take it", timeout=60, interval=0.1)
+            # The paused engine's claim, at A's real agent over the bus:
+            # each of its commands is refused now (the new owner told
+            # the agent of its claim), and the transfer runs on.
+            self.assertStaleRefused(mid, first)
         finally:
             os.kill(paused.proc.pid, signal.SIGCONT)
         rec = self.wait_migration(mid, timeout=300)
@@ -206,7 +235,36 @@ class TestActiveActive(migration.MigrationTestCase):
         log = paused.log_text()
         self.assertTrue(
             "its jobboard claim was lost" in log or
-            "was claimed by another engine" in log, paused.tail(80))
+            "was claimed by another engine" in log or
+            "a later claim" in log, paused.tail(80))
+
+    def assertStaleRefused(self, migration_id, stale):
+        """Every command of ``stale``'s claim (the row as it was) is
+        refused by A's agent, twice over, and changes nothing there.
+        """
+        agent, host = self.a.bus.agent(), self.a.agent_name
+        tid = stale["transfer_id"]
+        epoch = stale["epoch"]
+        self.wait_until(
+            lambda: self.row(migration_id)["epoch"] > epoch,
+            "the new claim", timeout=30, interval=0.1)
+        # A read first: nothing is cancelled if the agent still waits
+        # for the new owner's word.
+        self.wait_until(
+            lambda: _refusal(agent.get_transfer, host, tid, epoch),
+            "a read of epoch %d refused" % epoch, timeout=15, interval=0.2)
+        before = agent.get_transfer({}, host, tid)
+        for _ in range(2):
+            for call in (agent.cancel_transfer, agent.resume_transfer,
+                         agent.get_transfer):
+                err = _refusal(call, host, tid, epoch)
+                self.assertIsNotNone(err, "%s of epoch %d was accepted"
+                                     % (call.__name__, epoch))
+                self.assertIn("a later claim", str(err))
+        after = agent.get_transfer({}, host, tid)
+        self.assertNotIn(after["state"], ("cancelled", "failed"))
+        self.assertGreaterEqual(after.get("bytes_done") or 0,
+                                before.get("bytes_done") or 0)
 
     def restarted_twice(self, server, name):
         """``server`` (the jobboard's, or the engines' database) restarted
@@ -222,6 +280,41 @@ class TestActiveActive(migration.MigrationTestCase):
             server.restart(down=1.0)
         rec = self.wait_migration(mid, timeout=300)
         self.assertMigrated(rec, source)
+
+    def test_backend_cut_from_the_owner_twice(self):
+        """The backend cut from the engine that runs a migration (its
+        connections reset, new ones refused) for longer than its
+        session, twice: another engine takes the migration over each
+        time, the cut one is fenced though it ran on, and the image is
+        imported once.
+        """
+        # Long enough that the cut engine, which runs on unaware until
+        # its session ends, does not finish it first.
+        source = self.upload(self.a, data=os.urandom(128 * MiB),
+                             name="aa-cut")
+        req = self.migrate(images=[source["id"]],
+                           transfer_options={"rate_limit": 4 * MiB})
+        mid = req["migrations"][0]["migration_id"]
+        crossed, cut = 0, []
+        for _ in range(2):
+            first = self.under_way(mid, past=crossed)
+            owner = first["owner"]
+            cut.append(owner)
+            self.links[owner].cut(down_for=SESSION + 6)
+            taken = self.wait_until(
+                lambda: (lambda r: r if r.get("owner") not in (owner, None)
+                         else None)(self.row(mid)),
+                "another engine to take it", timeout=60, interval=0.1)
+            crossed = taken.get("bytes_transfer") or 0
+        rec = self.wait_migration(mid, timeout=300)
+        self.assertMigrated(rec, source)
+        self.assertNotEqual(cut[-1], rec["owner"])
+        for owner in cut:
+            log = self.engines[owner].log_text()
+            self.assertTrue(
+                "its jobboard claim was lost" in log or
+                "was claimed by another engine" in log or
+                "a later claim" in log, self.engines[owner].tail(80))
 
     def test_backend_restarted_mid_migration_twice(self):
         """A ZooKeeper session may outlive the restart or expire: then the
@@ -242,6 +335,8 @@ class TestActiveActiveOnRedis(TestActiveActive):
     backend = "redis"
     server_class = coordination.Redis
     test_sigstop_of_the_owner_past_its_session = None
+    # Its claims expire as a ZooKeeper session does: once, on ZooKeeper.
+    test_backend_cut_from_the_owner_twice = None
     # The database's faults are the backend's own: once, on ZooKeeper.
     test_database_restarted_mid_migration_twice = None
 

@@ -10,6 +10,7 @@ import os
 import threading
 import uuid
 
+from dtn_migrate.agent import fences
 from dtn_migrate.engine import preflight
 from dtn_migrate import exception
 from dtn_migrate.image import marker
@@ -242,6 +243,8 @@ class FakeAgents:
         self.fail_start = 0             # transfers refused at their start
         self.requests = []              # (host, peer, peer request)
         self.unanswered = 0             # peer requests that get no answer
+        self.fences = {}                # host -> agent.fences.Fences
+        self.refused = []               # (host, tid, command, epoch)
         # Ends the senders of a test that is over: one waiting for a
         # growing file whose writer is gone would otherwise poll forever,
         # and spin in any later test that patches time.sleep.
@@ -255,8 +258,26 @@ class FakeAgents:
         return {"host": host, "peers": [peer],
                 "staging_root": self.roots[host]}
 
+    def _admit(self, host, transfer_id, epoch, command):
+        """The real agent's fencing (agent.fences) of ``host``."""
+        if epoch is None:
+            return
+        with self.lock:
+            if host not in self.fences:
+                self.fences[host] = fences.Fences(
+                    self.roots[host].rstrip(os.sep) + "-state")
+        try:
+            self.fences[host].admit(transfer_id, epoch, command)
+        except exception.StaleEpoch:
+            self.refused.append((host, transfer_id, command, epoch))
+            raise
+
+    def fence_transfer(self, ctxt, host, transfer_id, epoch):
+        self._admit(host, transfer_id, epoch, "fence")
+
     def start_transfer(self, ctxt, host, peer, files, options=None,
-                       transfer_id=None):
+                       transfer_id=None, epoch=None):
+        self._admit(host, transfer_id, epoch, "start")
         with self.lock:
             if self.fail_start:
                 self.fail_start -= 1
@@ -272,13 +293,16 @@ class FakeAgents:
                                transfer_id)).start()
         return dict(self.transfers[transfer_id])
 
-    def resume_transfer(self, ctxt, host, transfer_id):
+    def resume_transfer(self, ctxt, host, transfer_id, epoch=None):
+        self._admit(host, transfer_id, epoch, "resume")
         return self.get_transfer(ctxt, host, transfer_id)
 
-    def cancel_transfer(self, ctxt, host, transfer_id):
+    def cancel_transfer(self, ctxt, host, transfer_id, epoch=None):
+        self._admit(host, transfer_id, epoch, "cancel")
         return self.get_transfer(ctxt, host, transfer_id)
 
-    def get_transfer(self, ctxt, host, transfer_id):
+    def get_transfer(self, ctxt, host, transfer_id, epoch=None):
+        self._admit(host, transfer_id, epoch, "get")
         with self.lock:
             return dict(self.transfers[transfer_id])
 
@@ -343,7 +367,9 @@ class FakeAgents:
             raise exception.TransferNotFound(transfer_id=transfer_id)
         return dict(info)
 
-    def set_import_report(self, ctxt, host, transfer_id, report):
+    def set_import_report(self, ctxt, host, transfer_id, report,
+                          epoch=None):
+        self._admit(host, transfer_id, epoch, "report")
         with self.lock:
             self.reports[(host, transfer_id)] = dict(report)
 

@@ -42,6 +42,28 @@ class TestProgress(testcase.TestCase):
         self.clock.now += seconds
         return self.store.save(MID, stages=stages)
 
+    def test_a_failed_record_names_the_stage_that_failed(self):
+        # Before: the first stage not done, the transfer (the issue's
+        # "stage transfer for an import refusal": the peer refused the
+        # import when part of the bytes had crossed).
+        self.running()
+        self.save(preflight={"state": "complete"},
+                  export={"state": "complete", "done": SIZE},
+                  transfer={"state": "running", "done": SIZE // 2})
+        self.clock.now += 1
+        rec = self.store.save(MID, state="failed", stages={
+            "preflight": {"state": "complete"},
+            "export": {"state": "complete", "done": SIZE},
+            "transfer": {"state": "running", "done": SIZE // 2},
+            "import": {"state": "failed", "done": 0}})
+        self.assertEqual("import", rec["stage"])
+        # A failure no stage claims: the first stage not done.
+        self.assertEqual("transfer", persistence.derive({
+            "state": "failed", "direction": "outgoing", "size": SIZE,
+            "stages": {"export": {"state": "complete", "done": SIZE},
+                       "transfer": {"state": "running",
+                                    "done": SIZE // 2}}})["stage"])
+
     def test_no_eta_from_a_first_rate_sample(self):
         # Before: the first sample's rate gave the ETA at once (the
         # issue's "ETA 35:12:23").

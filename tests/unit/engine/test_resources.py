@@ -9,12 +9,14 @@ from unittest import mock
 
 
 from dtn_migrate.engine import resources
+from dtn_migrate import exception
 from dtn_migrate.staging import backend as staging_backend
 from dtn_migrate.staging import localfs
 from tests.unit.engine import test_tasks
 from tests.unit import testcase
 
 TID = test_tasks.TID
+MID = test_tasks.MID
 
 
 class TestLiveSeed(testcase.TestCase):
@@ -57,3 +59,41 @@ class TestRemoveStaged(testcase.TestCase):
             "server gone")
         res = test_tasks.make_res(backend=backend)
         self.assertFalse(res.remove_staged_quietly(TID, "test"))
+
+
+class TestAgentCommands(testcase.TestCase):
+    """Commands to the agent carry this engine's claim (issue 39)."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = mock.Mock()
+        self.res = test_tasks.make_res(agent=self.agent)
+        self.held = {}
+        self.res.use_claims(self.held.get)
+
+    def test_the_claim_s_epoch_is_carried(self):
+        self.res.command(MID, "get_transfer", TID)
+        self.agent.get_transfer.assert_called_once_with({}, "dtn-a", TID)
+        self.held[MID] = 4
+        self.res.command(MID, "cancel_transfer", TID)
+        self.agent.cancel_transfer.assert_called_once_with(
+            {}, "dtn-a", TID, epoch=4)
+
+    def test_a_refused_claim_fences_the_migration(self):
+        self.held[MID] = 1
+        live = self.res.live_for(MID)
+        self.agent.get_transfer.side_effect = exception.StaleEpoch(
+            transfer_id=TID, epoch=1, held=2, command="get")
+        err = self.assertRaises(exception.MigrationSuspended,
+                                self.res.command, MID, "get_transfer", TID)
+        self.assertIn("a later claim (epoch 2)", str(err))
+        self.assertTrue(live.fenced.is_set())
+        self.assertTrue(live.stop.is_set())
+
+    def test_a_quiet_cancel_of_a_refused_claim_is_logged(self):
+        self.held[MID] = 1
+        self.agent.cancel_transfer.side_effect = exception.StaleEpoch(
+            transfer_id=TID, epoch=1, held=2, command="cancel")
+        self.res.cancel_transfer_quietly(TID, MID)
+        self.agent.cancel_transfer.assert_called_once_with(
+            {}, "dtn-a", TID, epoch=1)

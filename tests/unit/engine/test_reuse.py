@@ -89,6 +89,29 @@ class TestReuse(base.EngineTestCase):
                          (m["transfer_id"], m["attempt"]))
         self.assertEqual(1, len(self.copies()))
 
+    def test_a_resumed_transfer_s_claims_come_after_the_last_attempt_s(self):
+        # The agent fences a transfer's commands by the claim's epoch
+        # (agent.fences): a migration that resumes another's transfer
+        # starts where that one's claims ended, or each of its commands
+        # would be refused as stale.  Before: its epoch started at 0.
+        image = self.image()
+        self.agents.fail_start = 1
+        [failed] = self.run_request([image["id"]])
+        mid = failed["migration_id"]
+        for owner in ("engine-1", "engine-2", "engine-3"):
+            self.a.store.claim(mid, owner, self.a.store.record(mid)["epoch"])
+        self.a.store.release(mid)
+        self.agents.fence_transfer({}, "dtn-a", failed["transfer_id"], 3)
+        [m] = self.a.request("b", images=[image["id"]])["migrations"]
+        self.assertEqual(failed["transfer_id"], m["transfer_id"])
+        self.assertEqual(3, self.a.store.record(m["migration_id"])["epoch"])
+        # Its first claim is the transfer's next: the agent takes it.
+        self.a.store.claim(m["migration_id"], "engine-1", 3)
+        self.assertTrue(self.a.wait_idle(60))
+        self.assertEqual("complete",
+                         self.a.get(m["migration_id"])["state"])
+        self.assertEqual([], self.agents.refused)
+
     def test_other_copy_options_are_a_new_migration(self):
         # Before: the visibility, project and id choice asked for were
         # ignored and the complete migration returned.

@@ -332,7 +332,7 @@ class TestReporter(testcase.TestCase):
 
         agent = mock.Mock()
         agent.set_import_report.side_effect = slow
-        reporter = incoming.Reporter(make_res(agent=agent), TID, 4)
+        reporter = incoming.Reporter(make_res(agent=agent), MID, TID, 4)
         self.addCleanup(release.set)
         reporter.post("uploading", 0)
         for _ in range(100):
@@ -370,7 +370,7 @@ class TestReporter(testcase.TestCase):
         # An interval far longer than the test: only a state change
         # may send the second report.
         reporter = incoming.Reporter(
-            make_res(agent=agent, progress_interval=60), TID, 1)
+            make_res(agent=agent, progress_interval=60), MID, TID, 1)
         self.addCleanup(reporter.close)
         reporter.post("waiting", 0)
         self.assertTrue(polling.poll(lambda: sent, 5))
