@@ -415,8 +415,10 @@ class TestDashboard(dashboard.DashboardTestCase):
 
     def test_failure_reason_long_names_and_form_options(self):
         # admin may ask for a target project: cloud B allows none, and
-        # refuses the import.  A name and a peer of 200 characters do
-        # not wrap; nor do the detail page's 128-character hashes.
+        # refuses the import.  A name of 200 characters does not wrap;
+        # nor do the detail page's 128-character hashes.  (The peer here
+        # is named for B's agent: a long peer name is the unit tests',
+        # tests.unit.dashboard.content.migrations.test_tables.)
         name = "dash-long-%s-" % uuid.uuid4().hex[:6]
         name += "n" * (200 - len(name))
         source = self.upload(1 * MiB, persona="admin", name=name)
