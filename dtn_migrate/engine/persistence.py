@@ -35,6 +35,7 @@ import time
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
+from oslo_utils import uuidutils
 from sqlalchemy import exc as sa_exc
 from taskflow import exceptions as tf_exc
 from taskflow.persistence import backends
@@ -361,7 +362,31 @@ class Store:
             # not the last sample: the rates start from the row's.
             self._measured.pop(migration_id, None)
             self._held[migration_id] = new
+        if epoch:
+            self._fork_run(migration_id)
         return new
+
+    def _fork_run(self, migration_id):
+        """Give a claim that takes a migration over a flow detail of its
+        own: a copy of the latest run's, which this claim's flow resumes
+        from and writes.  The engine that held the migration before
+        writes on into the run it had (until it learns it was fenced):
+        none of it reaches this one, so TaskFlow's logbook is fenced too.
+        """
+        book = self._book(migration_id, lazy=False)
+        last = latest(book) if book is not None else None
+        if last is None:
+            return          # the flow starts from scratch (load)
+        number = len(list(book)) + 1
+        fork = models.FlowDetail("attempt-%d" % number,
+                                 uuid=_detail_id(book.uuid, number))
+        fork.merge(last, deep_copy=True)
+        for atom in last:
+            twin = type(atom)(atom.name, uuidutils.generate_uuid())
+            fork.add(twin.merge(atom, deep_copy=True))
+        book.add(fork)
+        with self.lock, self.connection() as conn:
+            conn.save_logbook(book)
 
     def held(self, migration_id):
         """The epoch of this engine's claim of a migration, or None."""

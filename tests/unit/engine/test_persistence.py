@@ -6,6 +6,9 @@ import shutil
 import tempfile
 import types
 
+from oslo_utils import uuidutils
+from taskflow.persistence import models
+
 from dtn_migrate.engine import migrations
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import resources
@@ -14,6 +17,12 @@ from tests.unit import testcase
 
 MID = "a" * 32
 SIZE = 1000
+
+
+def _atom(detail, name):
+    """The atom detail named ``name`` of a flow detail."""
+    [atom] = [a for a in detail if a.name == name]
+    return atom
 
 
 class Clock:
@@ -251,6 +260,38 @@ class TestFencing(testcase.TestCase):
         self.assertIsNone(self.store.held(MID))
         self.assertEqual("queued",
                          self.store.save(MID, state="queued")["state"])
+
+    def test_a_takeover_runs_from_a_copy_the_engine_before_cannot_write(self):
+        # TaskFlow's logbook fenced: the engine taken over writes on into
+        # the flow detail it had, the new owner's claim resumes from a
+        # copy of it.  Before: both flows wrote one detail, and the new
+        # owner found the task the engine before reverted.
+        other = persistence.Store(self.store.url)
+        self.addCleanup(other.close)
+        mine = self.store.claim(MID, "engine-1", 0)
+        _, before, _ = self.store.load(MID)
+        task = models.TaskDetail("export-image", uuidutils.generate_uuid())
+        task.state, task.results = "SUCCESS", {"size": 7}
+        before.add(task)
+        with self.store.connection() as conn:
+            conn.update_flow_details(before)
+        other.claim(MID, "engine-2", mine)
+        _, after, _ = other.load(MID)
+        self.assertNotEqual(before.uuid, after.uuid)
+        copied = _atom(after, "export-image")
+        self.assertEqual(("SUCCESS", {"size": 7}),
+                         (copied.state, copied.results))
+        # The engine before writes on, twice: none of it is the new
+        # owner's.
+        for state in ("REVERTING", "REVERTED"):
+            task.state = state
+            with self.store.connection() as conn:
+                conn.update_atom_details(task)
+            _, now, _ = other.load(MID)
+            self.assertEqual(after.uuid, now.uuid)
+            self.assertEqual("SUCCESS", _atom(now, "export-image").state)
+        # A first claim has nothing to fence: no copy.
+        self.assertEqual(2, len(list(other._book(MID))))
 
     def test_save_without_an_epoch_is_not_checked(self):
         self.store.claim(MID, "engine-1", 0)
