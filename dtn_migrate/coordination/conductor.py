@@ -14,10 +14,17 @@ What it adds to TaskFlow's non-blocking conductor:
 * A dispatch that raises abandons its job (another conductor tries it,
   and the engine's claim count bounds the tries), where TaskFlow's would
   trash it.
+* Busy conductors leave new jobs to idle ones: a conductor that runs N
+  jobs claims a job only once it has seen it on the board for N x
+  ``stagger`` seconds (at most ``stagger_max``).  Every conductor sees a
+  new job at about the same moment, so the least busy one takes it; a
+  job nobody else takes waits at most ``stagger_max``.
 """
 
+import collections
 import contextlib
 import threading
+import time
 
 from oslo_log import log as logging
 from taskflow.conductors.backends import impl_nonblocking
@@ -28,6 +35,11 @@ LOG = logging.getLogger(__name__)
 #: A job's ends (what ``dispatch`` returns).
 CONSUME, ABANDON, TRASH = "consume", "abandon", "trash"
 ENDS = (CONSUME, ABANDON, TRASH)
+#: Seconds a job waits on the board per job a conductor runs before that
+#: conductor claims it, and at most.
+STAGGER, STAGGER_MAX = 0.25, 2.0
+#: Jobs whose first sight a conductor remembers.
+_SEEN = 4096
 
 
 class _ExpiringClaims:
@@ -52,7 +64,8 @@ class Conductor(impl_nonblocking.NonBlockingConductor):
     """
 
     def __init__(self, name, board, dispatch, max_jobs, claim_expiry=None,
-                 wait_timeout=0.5):
+                 wait_timeout=0.5, stagger=STAGGER, stagger_max=STAGGER_MAX,
+                 clock=time.monotonic):
         if claim_expiry:
             board = _ExpiringClaims(board, claim_expiry)
         super().__init__(name, board, wait_timeout=wait_timeout,
@@ -62,6 +75,21 @@ class Conductor(impl_nonblocking.NonBlockingConductor):
         self._lock = threading.Lock()
         #: The events of the jobs this conductor runs, by job uuid.
         self._lost = {}
+        self.stagger, self.stagger_max = stagger, stagger_max
+        self._clock = clock
+        self._seen = collections.OrderedDict()   # job uuid -> first seen
+
+    def _can_claim_more_jobs(self, job):
+        if not super()._can_claim_more_jobs(job):
+            return False
+        running = len(self._dispatched)
+        if not running or not self.stagger:
+            return True
+        now = self._clock()
+        seen = self._seen.setdefault(job.uuid, now)
+        while len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return now - seen >= min(running * self.stagger, self.stagger_max)
 
     @property
     def name(self):

@@ -35,6 +35,8 @@ LOG = logging.getLogger(__name__)
 
 #: A migration's job name.
 JOB_NAME = "migration-%s"
+#: A drill's job name (its details: ``drill_id``).
+DRILL_JOB_NAME = "drill-%s"
 
 
 class Jobs:
@@ -51,6 +53,9 @@ class Jobs:
         self.max_claims = conf.task_flow.jobboard_max_claims
         self.board = None
         self.conductor = None
+        #: The protection drills (protection.drills.Drills) whose jobs
+        #: this conductor runs too.
+        self.drills = None
         self._stack = contextlib.ExitStack()
         self._thread = None
         self._lock = threading.Lock()
@@ -102,27 +107,49 @@ class Jobs:
         expired, a Redis restart) posts nothing: the record is saved,
         and the leading engine posts a job for it (:meth:`orphans`).
         """
+        def details():
+            if self.jobs_of(migration_id):
+                return None
+            return {"migration_id": migration_id, "direction": direction,
+                    "epoch": self.store.record(migration_id)["epoch"]}
+        with self._lock:
+            return self._post("migration %s" % migration_id,
+                              JOB_NAME % migration_id, details,
+                              "the leading engine posts it")
+
+    def post_drill(self, drill_id):
+        """Post the job of a drill just started (its row is running).
+        Returns the job, or None when the jobboard does not answer (the
+        caller runs the drill itself).
+        """
+        return self._post("drill %s" % drill_id, DRILL_JOB_NAME % drill_id,
+                          lambda: {"drill_id": drill_id},
+                          "it runs on this engine")
+
+    def _post(self, what, name, details, otherwise):
+        """Post job ``name`` with ``details()`` (None: no job).  None when
+        the jobboard does not answer: logged, with what happens
+        ``otherwise``.
+        """
         try:
-            with self._lock:
-                if self.jobs_of(migration_id):
-                    return None
-                epoch = self.store.record(migration_id)["epoch"]
-                job = self.board.post(JOB_NAME % migration_id, details={
-                    "migration_id": migration_id, "direction": direction,
-                    "epoch": epoch})
+            found = details()
+            if found is None:
+                return None
+            job = self.board.post(name, details=found)
         except tf_exc.JobFailure as exc:
-            LOG.warning("migration %s: not posted (%s); the leading "
-                        "engine posts it", migration_id, exc)
+            LOG.warning("%s: not posted (%s); %s", what, exc, otherwise)
             return None
-        LOG.debug("migration %s posted (job %s)", migration_id, job.uuid)
+        LOG.debug("%s posted (job %s)", what, job.uuid)
         return job
 
     def orphans(self):
-        """Post a job for every active migration that has none (after an
-        engine or the backend lost them); returns their ids.
+        """Post a job for every active migration, and every running
+        drill, that has none (after an engine or the backend lost them);
+        returns their ids.
         """
-        posted = {(job.details or {}).get("migration_id")
-                  for job in self.board.iterjobs(ensure_fresh=True)}
+        details = [job.details or {}
+                   for job in self.board.iterjobs(ensure_fresh=True)]
+        posted = {d.get("migration_id") for d in details}
         found = []
         for meta in self.store.records(
                 {"state": list(states.ACTIVE_STATES)},
@@ -130,6 +157,11 @@ class Jobs:
             if meta["migration_id"] not in posted:
                 self.post(meta["migration_id"], meta["direction"])
                 found.append(meta["migration_id"])
+        if self.drills is not None:
+            drilled = {d.get("drill_id") for d in details}
+            for drill_id in self.drills.running():
+                if drill_id not in drilled and self.post_drill(drill_id):
+                    found.append(drill_id)
         return found
 
     def take_over(self, migration_id):
@@ -167,6 +199,8 @@ class Jobs:
         ABANDON or TRASH).
         """
         details = job.details or {}
+        if details.get("drill_id"):
+            return self._dispatch_drill(job, details["drill_id"])
         migration_id = details.get("migration_id")
         meta = self.store.record(migration_id) if migration_id else None
         if meta is None or meta["state"] not in states.ACTIVE_STATES:
@@ -207,6 +241,20 @@ class Jobs:
         if meta is not None and meta["state"] in states.FINAL_STATES:
             return conductor_mod.CONSUME
         return conductor_mod.ABANDON
+
+    def _dispatch_drill(self, job, drill_id):
+        """Run a drill's job here: it ends consumed (the drill saved its
+        outcome), or abandoned for another engine when this engine has
+        no drills to run.
+        """
+        if self.drills is None:
+            return conductor_mod.ABANDON
+        if any(other.uuid < job.uuid for other in self.board.iterjobs(
+                ensure_fresh=True)
+                if (other.details or {}).get("drill_id") == drill_id):
+            return conductor_mod.CONSUME
+        self.drills.run_claimed(drill_id)
+        return conductor_mod.CONSUME
 
     def _watch(self, migration_id, lost, done):
         while not done.is_set():

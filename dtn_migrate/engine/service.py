@@ -86,6 +86,10 @@ class EngineService(service.Service):
             conf, self.store.db, self.migrations, notifier)
         self.drills = drills.Drills(conf, self.store.db, self.resources,
                                     notifier)
+        if self.shared:
+            # Drills are jobs too.
+            self.drills.jobs = self.migrations.jobs
+            self.migrations.jobs.drills = self.drills
         self.manager = manager.EngineManager(
             self.host, self.migrations, self.protection, self.drills,
             failover.Failover(self.protection))
@@ -134,11 +138,9 @@ class EngineService(service.Service):
         every scan_interval), the recovery points and mirror deletions.
         """
         group = self.conf.protection
-        if self.shared:
-            # A drill left running may be another engine's, running.
-            LOG.warning("engines share the jobboard: drills left running "
-                        "are not recovered at start")
-        else:
+        if not self.shared:
+            # Shared: a drill left running is its job's, which another
+            # engine claims when this one's claim ends.
             try:
                 self.drills.recover()
             except exception.DtnMigrateException as exc:

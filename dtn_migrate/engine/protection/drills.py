@@ -173,7 +173,12 @@ def qemu_img_check(path, limits):
 
 
 class Drills:
-    """The drills of one engine."""
+    """The drills of one engine.
+
+    With engines that share a jobboard (``jobs`` set), a drill is a job:
+    any engine's conductor runs it (:meth:`run_claimed`), and another
+    runs it again from its start if that engine dies during it.
+    """
 
     def __init__(self, conf, db, res, notifier=None):
         self.conf = conf
@@ -182,6 +187,8 @@ class Drills:
         self.notifier = notifier
         #: Held from the count of running drills to the new one's row.
         self.lock = threading.Lock()
+        #: The shared jobboard (engine.jobs.Jobs), or None: one engine.
+        self.jobs = None
 
     def recover(self):
         """Drills left running by an engine that stopped end in error
@@ -205,9 +212,7 @@ class Drills:
                 policy_id=str(policy_id)[:64])
         policy = self.db.policy_get(
             policy_id, None if ctx.is_admin else ctx.project_id)
-        found = self.db.replica_get_all(filters={
-            "direction": catalog.INCOMING, "peer": policy["peer"],
-            "policy_id": policy["id"], "state": catalog.CURRENT})
+        found = self._replicas(policy)
         if not found:
             raise exception.ProtectionPolicyConflict(
                 policy_id=policy["id"],
@@ -225,10 +230,41 @@ class Drills:
         LOG.info("drill %s of policy %s (%s): %d replicas%s", row["id"],
                  policy["id"], policy["name"], len(found),
                  ", cloned" if clone else "")
-        threading.Thread(target=self._run, args=(row, found),
-                         name="drill-%s" % row["id"][:8],
-                         daemon=True).start()
+        if self.jobs is None or self.jobs.post_drill(row["id"]) is None:
+            # One engine, or a jobboard that does not answer: it runs
+            # here.
+            threading.Thread(target=self._run, args=(row, found),
+                             name="drill-%s" % row["id"][:8],
+                             daemon=True).start()
         return _iso(row)
+
+    def _replicas(self, policy):
+        return self.db.replica_get_all(filters={
+            "direction": catalog.INCOMING, "peer": policy["peer"],
+            "policy_id": policy["id"], "state": catalog.CURRENT})
+
+    def running(self):
+        """The ids of the drills that run (on any engine)."""
+        return [row["id"] for row in
+                self.db.drill_get_all(filters={"state": RUNNING})]
+
+    def run_claimed(self, drill_id):
+        """Run the drill whose job this engine's conductor claimed, from
+        its start (again, when the engine that ran it died); a drill that
+        ended, or whose policy is gone, is left as it is.
+        """
+        try:
+            row = self.db.drill_get(drill_id)
+            policy = self.db.policy_get(row["policy_id"])
+        except exception.NotFound as exc:
+            LOG.warning("drill %s not run: %s", drill_id, exc)
+            return
+        if row["state"] != RUNNING:
+            return
+        found = self._replicas(policy)
+        LOG.info("drill %s of policy %s runs on this engine: %d replicas",
+                 drill_id, policy["id"], len(found))
+        self._run(row, found)
 
     def _check_room(self, policy):
         """DrillConflict unless a drill of ``policy`` may start now: none

@@ -161,3 +161,48 @@ class TestConductor(testcase.TestCase):
 
         c = self.conductor(dispatch, expiry=0.03)
         self.assertEqual(conductor_mod.CONSUME, c._dispatch_job(job))
+
+
+class TestStagger(testcase.TestCase):
+    """A busy conductor leaves a new job to idle ones for a while."""
+
+    def setUp(self):
+        super().setUp()
+        self.now = [100.0]
+        self.c = conductor_mod.Conductor(
+            "engine-1", Board(), lambda job, lost: conductor_mod.CONSUME,
+            max_jobs=8, stagger=0.25, stagger_max=1.0,
+            clock=lambda: self.now[0])
+
+    def running(self, n):
+        self.c._dispatched.clear()
+        self.c._dispatched.update(Done() for _ in range(n))
+
+    def test_an_idle_conductor_claims_at_once(self):
+        self.running(0)
+        self.assertTrue(self.c._can_claim_more_jobs(Job("j1")))
+
+    def test_the_busier_the_longer_it_waits(self):
+        # Before: a conductor claimed up to its limit at once (a batch of
+        # 12 went 8/4/0 over three engines).
+        self.running(2)
+        job = Job("j2")
+        self.assertFalse(self.c._can_claim_more_jobs(job))
+        self.now[0] += 0.4
+        self.assertFalse(self.c._can_claim_more_jobs(job))
+        self.now[0] += 0.1
+        self.assertTrue(self.c._can_claim_more_jobs(job))
+        # At most stagger_max, however busy.
+        self.running(7)
+        other = Job("j3")
+        self.assertFalse(self.c._can_claim_more_jobs(other))
+        self.now[0] += 1.0
+        self.assertTrue(self.c._can_claim_more_jobs(other))
+
+    def test_its_limit_still_holds(self):
+        self.running(8)
+        job = Job("j4")
+        self.now[0] += 10
+        self.c._can_claim_more_jobs(job)
+        self.now[0] += 10
+        self.assertFalse(self.c._can_claim_more_jobs(job))

@@ -56,7 +56,7 @@ class Migrations:
         pass
 
 
-class TestDispatch(testcase.TestCase):
+class JobsTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -76,6 +76,9 @@ class TestDispatch(testcase.TestCase):
 
     def dispatch(self, job):
         return self.jobs.dispatch(job, threading.Event())
+
+
+class TestDispatch(JobsTestCase):
 
     def test_claimed_run_and_consumed(self):
         job = self.jobs.post(MID, "outgoing")
@@ -137,3 +140,57 @@ class TestDispatch(testcase.TestCase):
         self.assertEqual([other], self.jobs.orphans())
         self.assertEqual([MID, other], [j.details["migration_id"]
                                         for j in self.jobs.board.jobs])
+
+
+class Drills:
+    def __init__(self):
+        self.ran = []
+        self.ids = []
+
+    def run_claimed(self, drill_id):
+        self.ran.append(drill_id)
+
+    def running(self):
+        return list(self.ids)
+
+
+class TestDrillJobs(JobsTestCase):
+    """A drill's job (issue 39): any conductor runs it."""
+
+    def setUp(self):
+        super().setUp()
+        self.drills = self.jobs.drills = Drills()
+        self.store.save(MID, state="complete")
+
+    def test_claimed_run_and_consumed(self):
+        job = self.jobs.post_drill("d1")
+        self.assertEqual(conductor.CONSUME, self.dispatch(job))
+        self.assertEqual(["d1"], self.drills.ran)
+        # The migration of the stand-in job is not touched.
+        self.assertEqual([], self.migrations.ran)
+
+    def test_an_engine_without_drills_abandons(self):
+        job = self.jobs.post_drill("d1")
+        self.jobs.drills = None
+        self.assertEqual(conductor.ABANDON, self.dispatch(job))
+
+    def test_of_two_jobs_the_older_runs(self):
+        older = self.jobs.post_drill("d1")
+        newer = self.jobs.post_drill("d1")
+        self.assertEqual(conductor.CONSUME, self.dispatch(newer))
+        self.assertEqual([], self.drills.ran)
+        self.assertEqual(conductor.CONSUME, self.dispatch(older))
+        self.assertEqual(["d1"], self.drills.ran)
+
+    def test_a_running_drill_without_a_job_gets_one(self):
+        self.drills.ids = ["d1", "d2"]
+        self.jobs.post_drill("d1")
+        self.assertEqual(["d2"], self.jobs.orphans())
+        self.assertEqual(["d1", "d2"], [j.details.get("drill_id")
+                                        for j in self.jobs.board.jobs])
+
+    def test_a_board_that_does_not_answer_posts_nothing(self):
+        def post(name, details=None):
+            raise tf_exc.JobFailure("session expired")
+        self.jobs.board.post = post
+        self.assertIsNone(self.jobs.post_drill("d1"))

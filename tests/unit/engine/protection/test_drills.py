@@ -502,6 +502,64 @@ class TestRecover(DrillTestCase):
         self.assertEqual("passed", self.db.drill_get(done["id"])["state"])
 
 
+class FakeJobs:
+    """The shared jobboard's part a drill uses (engine.jobs.Jobs)."""
+
+    def __init__(self, answers=True):
+        self.answers = answers
+        self.posted = []
+
+    def post_drill(self, drill_id):
+        if not self.answers:
+            return None
+        self.posted.append(drill_id)
+        return object()
+
+
+class TestAsJobs(DrillTestCase):
+    """With engines that share a jobboard, a drill is a job (issue 39):
+    before, it ran in a thread of the engine asked, and a drill whose
+    engine died was never run again (nor recovered: another engine may
+    run it).
+    """
+
+    def test_a_drill_is_posted_not_run_here(self):
+        self.drills.jobs = FakeJobs()
+        policy = self.policy()
+        self.replica(policy)
+        record = self.drills.start(base.member(), policy["id"])
+        self.assertEqual([record["id"]], self.drills.jobs.posted)
+        self.assertEqual([], SyncThread.started)
+        self.assertEqual([record["id"]], self.drills.running())
+
+    def test_a_board_that_does_not_answer_runs_it_here(self):
+        self.drills.jobs = FakeJobs(answers=False)
+        policy = self.policy()
+        self.replica(policy)
+        self.drills.start(base.member(), policy["id"])
+        self.assertEqual(1, len(SyncThread.started))
+
+    def test_the_engine_that_claims_it_runs_it_from_its_start(self):
+        self.drills.jobs = FakeJobs()
+        policy = self.policy()
+        self.replica(policy)
+        self.replica(policy)
+        record = self.drills.start(base.member(), policy["id"])
+        # Claimed twice (its first engine died during it): each runs it.
+        for _ in range(2):
+            self.db.drill_update(record["id"], {"state": "running"})
+            self.drills.run_claimed(record["id"])
+            row = self.db.drill_get(record["id"])
+            self.assertEqual(("passed", 2), (row["state"],
+                                             row["images_intact"]))
+        # An ended drill's job runs nothing.
+        self.notifier.sent.clear()
+        self.drills.run_claimed(record["id"])
+        self.assertEqual([], self.notifier.sent)
+        # Nor one that is gone.
+        self.drills.run_claimed(uuid.uuid4().hex)
+
+
 class TestCheck(DrillTestCase):
     def check(self, image, row, clone=False, drill=None):
         drill = drill or self.drill_row(clone)
