@@ -12,6 +12,7 @@ methods or paths::
     proxy.reset(count=1, path=r"/file$")          # connection dropped
     proxy.cut(1 << 20, count=1, method="GET")     # download cut at 1 MiB
     proxy.flip(8 << 20, count=1, path=r"/file$")  # one byte inverted
+    proxy.slow(2 << 20, path=r"/file$")           # answers at 2 MiB/s
     proxy.clear()
 
 A faulted request's body is read and dropped before the answer, so the
@@ -130,6 +131,13 @@ class FaultProxy:
         return self._add(_Rule("flip", None, seconds, count, None, method,
                                path, after=at))
 
+    def slow(self, rate, seconds=None, count=None, method=None, path=None):
+        """Forward matching requests, but send their answers at RATE
+        bytes per second.
+        """
+        return self._add(_Rule("slow", None, seconds, count, None, method,
+                               path, after=rate))
+
     def clear(self):
         """Remove every rule: forward everything again."""
         with self._lock:
@@ -242,7 +250,8 @@ class FaultProxy:
             pump.start()
             cut = rule.after if action == "cut" else None
             flip = rule.after if action == "flip" else None
-            if _pump_out(upstream, client, cut, flip):
+            rate = rule.after if action == "slow" else None
+            if _pump_out(upstream, client, cut, flip, rate):
                 _shutdown(client, socket.SHUT_RD)
                 pump.join(5)
                 _reset(client)
@@ -378,15 +387,21 @@ def _pump_in(reader, upstream):
         pass
 
 
-def _pump_out(upstream, client, limit=None, flip=None):
+def _pump_out(upstream, client, limit=None, flip=None, rate=None):
     """Upstream to client; True when LIMIT bytes were sent and it cut.
-    The byte at FLIP (if any) goes out inverted.
+    The byte at FLIP (if any) goes out inverted; RATE (bytes/s) paces it.
     """
     buf = bytearray(BUF)
     view = memoryview(buf)
     sent = 0
+    step = BUF if rate is None else max(4096, min(BUF, int(rate) // 10))
+    began = time.monotonic()
     while True:
-        want = BUF if limit is None else min(BUF, limit - sent)
+        if rate is not None:
+            ahead = began + sent / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        want = step if limit is None else min(step, limit - sent)
         if want <= 0:
             return True
         n = upstream.recv_into(buf, want)

@@ -255,11 +255,16 @@ class Drills:
         """
         try:
             row = self.db.drill_get(drill_id)
-            policy = self.db.policy_get(row["policy_id"])
         except exception.NotFound as exc:
             LOG.warning("drill %s not run: %s", drill_id, exc)
             return
         if row["state"] != RUNNING:
+            return
+        try:
+            policy = self.db.policy_get(row["policy_id"])
+        except exception.NotFound as exc:
+            self._save(row, {"state": ERROR, "error": str(exc)[:2000],
+                             "finished_at": timeutils.utcnow()})
             return
         found = self._replicas(policy)
         LOG.info("drill %s of policy %s runs on this engine: %d replicas",

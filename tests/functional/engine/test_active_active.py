@@ -5,6 +5,8 @@ its single engine.
 
 * A batch of migrations asked for at once runs each migration once (one
   import per image on B), spread over the engines.
+* kill -9 of the owner during the export (A's Glance slowed by a fault
+  proxy), twice: each new owner exports on, and it completes once.
 * kill -9 of the owner while the peer imports (B's engine held), twice:
   each new owner waits on, and the import completes once.
 * SIGSTOP of the owner past its session, then SIGCONT: another engine
@@ -83,7 +85,8 @@ class TestActiveActive(migration.MigrationTestCase):
     def _start_servers(cls, scope):
         cls.mariadb = scope._started(dbserver.MariaDB())
         cls.server = scope._started(cls.server_class())
-        cls.a, cls.b = scope.clouds()
+        # A's Glance behind a fault proxy: an export slowed down.
+        cls.a, cls.b = scope.clouds(proxy_a=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -204,6 +207,37 @@ class TestActiveActive(migration.MigrationTestCase):
         self.assertMigrated(rec, source)
         for _claimed, progress in takeovers:
             self.assertLess(progress, SESSION + 10, takeovers)
+
+    def test_kill_9_of_the_owner_during_the_export_twice(self):
+        """kill -9 of the owner in the export stage, twice: A's Glance
+        sends the image at 2 MiB/s (the fault proxy), so that the export
+        lasts; each new owner exports on, and the image is imported
+        once, bit-exact.
+        """
+        source = self.upload(self.a, data=os.urandom(32 * MiB),
+                             name="aa-export-kill")
+        self.a.proxy.slow(2 * MiB, method="GET", path=r"/file$")
+        self.addCleanup(self.a.proxy.clear)
+        req = self.migrate(images=[source["id"]], mode="serial")
+        mid = req["migrations"][0]["migration_id"]
+        for _ in range(2):
+            first = self.wait_until(
+                lambda: (lambda r: r if r["stage"] == "export" and
+                         r.get("owner") and
+                         (r.get("bytes_export") or 0) > 0 else None)(
+                    self.row(mid)),
+                "the export under way", timeout=60, interval=0.2)
+            owner = first["owner"]
+            self.engines[owner].kill9()
+            taken = self.wait_until(
+                lambda: (lambda r: r if r.get("owner") not in
+                         (owner, None) else None)(self.row(mid)),
+                "another engine to take it", timeout=60, interval=0.1)
+            self.assertGreater(taken["epoch"], first["epoch"])
+            self.engines[owner].start()
+        self.a.proxy.clear()
+        rec = self.wait_migration(mid, timeout=300)
+        self.assertMigrated(rec, source)
 
     def test_kill_9_of_the_owner_while_the_peer_imports_twice(self):
         """kill -9 of the owner in the import stage, twice: B's engine is
@@ -374,8 +408,12 @@ class TestActiveActiveOnRedis(TestActiveActive):
     backend = "redis"
     server_class = coordination.Redis
     test_sigstop_of_the_owner_past_its_session = None
-    # Its claims expire as a ZooKeeper session does: once, on ZooKeeper.
+    # Its claims expire as a ZooKeeper session does: once, on ZooKeeper
+    # (as the kills in the other stages: the kill in the transfer is
+    # repeated here).
     test_backend_cut_from_the_owner_twice = None
+    test_kill_9_of_the_owner_during_the_export_twice = None
+    test_kill_9_of_the_owner_while_the_peer_imports_twice = None
     # The database's faults are the backend's own: once, on ZooKeeper.
     test_database_restarted_mid_migration_twice = None
 

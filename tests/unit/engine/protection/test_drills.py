@@ -559,6 +559,17 @@ class TestAsJobs(DrillTestCase):
         # Nor one that is gone.
         self.drills.run_claimed(uuid.uuid4().hex)
 
+    def test_a_drill_whose_policy_is_gone_ends_in_error(self):
+        self.drills.jobs = FakeJobs()
+        policy = self.policy()
+        self.replica(policy)
+        record = self.drills.start(base.member(), policy["id"])
+        self.db.drill_update(record["id"], {"policy_id": "gone"})
+        self.drills.run_claimed(record["id"])
+        row = self.db.drill_get(record["id"])
+        self.assertEqual("error", row["state"])
+        self.assertIn("gone", row["error"])
+
 
 class TestCheck(DrillTestCase):
     def check(self, image, row, clone=False, drill=None):
