@@ -11,6 +11,7 @@ its coordinator stops (a paused leader may act once more after another
 was elected: what it runs is idempotent).
 """
 
+import contextlib
 import threading
 
 from oslo_log import log as logging
@@ -22,6 +23,12 @@ LOG = logging.getLogger(__name__)
 GROUP = b"dtn-migrate-engines"
 #: Seconds between runs of the election's watchers.
 WATCH_INTERVAL = 0.5
+
+
+class LockUnavailable(Exception):
+    """A lock of the engines was not had in time (held by another engine
+    that long, or a backend that does not answer).
+    """
 
 
 def backend_url(conf):
@@ -86,13 +93,37 @@ class Leadership:
             leader = self.coordinator.get_leader(self.group).get(timeout=5)
         except NotImplementedError:
             return True
-        except coordination.ToozError as exc:
+        except Exception as exc:  # noqa: B902 - a backend's own errors
+            # tooz passes some of the backend's errors on (a ZooKeeper
+            # session that expired): no leader is known then.
             LOG.warning("leader election: the leader is not known: %s", exc)
             return False
         if leader != self.member_id:
             self._elected.clear()
             return False
         return True
+
+    @contextlib.contextmanager
+    def holding(self, name, timeout=10.0):
+        """Hold the engines' lock ``name`` (one engine at a time holds
+        it), waiting at most ``timeout`` seconds for it: LockUnavailable
+        else.
+        """
+        lock = self.coordinator.get_lock(b"dtn-migrate-" + name.encode())
+        try:
+            held = lock.acquire(blocking=timeout)
+        except Exception as exc:  # noqa: B902 - a backend's own errors
+            raise LockUnavailable("lock %s: %s" % (name, exc)) from exc
+        if not held:
+            raise LockUnavailable("lock %s: held by another engine for "
+                                  "%.0f s" % (name, timeout))
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except Exception as exc:  # noqa: B902 - it expires by itself
+                LOG.warning("lock %s not released: %s", name, exc)
 
     def stop(self):
         self._stop.set()

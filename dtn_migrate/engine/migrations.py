@@ -17,6 +17,7 @@ request never reuses a record that has no live worker: it settles a
 stranded one first.
 """
 
+import contextlib
 import threading
 import uuid
 
@@ -25,6 +26,7 @@ from oslo_log import log as logging
 from dtn_migrate import context as context_mod
 from dtn_migrate.common import states
 from dtn_migrate.common import text
+from dtn_migrate.coordination import leader
 from dtn_migrate.engine import outcomes
 from dtn_migrate.engine import persistence
 from dtn_migrate.engine import records
@@ -56,6 +58,16 @@ def incoming_id(transfer_id, peer):
     return uuid.uuid5(_INCOMING_NS, "%s/%s" % (peer, transfer_id)).hex
 
 
+@contextlib.contextmanager
+def _held(holding, name):
+    try:
+        with holding(name):
+            yield
+    except leader.LockUnavailable as exc:
+        raise exception.ServiceUnavailable(
+            reason="the engines' coordination backend: %s" % exc)
+
+
 class Migrations(running_mod.Running, outcomes.Outcomes):
     """The migrations of one engine: its requests and queries here, the
     running of their flows in :class:`running.Running`, their outcomes
@@ -83,6 +95,10 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
         #: The jobboard (jobs.Jobs) when engines share one; None: this
         #: engine runs every migration on its pools.
         self.jobs = None
+        #: ``holding(name)``, the engines' lock of that name (a context
+        #: manager, coordination.leader.Leadership.holding) when engines
+        #: share the work; None: this engine's lock is the only one.
+        self.holding = None
         #: Called with the record of every migration that ends (its
         #: outcome saved): the protection policies' bookkeeping.
         self.finished = []
@@ -135,7 +151,9 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
             metadata.check_migratable(image)
         owner = {"project_id": ctx.project_id, "user_id": ctx.user_id}
         out, stale = [], []
-        with self.lock:
+        # Across engines too: two engines asked for one image at once
+        # (a Glance event and a scan) would both start a migration.
+        with self._across_engines("request-%s" % peer), self.lock:
             self._settle_all()
             # Every image decided (a 409 raised) before any starts.
             plans = [(image, self._plan(peer, image, opts, ctx.project_id))
@@ -151,6 +169,14 @@ class Migrations(running_mod.Running, outcomes.Outcomes):
                 transfer_id, "it is migrated again under another transfer")
         return {"request_id": request_id, "peer": peer,
                 "migrations": out}
+
+    def _across_engines(self, name):
+        """The engines' lock ``name`` (nothing with one engine);
+        ServiceUnavailable when it cannot be had.
+        """
+        if self.holding is None:
+            return contextlib.nullcontext()
+        return _held(self.holding, name)
 
     def _request_records(self, request_id, project_id):
         filters = {"request_id": request_id, "direction": OUTGOING}

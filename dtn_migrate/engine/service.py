@@ -82,6 +82,7 @@ class EngineService(service.Service):
                                              self.host)
             self.leadership = leader.Leadership(leader.backend_url(conf),
                                                 self.host)
+            self.migrations.holding = self.leadership.holding
         self.protection = protection.Protection(
             conf, self.store.db, self.migrations, notifier)
         self.drills = drills.Drills(conf, self.store.db, self.resources,

@@ -20,6 +20,7 @@ from taskflow import exceptions as tf_exc
 
 from dtn_migrate import context
 from dtn_migrate.common import states
+from dtn_migrate.coordination import leader
 from dtn_migrate.db import models as db_models
 from dtn_migrate.engine.flows import incoming as incoming_flow
 from dtn_migrate.engine import persistence
@@ -807,3 +808,39 @@ class TestDigest(testcase.TestCase):
         image = images.add(b"abc")
         self.assertEqual(hashlib.sha512(b"abc").hexdigest(),
                          image["os_hash_value"])
+
+
+class TestAcrossEngines(base.EngineTestCase):
+    """With engines that share the work, a request holds the engines'
+    lock of its peer: two engines asked for one image at once (a Glance
+    event heard by one, a scan of another) start one migration, not two
+    (issue 39; before, each engine held only its own lock).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.held = []
+
+        @contextlib.contextmanager
+        def holding(name):
+            if self.refuse:
+                raise leader.LockUnavailable("lock %s: held by another "
+                                             "engine for 10 s" % name)
+            self.held.append(name)
+            yield
+
+        self.refuse = False
+        self.a.holding = holding
+
+    def test_a_request_holds_the_peer_s_lock(self):
+        [m] = self.run_request([self.image()["id"]])
+        self.assertEqual("complete", m["state"], m["error"])
+        self.assertEqual(["request-b"], self.held)
+
+    def test_no_lock_no_migration(self):
+        self.refuse = True
+        image = self.image()
+        err = self.assertRaises(exception.ServiceUnavailable,
+                                self.a.request, "b", images=[image["id"]])
+        self.assertIn("held by another engine", str(err))
+        self.assertEqual([], self.a.list(direction="outgoing"))
