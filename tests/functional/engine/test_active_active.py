@@ -5,20 +5,17 @@ its single engine.
 
 * A batch of migrations asked for at once runs each migration once (one
   import per image on B), spread over the engines.
-* kill -9 of the owner during the export (A's Glance slowed by a fault
-  proxy), twice: each new owner exports on, and it completes once.
-* kill -9 of the owner while the peer imports (B's engine held), twice:
-  each new owner waits on, and the import completes once.
+* kill -9 of the engine that owns a migration in its export (A's Glance
+  slowed by a fault proxy), its transfer and its import (B's engine
+  held), in one test: another engine takes it over each time, and it
+  completes once, bit-exact; the seconds from each kill to the new
+  owner's claim and to its first write are kept.
 * SIGSTOP of the owner past its session, then SIGCONT: another engine
   took the migration over, A's agent refuses every command of the
   paused engine's claim (twice over), and the paused one writes
   nothing more.
 * The backend cut from the engine that runs a migration, past its
   session, twice: another engine takes it over each time.
-* kill -9 of the engine that runs a migration, twice in one test:
-  another engine takes it over within the ZooKeeper session and a
-  margin, and it completes bit-exact; the seconds from each kill to the
-  new owner's claim and to its first progress are kept.
 
 The clouds, the MariaDB and the ZooKeeper (Redis) are the class's; each
 test has its own jobboard namespace and database.
@@ -173,107 +170,75 @@ class TestActiveActive(migration.MigrationTestCase):
         # the idle ones (conductor.STAGGER).
         self.assertEqual(set(self.engines), set(owners), owners)
 
-    def test_kill_9_of_the_owner_twice(self):
-        source = self.upload(self.a, data=os.urandom(48 * MiB),
-                             name="aa-takeover")
-        req = self.migrate(images=[source["id"]],
-                           transfer_options={"rate_limit": 4 * MiB})
-        mid = req["migrations"][0]["migration_id"]
-        takeovers = []
-        for _ in range(2):
-            first = self.under_way(mid)
-            owner = first["owner"]
-            t0 = time.monotonic()
-            self.engines[owner].kill9()
-            taken = self.wait_until(
-                lambda: (lambda r: r if r.get("owner") not in (owner, None)
-                         else None)(
-                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
-                "another engine to take it", timeout=60, interval=0.1)
-            claimed = time.monotonic() - t0
-            # Its first write: the new owner's progress.
-            self.wait_until(
-                lambda: (lambda r: r if r["updated_at"] >
-                         taken["updated_at"] else None)(
-                    self.a.bus.engine.get_migration(migration.ADMIN, mid)),
-                "the new owner's progress", timeout=60, interval=0.1)
-            takeovers.append((round(claimed, 2),
-                              round(time.monotonic() - t0, 2)))
-            self.assertGreater(taken["epoch"], first["epoch"])
-            self.engines[owner].start()
-        self.addDetail("takeover-seconds",
-                       content.text_content(repr(takeovers)))
-        rec = self.wait_migration(mid, timeout=300)
-        self.assertMigrated(rec, source)
-        for _claimed, progress in takeovers:
-            self.assertLess(progress, SESSION + 10, takeovers)
+    def kill_owner(self, mid, ready, what):
+        """Once the row of ``mid`` is ``ready(row)`` (an engine owns it),
+        kill -9 its owner; returns (seconds from the kill to the new
+        owner's claim, to its first write), the owner killed started
+        again.
+        """
+        first = self.wait_until(
+            lambda: (lambda r: r if r.get("owner") and ready(r) else None)(
+                self.row(mid)), what, timeout=120, interval=0.1)
+        owner = first["owner"]
+        t0 = time.monotonic()
+        self.engines[owner].kill9()
+        taken = self.wait_until(
+            lambda: (lambda r: r if r.get("owner") not in (owner, None)
+                     else None)(self.row(mid)),
+            "another engine to take it", timeout=60, interval=0.1)
+        claimed = time.monotonic() - t0
+        self.assertGreater(taken["epoch"], first["epoch"])
+        self.assertEqual("running", taken["state"])
+        # Its first write: the new owner's progress.
+        self.wait_until(
+            lambda: self.row(mid)["updated_at"] > taken["updated_at"],
+            "the new owner's progress", timeout=60, interval=0.1)
+        self.engines[owner].start()
+        return round(claimed, 2), round(time.monotonic() - t0, 2)
 
-    def test_kill_9_of_the_owner_during_the_export_twice(self):
-        """kill -9 of the owner in the export stage, twice: A's Glance
-        sends the image at 2 MiB/s (the fault proxy), so that the export
-        lasts; each new owner exports on, and the image is imported
-        once, bit-exact.
+    def test_kill_9_of_the_owner_in_each_stage(self):
+        """kill -9 of the engine that owns a migration in its export,
+        its transfer and its import, in one test: another engine takes
+        it over each time, and it completes once, bit-exact.
+
+        A serial migration, so that each stage runs alone: A's Glance
+        sends the image at 2 MiB/s (the fault proxy) until the export's
+        takeover; the DTN link carries 4 MiB/s; B's engine is held
+        (SIGSTOP) from then on, so that A's migration waits in its
+        import stage until it runs again.
         """
         source = self.upload(self.a, data=os.urandom(32 * MiB),
-                             name="aa-export-kill")
+                             name="aa-takeover")
         self.a.proxy.slow(2 * MiB, method="GET", path=r"/file$")
         self.addCleanup(self.a.proxy.clear)
-        req = self.migrate(images=[source["id"]], mode="serial")
-        mid = req["migrations"][0]["migration_id"]
-        for _ in range(2):
-            first = self.wait_until(
-                lambda: (lambda r: r if r["stage"] == "export" and
-                         r.get("owner") and
-                         (r.get("bytes_export") or 0) > 0 else None)(
-                    self.row(mid)),
-                "the export under way", timeout=60, interval=0.2)
-            owner = first["owner"]
-            self.engines[owner].kill9()
-            taken = self.wait_until(
-                lambda: (lambda r: r if r.get("owner") not in
-                         (owner, None) else None)(self.row(mid)),
-                "another engine to take it", timeout=60, interval=0.1)
-            self.assertGreater(taken["epoch"], first["epoch"])
-            self.engines[owner].start()
-        self.a.proxy.clear()
-        rec = self.wait_migration(mid, timeout=300)
-        self.assertMigrated(rec, source)
-
-    def test_kill_9_of_the_owner_while_the_peer_imports_twice(self):
-        """kill -9 of the owner in the import stage, twice: B's engine is
-        held (SIGSTOP) once the bytes cross, so that A's migration waits
-        for B's import; each new owner goes on waiting, and once B's
-        engine runs again the import completes once, bit-exact.
-        """
-        source = self.upload(self.a, data=os.urandom(16 * MiB),
-                             name="aa-import-kill")
         req = self.migrate(images=[source["id"]], mode="serial",
                            transfer_options={"rate_limit": 4 * MiB})
         mid = req["migrations"][0]["migration_id"]
-        self.under_way(mid)
+        takeovers = {"export": self.kill_owner(
+            mid, lambda r: r["stage"] == "export" and
+            (r.get("bytes_export") or 0) > 0, "the export under way")}
+        self.a.proxy.clear()
         # After the preflight (B's engine answers it): B imports nothing
         # until it runs again.
         peer = self.b.engine.proc.pid
         os.kill(peer, signal.SIGSTOP)
         try:
-            for _ in range(2):
-                first = self.wait_until(
-                    lambda: (lambda r: r if r["stage"] == "import" and
-                             r.get("owner") else None)(self.row(mid)),
-                    "the import stage", timeout=60, interval=0.2)
-                owner = first["owner"]
-                self.engines[owner].kill9()
-                taken = self.wait_until(
-                    lambda: (lambda r: r if r.get("owner") not in
-                             (owner, None) else None)(self.row(mid)),
-                    "another engine to take it", timeout=60, interval=0.1)
-                self.assertGreater(taken["epoch"], first["epoch"])
-                self.assertEqual("running", taken["state"])
-                self.engines[owner].start()
+            takeovers["transfer"] = self.kill_owner(
+                mid, lambda r: r["stage"] == "transfer" and
+                (r.get("bytes_transfer") or 0) > 0, "the transfer under way")
+            # Its flow waits for B's import (the stage shows once B
+            # reports it).
+            takeovers["import"] = self.kill_owner(
+                mid, lambda r: (r.get("bytes_transfer") or 0) >=
+                source["size"], "the transfer's end")
         finally:
             os.kill(peer, signal.SIGCONT)
+        self.addDetail("takeover-seconds",
+                       content.text_content(repr(takeovers)))
         rec = self.wait_migration(mid, timeout=300)
         self.assertMigrated(rec, source)
+        for _claimed, progress in takeovers.values():
+            self.assertLess(progress, SESSION + 10, takeovers)
 
     def test_sigstop_of_the_owner_past_its_session(self):
         """The owner paused past its session, then resumed: another
@@ -408,12 +373,8 @@ class TestActiveActiveOnRedis(TestActiveActive):
     backend = "redis"
     server_class = coordination.Redis
     test_sigstop_of_the_owner_past_its_session = None
-    # Its claims expire as a ZooKeeper session does: once, on ZooKeeper
-    # (as the kills in the other stages: the kill in the transfer is
-    # repeated here).
+    # Its claims expire as a ZooKeeper session does: once, on ZooKeeper.
     test_backend_cut_from_the_owner_twice = None
-    test_kill_9_of_the_owner_during_the_export_twice = None
-    test_kill_9_of_the_owner_while_the_peer_imports_twice = None
     # The database's faults are the backend's own: once, on ZooKeeper.
     test_database_restarted_mid_migration_twice = None
 
